@@ -1,0 +1,218 @@
+//! `/v1/jobs`: schedule a job, read it, list jobs, read its attempt history.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::AppState;
+use super::extract::{AppJson, AppQuery};
+use super::job_input::{self, CreateJobRequest};
+use super::pagination::{self, Page};
+use super::problem::{ApiError, Problem};
+use super::views::{AttemptView, JobView};
+use crate::domain::JobState;
+use crate::domain::payload::same_json_value;
+use crate::store::{CreateOutcome, JobFilter, PageRequest};
+
+/// The routes of this resource.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_job, list_jobs))
+        .routes(routes!(get_job))
+        .routes(routes!(list_attempts))
+}
+
+/// Schedule a job. Idempotent on (subscriber_id, event_id): repeating it with the same
+/// payload (compared as JSON values) answers 200 with the job already stored, whatever
+/// its scheduling fields; with a different payload, 409.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    request_body = CreateJobRequest,
+    responses(
+        (status = 201, description = "Scheduled", body = JobView),
+        (status = 200, description = "The same job already exists", body = JobView),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown subscriber", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same (subscriber_id, event_id), different payload", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Payload over --max-payload-bytes", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; nothing stored, retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create_job(
+    State(state): State<AppState>,
+    AppJson(request): AppJson<CreateJobRequest>,
+) -> Result<Response, ApiError> {
+    let now = state.clock.now();
+    let new = job_input::new_job(request, Uuid::now_v7(), now, state.job_limits)?;
+    let payload = new.payload.clone();
+    let outcome = state
+        .store
+        .create_jobs(vec![new])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::Internal("create_jobs returned no outcome".into()))?;
+    match outcome {
+        CreateOutcome::Created(job) => {
+            let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let mut response = (StatusCode::CREATED, Json(JobView::new(job, now))).into_response();
+            response.headers_mut().insert(header::LOCATION, location);
+            Ok(response)
+        }
+        CreateOutcome::Existing {
+            job,
+            payload: stored,
+        } => {
+            if same_json_value(&stored, &payload) {
+                Ok((StatusCode::OK, Json(JobView::new(job, now))).into_response())
+            } else {
+                Err(ApiError::Conflict(format!(
+                    "job {} already exists for subscriber `{}` and event `{}` with a \
+                     different payload",
+                    job.id, job.subscriber_id, job.event_id
+                )))
+            }
+        }
+    }
+}
+
+fn job_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
+}
+
+/// Read a job.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job_id}",
+    tag = "jobs",
+    params(("job_id" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_job(
+    State(state): State<AppState>,
+    Path(raw_id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let id = job_id(&raw_id)?;
+    let job = state
+        .store
+        .get_job(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+    Ok(Json(JobView::new(job, state.clock.now())))
+}
+
+/// Query of the job listing; all given filters must match.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListJobsQuery {
+    /// Only jobs of this event.
+    pub event_id: Option<String>,
+    /// Only jobs of this subscriber.
+    pub subscriber_id: Option<String>,
+    /// Only jobs in this state.
+    #[param(value_type = Option<JobState>)]
+    pub state: Option<String>,
+    /// Items per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>)]
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// List jobs, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(ListJobsQuery),
+    responses(
+        (status = 200, description = "One page of jobs", body = Page<JobView>),
+        (status = 422, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    AppQuery(query): AppQuery<ListJobsQuery>,
+) -> Result<Json<Page<JobView>>, ApiError> {
+    let limit = pagination::limit(query.limit.as_deref())?;
+    let after = pagination::decode_cursor(query.cursor.as_deref(), |k| Uuid::parse_str(k).ok())?;
+    let job_state = query
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|_| {
+            let names: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid("state", format!("must be one of {}", names.join(", ")))
+        })?;
+    let filter = JobFilter {
+        event_id: query.event_id,
+        subscriber_id: query.subscriber_id,
+        state: job_state,
+    };
+    let fetched = state
+        .store
+        .list_jobs(
+            &filter,
+            PageRequest {
+                after,
+                limit: limit + 1,
+            },
+        )
+        .await?;
+    let now = state.clock.now();
+    Ok(Json(pagination::page(
+        fetched,
+        limit,
+        |job| job.id.to_string(),
+        |job| JobView::new(job, now),
+    )))
+}
+
+/// A job's attempt history, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptList {
+    /// The attempts.
+    pub items: Vec<AttemptView>,
+}
+
+/// Read a job's attempt history.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job_id}/attempts",
+    tag = "jobs",
+    params(("job_id" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Its attempts, oldest first", body = AttemptList),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_attempts(
+    State(state): State<AppState>,
+    Path(raw_id): Path<String>,
+) -> Result<Json<AttemptList>, ApiError> {
+    let id = job_id(&raw_id)?;
+    if state.store.get_job(id).await?.is_none() {
+        return Err(ApiError::NotFound(format!("job {id} does not exist")));
+    }
+    let attempts = state.store.list_attempts(id).await?;
+    Ok(Json(AttemptList {
+        items: attempts.into_iter().map(AttemptView::from).collect(),
+    }))
+}

@@ -1,0 +1,128 @@
+//! The HTTP API (DESIGN §5): axum routers per resource, problem+json errors, and the
+//! OpenAPI document generated from the handlers (utoipa).
+
+pub mod extract;
+mod health;
+pub mod job_input;
+mod jobs;
+pub mod pagination;
+pub mod problem;
+mod subscribers;
+pub mod views;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use tower::ServiceBuilder;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::domain::Clock;
+use crate::store::SharedStore;
+use job_input::JobLimits;
+
+/// The header carrying each request's id (set when the client sent none).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Room for the fields around the payload when sizing the body limit, in bytes.
+const ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// What every handler shares.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The store.
+    pub store: SharedStore,
+    /// The source of `now`.
+    pub clock: Arc<dyn Clock>,
+    /// Limits on new jobs.
+    pub job_limits: JobLimits,
+}
+
+/// Settings of the HTTP layer.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiSettings {
+    /// Limits on new jobs.
+    pub job_limits: JobLimits,
+    /// The longest a request may take before it is answered 408.
+    pub request_timeout: Duration,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "deferhook",
+        description = "Schedules and delivers delayed webhooks: signed (Standard Webhooks), \
+                       retried with backoff and jitter until a deadline, dead-lettered when \
+                       they cannot be delivered. Errors are RFC 9457 problem details.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    tags(
+        (name = "jobs", description = "Delayed webhook jobs"),
+        (name = "subscribers", description = "Registered receivers"),
+        (name = "health", description = "Probes"),
+    )
+)]
+struct ApiDoc;
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(subscribers::router())
+        .merge(jobs::router())
+        .merge(health::router())
+}
+
+/// The OpenAPI 3.1 document of the API, as committed in `openapi/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().split_for_parts().1
+}
+
+/// The API's router with its middleware: request ids, tracing, a request timeout,
+/// a body limit sized from the payload limit, and problem+json for every error.
+pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
+    let state = AppState {
+        store,
+        clock,
+        job_limits: settings.job_limits,
+    };
+    let (router, openapi) = routes().split_for_parts();
+    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let middleware = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request<_>| {
+                    let id = request
+                        .headers()
+                        .get(REQUEST_ID_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!(
+                        "request",
+                        request_id = %id,
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                    )
+                })
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id))
+        .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            settings.request_timeout,
+        ));
+    router
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(
+            settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
+        ))
+        .layer(middleware)
+}

@@ -1,0 +1,102 @@
+//! Cursor pagination: `limit` and an opaque `cursor`; lists answer
+//! `{"items": [...], "next_cursor": "…" | null}`.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::problem::ApiError;
+
+/// Items per page when `limit` is absent.
+pub const DEFAULT_LIMIT: u32 = 100;
+/// Most items per page.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// One page of a listing.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T: ToSchema> {
+    /// The items of this page.
+    pub items: Vec<T>,
+    /// Pass as `cursor` to get the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `limit` from the query: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent.
+pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_LIMIT);
+    };
+    raw.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_LIMIT).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
+        })
+}
+
+/// Encodes the last key of a page as an opaque cursor.
+pub fn encode_cursor(key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(key)
+}
+
+/// Decodes a cursor made by [`encode_cursor`] and parses its key with `parse`.
+pub fn decode_cursor<K>(
+    raw: Option<&str>,
+    parse: impl Fn(&str) -> Option<K>,
+) -> Result<Option<K>, ApiError> {
+    let Some(raw) = raw else { return Ok(None) };
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|key| parse(&key))
+        .map(Some)
+        .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this listing returned"))
+}
+
+/// Builds a page from up to `limit + 1` fetched items: the extra one only proves that
+/// a next page exists.
+pub fn page<R, T: ToSchema>(
+    mut fetched: Vec<R>,
+    limit: u32,
+    key: impl Fn(&R) -> String,
+    view: impl Fn(R) -> T,
+) -> Page<T> {
+    let more = fetched.len() > limit as usize;
+    fetched.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| fetched.last().map(|last| encode_cursor(&key(last))))
+        .flatten();
+    Page {
+        items: fetched.into_iter().map(view).collect(),
+        next_cursor,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits() {
+        assert_eq!(limit(None).unwrap(), DEFAULT_LIMIT);
+        assert_eq!(limit(Some("1")).unwrap(), 1);
+        assert_eq!(limit(Some("1000")).unwrap(), 1000);
+        for bad in ["0", "1001", "-1", "ten", ""] {
+            assert!(limit(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let cursor = encode_cursor("sub-1");
+        assert_eq!(
+            decode_cursor(Some(&cursor), |k| Some(k.to_owned())).unwrap(),
+            Some("sub-1".to_owned())
+        );
+        assert!(decode_cursor(Some("!!"), |k| Some(k.to_owned())).is_err());
+        assert!(decode_cursor(Some(&cursor), |_| None::<String>).is_err());
+        assert_eq!(decode_cursor(None, |k| Some(k.to_owned())).unwrap(), None);
+    }
+}

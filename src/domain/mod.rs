@@ -1,0 +1,13 @@
+//! Pure types and rules of deferhook: no I/O, the clock injected (DESIGN §2–§4).
+
+pub mod attempt;
+pub mod job;
+pub mod payload;
+pub mod policy;
+pub mod secret;
+pub mod time;
+pub mod validate;
+pub mod waiting;
+
+pub use job::{DeadReason, JobEvent, JobSnapshot, JobState, Transition, TransitionError};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};

@@ -1,0 +1,15 @@
+//! deferhook: schedules and delivers delayed webhooks.
+//!
+//! Producers POST a job (subscriber, event id, JSON payload, when to deliver, a
+//! deadline); deferhook stores it durably and its workers deliver it signed (Standard
+//! Webhooks), retried with backoff and jitter until the deadline, dead-lettered when it
+//! cannot succeed. The layout: [`domain`] holds the pure rules (state machine,
+//! policies), [`store`] the durable state behind one trait, [`api`] the HTTP API,
+//! [`server`] the wiring of `deferhook serve`.
+
+pub mod api;
+pub mod config;
+pub mod domain;
+pub mod server;
+pub mod store;
+pub mod telemetry;

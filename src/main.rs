@@ -1,0 +1,53 @@
+//! The `deferhook` command: `serve`, `migrate`, `openapi`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use deferhook::config::{Cli, Command};
+use deferhook::server::{Server, shutdown_signal};
+use deferhook::{api, store, telemetry};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("deferhook: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line: the error and its causes.
+            eprintln!("deferhook: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => {
+            let server = Server::start(&args).await?;
+            let stop = server.shutdown_token();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                stop.cancel();
+            });
+            server.wait().await?;
+            tracing::info!("deferhook stopped");
+            Ok(())
+        }
+        Command::Migrate(args) => {
+            store::open(&args.database_url).await?;
+            tracing::info!("the database schema is up to date");
+            Ok(())
+        }
+        Command::Openapi => {
+            println!("{}", serde_json::to_string_pretty(&api::openapi())?);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Store errors, sorted by what a caller can do about them.
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or is busy right now; the call wrote nothing
+    /// and may be retried (the API answers 503 with `Retry-After`).
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// A job names a subscriber that does not exist; nothing was written.
+    #[error("subscriber `{0}` does not exist")]
+    UnknownSubscriber(String),
+    /// The database URL or options are unusable.
+    #[error("{0}")]
+    Config(String),
+    /// The database holds something this version cannot read, or refused a write it
+    /// should have accepted.
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// True when retrying the same call later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        match &error {
+            E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {
+                StoreError::Unavailable(error.to_string())
+            }
+            E::Database(db) if is_transient_database_error(db.as_ref()) => {
+                StoreError::Unavailable(db.message().to_owned())
+            }
+            _ => StoreError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Internal(format!("migration failed: {error}"))
+    }
+}
+
+/// SQLite's SQLITE_BUSY (5), SQLITE_LOCKED (6) and their extended codes; PostgreSQL's
+/// class 08 (connection exception), 57P0x (shutdown) and 40001/40P01 (serialization
+/// failure, deadlock).
+fn is_transient_database_error(error: &dyn sqlx::error::DatabaseError) -> bool {
+    let code = error.code();
+    if error
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .is_some()
+    {
+        sqlite_busy(code.as_deref())
+    } else {
+        postgres_transient(code.as_deref())
+    }
+}
+
+fn sqlite_busy(code: Option<&str>) -> bool {
+    code.and_then(|c| c.parse::<i64>().ok())
+        .is_some_and(|n| matches!(n & 0xff, 5 | 6))
+}
+
+fn postgres_transient(code: Option<&str>) -> bool {
+    code.is_some_and(|c| {
+        c.starts_with("08") || c.starts_with("57P0") || c == "40001" || c == "40P01"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_and_connection_codes_are_transient() {
+        assert!(sqlite_busy(Some("5")));
+        assert!(sqlite_busy(Some("517"))); // SQLITE_BUSY_SNAPSHOT
+        assert!(sqlite_busy(Some("6")));
+        assert!(!sqlite_busy(Some("19"))); // SQLITE_CONSTRAINT
+        assert!(!sqlite_busy(None));
+        assert!(postgres_transient(Some("08006")));
+        assert!(postgres_transient(Some("57P01")));
+        assert!(!postgres_transient(Some("22021")));
+        assert!(!postgres_transient(Some("23505")));
+    }
+}

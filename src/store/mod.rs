@@ -1,0 +1,116 @@
+//! Durable storage of subscribers, jobs and attempts behind one trait, so SQLite (the
+//! embedded default) and PostgreSQL serve the same API and workers.
+//!
+//! The interface is batch-shaped (DESIGN §3): claims return batches, outcomes are
+//! recorded for many jobs in one write, and creates take a batch in one transaction.
+//! Every time-dependent call takes `now`; no implementation reads a clock.
+
+mod error;
+pub mod records;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+pub use error::StoreError;
+pub use records::*;
+
+use crate::domain::Timestamp;
+
+/// A shared handle to a store.
+pub type SharedStore = Arc<dyn Store>;
+
+/// Durable storage. All methods are safe to call concurrently.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Succeeds when the store answers a trivial query (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Creates the subscriber, or updates it keeping what `put` leaves out.
+    async fn put_subscriber(
+        &self,
+        put: SubscriberPut,
+        now: Timestamp,
+    ) -> Result<PutSubscriberOutcome, StoreError>;
+
+    /// One subscriber, or `None`.
+    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError>;
+
+    /// Subscribers in id order, strictly after `page.after`.
+    async fn list_subscribers(
+        &self,
+        page: PageRequest<String>,
+    ) -> Result<Vec<Subscriber>, StoreError>;
+
+    /// Creates the jobs in one transaction: all or nothing. A job whose (subscriber_id,
+    /// event_id) exists is not written and comes back as [`CreateOutcome::Existing`].
+    /// Fails with [`StoreError::UnknownSubscriber`] (writing nothing) when a subscriber
+    /// does not exist. Outcomes are in the order of `jobs`.
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError>;
+
+    /// One job, or `None`.
+    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError>;
+
+    /// Jobs matching `filter`, newest first (descending id), strictly older than
+    /// `page.after`.
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Job>, StoreError>;
+
+    /// The attempt history of a job, oldest first.
+    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError>;
+
+    /// Atomically selects up to `limit` due jobs (`scheduled`/`retrying` whose due time
+    /// has come, and `in_flight` whose lease expired) of enabled subscribers, before
+    /// their deadline, oldest due first; marks them `in_flight` under a new lease (the
+    /// fencing token increases); persists an `in_progress` attempt row for each; and
+    /// returns them. The attempt of an expired lease is recorded as `unknown`.
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError>;
+
+    /// Extends the leases to `until`. The result says, per lease in order, whether it
+    /// was still held (the job in flight under that token).
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// Records attempt results and the transitions they cause, in one write, each
+    /// conditional on its lease: a stale token updates only the attempt row and
+    /// yields [`Fenced::Late`]. Results are in the order of `records`.
+    async fn record_outcomes(
+        &self,
+        records: &[OutcomeRecord],
+        now: Timestamp,
+    ) -> Result<Vec<Fenced>, StoreError>;
+
+    /// Moves up to `limit` jobs whose deadline has passed (`scheduled`, `retrying`, and
+    /// `in_flight` with an expired lease) to `dead` with `deadline_exceeded`.
+    async fn expire_deadlines(&self, now: Timestamp, limit: u32)
+    -> Result<ExpiredJobs, StoreError>;
+}
+
+/// Opens the store that `database_url` names and brings its schema up to date.
+///
+/// `sqlite://path` (created when missing) selects SQLite. Errors name the URL's
+/// scheme, never its credentials.
+pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
+    if database_url.starts_with("sqlite:") {
+        let store = sqlite::SqliteStore::open(database_url).await?;
+        store.migrate().await?;
+        return Ok(Arc::new(store));
+    }
+    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        return Err(StoreError::Config(
+            "PostgreSQL is not supported by this build yet; use sqlite://PATH".into(),
+        ));
+    }
+    Err(StoreError::Config(
+        "--database-url must start with sqlite:// (e.g. sqlite://deferhook.db)".into(),
+    ))
+}

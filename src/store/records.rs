@@ -1,0 +1,327 @@
+//! What the store reads and writes: subscribers, jobs, leases and attempts.
+
+use uuid::Uuid;
+
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::policy::ErrorClass;
+use crate::domain::secret::SigningSecret;
+use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp, Transition};
+
+/// A registered receiver. Its secret is not part of it: only the delivery path reads
+/// secrets (see [`ClaimedJob::secret`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscriber {
+    /// The operator's id for it (see `domain::validate::subscriber_id`).
+    pub id: String,
+    /// Where its webhooks are POSTed.
+    pub url: String,
+    /// Most attempts open at once for it across all instances.
+    pub max_in_flight: u32,
+    /// Most attempts started per second for it; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
+    /// False while paused; its jobs wait (deadlines still run).
+    pub enabled: bool,
+    /// When it was registered.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Default `max_in_flight` of a subscriber (DESIGN §3).
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
+
+/// A create-or-update of a subscriber. Fields left `None` keep their current value on
+/// update and take their default on create.
+#[derive(Clone, Debug)]
+pub struct SubscriberPut {
+    /// Which subscriber.
+    pub id: String,
+    /// The new URL (always given).
+    pub url: String,
+    /// A secret chosen by the caller; on create, `generated_secret` is used without it.
+    pub secret: Option<SigningSecret>,
+    /// The secret to use if the subscriber is created and `secret` is `None`.
+    pub generated_secret: SigningSecret,
+    /// New `max_in_flight`.
+    pub max_in_flight: Option<u32>,
+    /// `Some(None)` removes the rate limit; `None` keeps it.
+    pub rate_limit_per_second: Option<Option<u32>>,
+    /// New `enabled`.
+    pub enabled: Option<bool>,
+}
+
+/// The result of [`crate::store::Store::put_subscriber`].
+#[derive(Clone, Debug)]
+pub struct PutSubscriberOutcome {
+    /// The subscriber as stored.
+    pub subscriber: Subscriber,
+    /// `Some(secret)` only when this call created it: the one time a secret is shown.
+    pub created_secret: Option<SigningSecret>,
+}
+
+/// A job to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    /// A fresh UUIDv7.
+    pub id: Uuid,
+    /// Its subscriber; must exist.
+    pub subscriber_id: String,
+    /// The producer's event id; with the subscriber id it identifies the job.
+    pub event_id: String,
+    /// The payload exactly as the producer sent it (valid JSON text).
+    pub payload: String,
+    /// When it first becomes eligible.
+    pub deliver_at: Timestamp,
+    /// After it no attempt starts.
+    pub deadline: Timestamp,
+    /// Most attempts; `None`: only the deadline bounds them.
+    pub max_attempts: Option<u32>,
+    /// Now, as `created_at`.
+    pub created_at: Timestamp,
+}
+
+/// The result of creating one job.
+#[derive(Clone, Debug)]
+pub enum CreateOutcome {
+    /// A new job was stored.
+    Created(Job),
+    /// A job with the same (subscriber_id, event_id) already existed; nothing was
+    /// written. Its stored payload text is given so the caller can compare.
+    Existing {
+        /// The job that already exists.
+        job: Job,
+        /// Its payload text.
+        payload: String,
+    },
+}
+
+/// The last failure recorded on a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastError {
+    /// What kind of failure.
+    pub class: ErrorClass,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// A short human-readable account.
+    pub reason: Option<String>,
+    /// At most 1 KiB of the response body, secrets redacted.
+    pub body_excerpt: Option<String>,
+}
+
+/// The lease a worker holds on an in-flight job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The worker that holds it.
+    pub owner: String,
+    /// The fencing token: increases with every claim of the job.
+    pub token: i64,
+    /// When it expires unless renewed.
+    pub expires_at: Timestamp,
+}
+
+/// A job as stored (without its payload).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// UUIDv7.
+    pub id: Uuid,
+    /// Its subscriber.
+    pub subscriber_id: String,
+    /// The producer's event id.
+    pub event_id: String,
+    /// Its state.
+    pub state: JobState,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Most attempts; `None`: only the deadline bounds them.
+    pub max_attempts: Option<u32>,
+    /// When it first became eligible.
+    pub deliver_at: Timestamp,
+    /// After it no attempt starts.
+    pub deadline: Timestamp,
+    /// When it next needs a worker (see [`JobSnapshot::due_at`]).
+    pub due_at: Option<Timestamp>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When a 2xx was recorded.
+    pub delivered_at: Option<Timestamp>,
+    /// When it became dead.
+    pub dead_at: Option<Timestamp>,
+    /// Why it is dead.
+    pub dead_reason: Option<DeadReason>,
+    /// The last failure, if any.
+    pub last_error: Option<LastError>,
+    /// The current lease, when in flight.
+    pub lease: Option<LeaseInfo>,
+    /// Whether its subscriber is enabled (for `waiting_reason`).
+    pub subscriber_enabled: bool,
+}
+
+impl Job {
+    /// `next_attempt_at`: the due time of a retrying job.
+    pub fn next_attempt_at(&self) -> Option<Timestamp> {
+        (self.state == JobState::Retrying)
+            .then_some(self.due_at)
+            .flatten()
+    }
+
+    /// What the state machine needs of it.
+    pub fn snapshot(&self) -> JobSnapshot {
+        JobSnapshot {
+            state: self.state,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            due_at: self.due_at,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// Filters of a job listing; all given ones must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only this event.
+    pub event_id: Option<String>,
+    /// Only this subscriber.
+    pub subscriber_id: Option<String>,
+    /// Only this state.
+    pub state: Option<JobState>,
+}
+
+/// One page request: items strictly after `after` in the listing's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageRequest<K> {
+    /// The last key of the previous page.
+    pub after: Option<K>,
+    /// Most items.
+    pub limit: u32,
+}
+
+/// A claim: take up to `limit` due jobs under a lease of `lease_ms` for `owner`.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// The instant of the claim.
+    pub now: Timestamp,
+    /// Most jobs to return.
+    pub limit: u32,
+    /// The worker's identity, stored as the lease owner.
+    pub owner: String,
+    /// The lease's length in milliseconds.
+    pub lease_ms: u64,
+}
+
+/// A job claimed for one attempt: everything the worker needs to send it.
+#[derive(Clone, Debug)]
+pub struct ClaimedJob {
+    /// The job.
+    pub job_id: Uuid,
+    /// Its subscriber.
+    pub subscriber_id: String,
+    /// Sent as `webhook-id`.
+    pub event_id: String,
+    /// The exact bytes to send.
+    pub payload: String,
+    /// Where to send it.
+    pub url: String,
+    /// The key to sign with.
+    pub secret: SigningSecret,
+    /// The fencing token of this lease.
+    pub lease_token: i64,
+    /// When the lease expires unless renewed.
+    pub lease_expires_at: Timestamp,
+    /// This attempt's number (1-based).
+    pub attempt: u32,
+    /// True when an earlier attempt's outcome is unknown.
+    pub possible_duplicate: bool,
+    /// True when the claim took over an expired lease.
+    pub reclaimed_expired_lease: bool,
+    /// When the job became due (for the claim delay).
+    pub due_since: Timestamp,
+    /// The job after the claim, for the state machine.
+    pub snapshot: JobSnapshot,
+}
+
+/// Names a lease: the job and the fencing token the writer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRef {
+    /// The job.
+    pub job_id: Uuid,
+    /// The token from the claim.
+    pub token: i64,
+}
+
+/// What an attempt came to, for its attempt row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptResult {
+    /// The outcome.
+    pub outcome: AttemptOutcome,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// The failure class, when it failed.
+    pub error_class: Option<ErrorClass>,
+    /// A short account.
+    pub reason: Option<String>,
+    /// At most 1 KiB of the response body, secrets redacted.
+    pub body_excerpt: Option<String>,
+}
+
+/// A fenced write of an attempt's result and the transition it causes.
+#[derive(Clone, Debug)]
+pub struct OutcomeRecord {
+    /// The lease the writer holds.
+    pub lease: LeaseRef,
+    /// The attempt's number.
+    pub attempt: u32,
+    /// When the attempt ended.
+    pub finished_at: Timestamp,
+    /// What it came to.
+    pub result: AttemptResult,
+    /// What the state machine decided (out of `in_flight`).
+    pub transition: Transition,
+}
+
+/// Whether a fenced write took effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fenced {
+    /// The lease was current: the job moved.
+    Applied,
+    /// The lease was no longer current: the attempt row was updated, the job was not.
+    Late,
+}
+
+/// One row of a job's attempt history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1-based.
+    pub number: u32,
+    /// When it was persisted (before the request left).
+    pub started_at: Timestamp,
+    /// When its result was recorded.
+    pub finished_at: Option<Timestamp>,
+    /// What it came to.
+    pub outcome: AttemptOutcome,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// The failure class.
+    pub error_class: Option<ErrorClass>,
+    /// A short account.
+    pub reason: Option<String>,
+    /// At most 1 KiB of the response body, secrets redacted.
+    pub body_excerpt: Option<String>,
+    /// The worker that made it.
+    pub lease_owner: String,
+    /// Its lease's fencing token.
+    pub lease_token: i64,
+    /// True when an earlier attempt's outcome was unknown.
+    pub possible_duplicate: bool,
+}
+
+/// Jobs moved by a deadline sweep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpiredJobs {
+    /// Jobs that went `dead` with `deadline_exceeded`.
+    pub dead: u64,
+    /// Of those, the ones whose in-flight attempt had an unknown outcome.
+    pub lease_expired: u64,
+}

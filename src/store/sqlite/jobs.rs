@@ -1,0 +1,115 @@
+//! Creating, reading and listing jobs in SQLite.
+
+use std::collections::BTreeSet;
+
+use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
+use uuid::Uuid;
+
+use super::rows::{self, JOB_COLUMNS};
+use crate::store::StoreError;
+use crate::store::records::{CreateOutcome, Job, JobFilter, NewJob, PageRequest};
+
+pub async fn create(
+    writer: &SqlitePool,
+    jobs: Vec<NewJob>,
+) -> Result<Vec<CreateOutcome>, StoreError> {
+    let mut tx = writer.begin().await?;
+    let subscriber_ids: BTreeSet<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
+    for id in subscriber_ids {
+        let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if known.is_none() {
+            return Err(StoreError::UnknownSubscriber(id.to_owned()));
+        }
+    }
+    let find = format!(
+        "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
+         ON s.id = j.subscriber_id WHERE j.subscriber_id = ?1 AND j.event_id = ?2"
+    );
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let inserted = sqlx::query(
+            "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
+             deliver_at, deadline, due_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, 'scheduled', ?5, ?6, ?7, ?6, ?8, ?8) \
+             ON CONFLICT (subscriber_id, event_id) DO NOTHING",
+        )
+        .bind(job.id.to_string())
+        .bind(&job.subscriber_id)
+        .bind(&job.event_id)
+        .bind(&job.payload)
+        .bind(job.max_attempts.map(i64::from))
+        .bind(job.deliver_at.as_millis())
+        .bind(job.deadline.as_millis())
+        .bind(job.created_at.as_millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        let row = sqlx::query(AssertSqlSafe(find.as_str()))
+            .bind(&job.subscriber_id)
+            .bind(&job.event_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let stored = rows::job(&row)?;
+        outcomes.push(if inserted {
+            CreateOutcome::Created(stored)
+        } else {
+            CreateOutcome::Existing {
+                job: stored,
+                payload: row.try_get("payload")?,
+            }
+        });
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+pub async fn get(readers: &SqlitePool, id: Uuid) -> Result<Option<Job>, StoreError> {
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE j.id = ?1"
+    )))
+    .bind(id.to_string())
+    .fetch_optional(readers)
+    .await?
+    .map(|row| rows::job(&row))
+    .transpose()
+}
+
+pub async fn list(
+    readers: &SqlitePool,
+    filter: &JobFilter,
+    page: PageRequest<Uuid>,
+) -> Result<Vec<Job>, StoreError> {
+    let mut query = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE 1 = 1"
+    ));
+    if let Some(event_id) = &filter.event_id {
+        query.push(" AND j.event_id = ").push_bind(event_id.clone());
+    }
+    if let Some(subscriber_id) = &filter.subscriber_id {
+        query
+            .push(" AND j.subscriber_id = ")
+            .push_bind(subscriber_id.clone());
+    }
+    if let Some(state) = filter.state {
+        query.push(" AND j.state = ").push_bind(state.as_str());
+    }
+    if let Some(after) = page.after {
+        query.push(" AND j.id < ").push_bind(after.to_string());
+    }
+    query
+        .push(" ORDER BY j.id DESC LIMIT ")
+        .push_bind(i64::from(page.limit));
+    query
+        .build()
+        .fetch_all(readers)
+        .await?
+        .iter()
+        .map(rows::job)
+        .collect()
+}

@@ -1,0 +1,272 @@
+//! Claims, lease renewal, fenced outcomes and the deadline sweep in SQLite.
+//!
+//! Every statement here runs on the single writer connection inside one transaction,
+//! so a claim's select-then-update cannot interleave with another writer. Each write
+//! out of `in_flight` still names the lease's fencing token, exactly as the PostgreSQL
+//! store must.
+
+use std::collections::HashMap;
+
+use sqlx::{Row, SqlitePool};
+
+use super::rows;
+use crate::domain::secret::SigningSecret;
+use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::records::{
+    ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
+};
+
+const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
+
+pub async fn claim(
+    writer: &SqlitePool,
+    request: ClaimRequest,
+) -> Result<Vec<ClaimedJob>, StoreError> {
+    let now = request.now;
+    let lease_until = now.plus_ms(request.lease_ms);
+    let mut tx = writer.begin().await?;
+    let candidates = sqlx::query(
+        "SELECT j.id, j.state, j.due_at FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
+         AND j.deadline > ?1 AND s.enabled = 1 ORDER BY j.due_at, j.id LIMIT ?2",
+    )
+    .bind(now.as_millis())
+    .bind(i64::from(request.limit))
+    .fetch_all(&mut *tx)
+    .await?;
+
+    let mut targets: HashMap<String, (String, SigningSecret)> = HashMap::new();
+    let mut claimed = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let id: String = candidate.try_get("id")?;
+        let reclaimed = candidate.try_get::<String, _>("state")? == JobState::InFlight.as_str();
+        let due_since = Timestamp::from_millis(candidate.try_get("due_at")?);
+        if reclaimed {
+            mark_in_progress_unknown(&mut tx, &id, now).await?;
+        }
+        let row = sqlx::query(
+            "UPDATE jobs SET state = 'in_flight', attempts = attempts + 1, \
+             lease_token = lease_token + 1, lease_owner = ?2, lease_expires_at = ?3, \
+             due_at = ?3, updated_at = ?4, \
+             possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
+             WHERE id = ?1 \
+             RETURNING subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
+             lease_token, possible_duplicate",
+        )
+        .bind(&id)
+        .bind(&request.owner)
+        .bind(lease_until.as_millis())
+        .bind(now.as_millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        let subscriber_id: String = row.try_get("subscriber_id")?;
+        if !targets.contains_key(&subscriber_id) {
+            let target = sqlx::query("SELECT url, secret FROM subscribers WHERE id = ?1")
+                .bind(&subscriber_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let secret = SigningSecret::parse(&target.try_get::<String, _>("secret")?)
+                .map_err(|e| StoreError::Internal(format!("stored secret unreadable: {e}")))?;
+            targets.insert(subscriber_id.clone(), (target.try_get("url")?, secret));
+        }
+        let (url, secret) = targets[&subscriber_id].clone();
+        let attempts: i64 = row.try_get("attempts")?;
+        let attempt = u32::try_from(attempts)
+            .map_err(|_| StoreError::Internal(format!("attempts {attempts}")))?;
+        let lease_token: i64 = row.try_get("lease_token")?;
+        let possible_duplicate: bool = row.try_get("possible_duplicate")?;
+        sqlx::query(
+            "INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
+             outcome, possible_duplicate) VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6)",
+        )
+        .bind(&id)
+        .bind(attempts)
+        .bind(lease_token)
+        .bind(&request.owner)
+        .bind(now.as_millis())
+        .bind(possible_duplicate)
+        .execute(&mut *tx)
+        .await?;
+        let max_attempts: Option<i64> = row.try_get("max_attempts")?;
+        claimed.push(ClaimedJob {
+            job_id: rows::uuid(&id)?,
+            subscriber_id,
+            event_id: row.try_get("event_id")?,
+            payload: row.try_get("payload")?,
+            url,
+            secret,
+            lease_token,
+            lease_expires_at: lease_until,
+            attempt,
+            possible_duplicate,
+            reclaimed_expired_lease: reclaimed,
+            due_since,
+            snapshot: JobSnapshot {
+                state: JobState::InFlight,
+                attempts: attempt,
+                max_attempts: max_attempts.and_then(|n| u32::try_from(n).ok()),
+                due_at: Some(lease_until),
+                deadline: Timestamp::from_millis(row.try_get("deadline")?),
+            },
+        });
+    }
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+async fn mark_in_progress_unknown(
+    tx: &mut sqlx::SqliteConnection,
+    job_id: &str,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE attempts SET outcome = 'unknown', finished_at = ?2, reason = ?3 \
+         WHERE job_id = ?1 AND outcome = 'in_progress'",
+    )
+    .bind(job_id)
+    .bind(now.as_millis())
+    .bind(LEASE_EXPIRED_REASON)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn renew(
+    writer: &SqlitePool,
+    leases: &[LeaseRef],
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<bool>, StoreError> {
+    let mut tx = writer.begin().await?;
+    let mut held = Vec::with_capacity(leases.len());
+    for lease in leases {
+        let updated = sqlx::query(
+            "UPDATE jobs SET lease_expires_at = ?3, due_at = ?3, updated_at = ?4 \
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'in_flight'",
+        )
+        .bind(lease.job_id.to_string())
+        .bind(lease.token)
+        .bind(until.as_millis())
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        held.push(updated == 1);
+    }
+    tx.commit().await?;
+    Ok(held)
+}
+
+pub async fn record_outcomes(
+    writer: &SqlitePool,
+    records: &[OutcomeRecord],
+    now: Timestamp,
+) -> Result<Vec<Fenced>, StoreError> {
+    if let Some(bad) = records
+        .iter()
+        .find(|r| r.transition.to == JobState::InFlight)
+    {
+        return Err(StoreError::Internal(format!(
+            "an outcome must move job {} out of in_flight",
+            bad.lease.job_id
+        )));
+    }
+    let mut tx = writer.begin().await?;
+    let mut results = Vec::with_capacity(records.len());
+    for record in records {
+        let id = record.lease.job_id.to_string();
+        let result = &record.result;
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?4, outcome = ?5, status = ?6, \
+             error_class = ?7, reason = ?8, body_excerpt = ?9 \
+             WHERE job_id = ?1 AND number = ?2 AND lease_token = ?3",
+        )
+        .bind(&id)
+        .bind(i64::from(record.attempt))
+        .bind(record.lease.token)
+        .bind(record.finished_at.as_millis())
+        .bind(result.outcome.as_str())
+        .bind(result.status.map(i64::from))
+        .bind(result.error_class.map(|c| c.as_str()))
+        .bind(&result.reason)
+        .bind(&result.body_excerpt)
+        .execute(&mut *tx)
+        .await?;
+        let transition = &record.transition;
+        let applied = sqlx::query(
+            "UPDATE jobs SET state = ?3, due_at = ?4, attempts = ?5, dead_reason = ?6, \
+             deadline = ?7, possible_duplicate = ?8, updated_at = ?9, \
+             lease_owner = NULL, lease_expires_at = NULL, \
+             delivered_at = CASE WHEN ?3 = 'delivered' THEN ?10 ELSE delivered_at END, \
+             dead_at = CASE WHEN ?3 = 'dead' THEN ?9 ELSE dead_at END, \
+             last_error_class = CASE WHEN ?11 IS NULL THEN last_error_class ELSE ?11 END, \
+             last_error_status = CASE WHEN ?11 IS NULL THEN last_error_status ELSE ?12 END, \
+             last_error_reason = CASE WHEN ?11 IS NULL THEN last_error_reason ELSE ?13 END, \
+             last_error_body = CASE WHEN ?11 IS NULL THEN last_error_body ELSE ?14 END \
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'in_flight'",
+        )
+        .bind(&id)
+        .bind(record.lease.token)
+        .bind(transition.to.as_str())
+        .bind(transition.due_at.map(Timestamp::as_millis))
+        .bind(i64::from(transition.attempts))
+        .bind(transition.dead_reason.map(DeadReason::as_str))
+        .bind(transition.deadline.as_millis())
+        .bind(transition.possible_duplicate)
+        .bind(now.as_millis())
+        .bind(record.finished_at.as_millis())
+        .bind(result.error_class.map(|c| c.as_str()))
+        .bind(result.status.map(i64::from))
+        .bind(&result.reason)
+        .bind(&result.body_excerpt)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        results.push(if applied == 1 {
+            Fenced::Applied
+        } else {
+            Fenced::Late
+        });
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+pub async fn expire_deadlines(
+    writer: &SqlitePool,
+    now: Timestamp,
+    limit: u32,
+) -> Result<ExpiredJobs, StoreError> {
+    let mut tx = writer.begin().await?;
+    let overdue = sqlx::query(
+        "SELECT id, state FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+         AND deadline <= ?1 AND (state <> 'in_flight' OR due_at <= ?1) \
+         ORDER BY deadline LIMIT ?2",
+    )
+    .bind(now.as_millis())
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut expired = ExpiredJobs::default();
+    for job in overdue {
+        let id: String = job.try_get("id")?;
+        if job.try_get::<String, _>("state")? == JobState::InFlight.as_str() {
+            mark_in_progress_unknown(&mut tx, &id, now).await?;
+            expired.lease_expired += 1;
+        }
+        sqlx::query(
+            "UPDATE jobs SET state = 'dead', dead_reason = 'deadline_exceeded', dead_at = ?2, \
+             due_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
+             possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
+             WHERE id = ?1",
+        )
+        .bind(&id)
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
+        expired.dead += 1;
+    }
+    tx.commit().await?;
+    Ok(expired)
+}

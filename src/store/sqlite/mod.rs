@@ -1,0 +1,154 @@
+//! The SQLite store: the embedded default.
+//!
+//! One connection owns every write (a pool of one), so writers queue in the process
+//! instead of failing with "database is locked"; reads use a separate pool and, under
+//! WAL, never wait for the writer. The file is opened with WAL, `synchronous = FULL`
+//! (a 2xx means the row is on disk), a busy timeout and foreign keys on.
+
+mod attempts;
+mod jobs;
+mod leases;
+mod rows;
+mod subscribers;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use uuid::Uuid;
+
+use super::records::*;
+use super::{Store, StoreError};
+use crate::domain::Timestamp;
+
+/// How long a connection waits on a lock held by another process, and how long a
+/// caller waits for the writer connection before the store reports itself unavailable.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Read connections.
+const READERS: u32 = 4;
+
+/// The SQLite implementation of [`Store`].
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing) the database at `url` (`sqlite://path`,
+    /// `sqlite:path` or `sqlite::memory:`). Does not migrate.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(BUSY_TIMEOUT)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?;
+        // An in-memory database lives in one connection: readers must share it.
+        let readers = if in_memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(READERS)
+                .acquire_timeout(BUSY_TIMEOUT)
+                .connect_with(options)
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
+        };
+        Ok(SqliteStore { writer, readers })
+    }
+
+    /// Applies the embedded migrations of `migrations/sqlite` that are not applied yet.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&self.writer)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.readers).await?;
+        Ok(())
+    }
+
+    async fn put_subscriber(
+        &self,
+        put: SubscriberPut,
+        now: Timestamp,
+    ) -> Result<PutSubscriberOutcome, StoreError> {
+        subscribers::put(&self.writer, put, now).await
+    }
+
+    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
+        subscribers::get(&self.readers, id).await
+    }
+
+    async fn list_subscribers(
+        &self,
+        page: PageRequest<String>,
+    ) -> Result<Vec<Subscriber>, StoreError> {
+        subscribers::list(&self.readers, page).await
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
+        jobs::create(&self.writer, jobs).await
+    }
+
+    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        jobs::get(&self.readers, id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Job>, StoreError> {
+        jobs::list(&self.readers, filter, page).await
+    }
+
+    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
+        attempts::list(&self.readers, job_id).await
+    }
+
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+        leases::claim(&self.writer, request).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError> {
+        leases::renew(&self.writer, leases, until, now).await
+    }
+
+    async fn record_outcomes(
+        &self,
+        records: &[OutcomeRecord],
+        now: Timestamp,
+    ) -> Result<Vec<Fenced>, StoreError> {
+        leases::record_outcomes(&self.writer, records, now).await
+    }
+
+    async fn expire_deadlines(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ExpiredJobs, StoreError> {
+        leases::expire_deadlines(&self.writer, now, limit).await
+    }
+}
