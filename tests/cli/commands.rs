@@ -1,0 +1,200 @@
+//! Runs the real binary.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn deferhook() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deferhook"));
+    command.env_remove("RUST_LOG");
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("DEFERHOOK_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("the binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_bad_flag_is_a_one_line_error_and_a_nonzero_exit() {
+    let output = run(deferhook().args(["serve", "--listen", "nowhere"]));
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(text.contains("--listen"), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+}
+
+#[test]
+fn an_unknown_subcommand_is_refused() {
+    let output = run(deferhook().arg("explode"));
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn an_unreachable_database_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/missing/dir/x.db", dir.path().display());
+    let output = run(deferhook().args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url]));
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].starts_with("deferhook: "), "{text}");
+    assert!(lines[0].contains("cannot open"), "{text}");
+}
+
+#[test]
+fn an_unsupported_database_url_is_a_one_line_error() {
+    let output = run(deferhook().args(["migrate", "--database-url", "mysql://root@localhost/db"]));
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("sqlite://"), "{text}");
+}
+
+#[test]
+fn migrate_creates_the_database_and_is_repeatable() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/d.db", dir.path().display());
+    for _ in 0..2 {
+        let output = run(deferhook().args(["migrate", "--database-url", &url]));
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    assert!(dir.path().join("d.db").exists());
+}
+
+#[test]
+fn openapi_prints_the_committed_document() {
+    let output = run(deferhook().arg("openapi"));
+    assert!(output.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(printed["openapi"], "3.1.0");
+    assert_eq!(printed, serde_json::to_value(deferhook::api::openapi()).unwrap());
+}
+
+/// A `serve` process in a temporary directory, killed when dropped.
+struct Served {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `serve` with no database flag in a fresh directory, on a free port, and
+/// reads the bound address from its log.
+fn serve(extra: &[&str]) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = deferhook()
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        assert!(Instant::now() < deadline, "serve did not report its address");
+        let line = lines.next().expect("serve exited early").unwrap();
+        if let Some(at) = line.find("127.0.0.1:") {
+            let rest = &line[at..];
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'));
+            break rest[..end.unwrap_or(rest.len())].to_owned();
+        }
+    };
+    // Keep draining the log so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Served {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    (status, response)
+}
+
+#[test]
+fn serve_without_flags_creates_deferhook_db_and_answers() {
+    let served = serve(&[]);
+    assert!(served._dir.path().join("deferhook.db").exists());
+    assert_eq!(get(&served.addr, "/healthz").0, 200);
+    assert_eq!(get(&served.addr, "/readyz").0, 200);
+}
+
+#[test]
+fn sigterm_stops_serve_cleanly() {
+    let mut served = serve(&["--shutdown-grace-ms", "2000"]);
+    assert_eq!(get(&served.addr, "/healthz").0, 200);
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn json_logs_carry_the_request_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = deferhook()
+        .current_dir(dir.path())
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve exited early").unwrap();
+        let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+        if let Some(addr) = entry["local_addr"].as_str() {
+            break addr.to_owned();
+        }
+    };
+    let (status, response) = get(&addr, "/healthz");
+    assert_eq!(status, 200);
+    let id_line = response
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("x-request-id:"))
+        .expect("x-request-id header");
+    let request_id = id_line.split(':').nth(1).unwrap().trim().to_owned();
+    let logged = lines
+        .map(|l| l.unwrap())
+        .find(|l| l.contains(&request_id))
+        .expect("a log line with the request id");
+    let entry: serde_json::Value = serde_json::from_str(&logged).unwrap();
+    assert_eq!(entry["status"], 200, "{logged}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
