@@ -24,6 +24,14 @@ pub struct Server {
 impl Server {
     /// Opens the store, binds `args.listen` and starts serving with the system clock.
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
+        if !args.listen.ip().is_loopback() {
+            // DESIGN §5: without API tokens the API is open, so it binds loopback only.
+            anyhow::bail!(
+                "refusing to listen on {}: the API has no authentication in this version, \
+                 so it only listens on a loopback address (e.g. 127.0.0.1:8080 or [::1]:8080)",
+                args.listen
+            );
+        }
         let store = store::open(&args.database.database_url).await?;
         let listener = TcpListener::bind(args.listen)
             .await

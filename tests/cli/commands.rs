@@ -33,6 +33,22 @@ fn a_bad_flag_is_a_one_line_error_and_a_nonzero_exit() {
 }
 
 #[test]
+fn serve_refuses_a_non_loopback_address_without_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(deferhook()
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"]));
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("loopback"), "{text}");
+    assert!(
+        !dir.path().join("deferhook.db").exists(),
+        "nothing is created"
+    );
+}
+
+#[test]
 fn an_unknown_subcommand_is_refused() {
     let output = run(deferhook().arg("explode"));
     assert_eq!(output.status.code(), Some(2));
@@ -42,7 +58,8 @@ fn an_unknown_subcommand_is_refused() {
 fn an_unreachable_database_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/missing/dir/x.db", dir.path().display());
-    let output = run(deferhook().args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url]));
+    let output =
+        run(deferhook().args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url]));
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output);
     let lines: Vec<&str> = text.lines().collect();
@@ -77,7 +94,10 @@ fn openapi_prints_the_committed_document() {
     assert!(output.status.success());
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(printed["openapi"], "3.1.0");
-    assert_eq!(printed, serde_json::to_value(deferhook::api::openapi()).unwrap());
+    assert_eq!(
+        printed,
+        serde_json::to_value(deferhook::api::openapi()).unwrap()
+    );
 }
 
 /// A `serve` process in a temporary directory, killed when dropped.
@@ -109,7 +129,10 @@ fn serve(extra: &[&str]) -> Served {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr = loop {
-        assert!(Instant::now() < deadline, "serve did not report its address");
+        assert!(
+            Instant::now() < deadline,
+            "serve did not report its address"
+        );
         let line = lines.next().expect("serve exited early").unwrap();
         if let Some(at) = line.find("127.0.0.1:") {
             let rest = &line[at..];
@@ -153,14 +176,23 @@ fn sigterm_stops_serve_cleanly() {
     let mut served = serve(&["--shutdown-grace-ms", "2000"]);
     assert_eq!(get(&served.addr, "/healthz").0, 200);
     let pid = served.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let started = Instant::now();
     loop {
         if let Some(status) = served.child.try_wait().unwrap() {
             assert!(status.success(), "exit status {status}");
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not stop");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "serve did not stop"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
