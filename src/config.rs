@@ -8,6 +8,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::api::ApiSettings;
 use crate::api::job_input::JobLimits;
+use crate::delivery::DeliverySettings;
+use crate::domain::policy::BackoffPolicy;
+
+/// Most jobs one claim takes.
+const CLAIM_BATCH: u32 = 100;
+/// The longest a worker sleeps without looking for due jobs; wake-ups on insert and at
+/// the next due time make it rarely matter.
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
 #[derive(Debug, Parser)]
@@ -24,7 +32,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the HTTP API (and, in a later version, the delivery workers).
+    /// Run the HTTP API and the delivery worker.
     Serve(ServeArgs),
     /// Bring the database schema up to date, then exit.
     Migrate(DatabaseArgs),
@@ -74,9 +82,39 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_REQUEST_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
-    /// On SIGTERM/SIGINT, how long open requests may finish, in milliseconds.
+    /// On SIGTERM/SIGINT, how long open requests and running attempts may finish
+    /// before the remaining leases are released, in milliseconds.
     #[arg(long, env = "DEFERHOOK_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
+    /// One attempt's time limit (connect, response and body read), in milliseconds;
+    /// must be shorter than the lease.
+    #[arg(long, env = "DEFERHOOK_ATTEMPT_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub attempt_timeout_ms: u64,
+    /// A worker's lease on a job, renewed while the attempt runs, in milliseconds.
+    #[arg(long, env = "DEFERHOOK_LEASE_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(3..))]
+    pub lease_ms: u64,
+    /// Backoff after the first failed attempt (doubling after each), in milliseconds.
+    #[arg(long, env = "DEFERHOOK_BACKOFF_BASE_MS", default_value_t = 1_000)]
+    pub backoff_base_ms: u64,
+    /// The cap on the backoff, in milliseconds.
+    #[arg(long, env = "DEFERHOOK_BACKOFF_MAX_MS", default_value_t = 3_600_000)]
+    pub backoff_max_ms: u64,
+    /// Most attempts running at once in this instance.
+    #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_in_flight: u64,
+    /// The eligible → delivered objective behind `deferhook_jobs_past_slo`, in
+    /// milliseconds.
+    #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
+    pub delivery_slo_ms: u64,
+    /// Run the API only (another instance delivers).
+    #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
+    pub no_worker: bool,
+    /// Run the delivery worker only (no HTTP listener).
+    #[arg(long, env = "DEFERHOOK_NO_API")]
+    pub no_api: bool,
 }
 
 impl ServeArgs {
@@ -88,12 +126,30 @@ impl ServeArgs {
                 default_ttl_ms: self.default_ttl_ms,
             },
             request_timeout: Duration::from_millis(self.request_timeout_ms),
+            delivery_slo_ms: self.delivery_slo_ms,
         }
     }
 
     /// The shutdown grace period.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    /// The delivery worker's settings; `owner` names this instance's leases.
+    pub fn delivery_settings(&self, owner: String) -> DeliverySettings {
+        DeliverySettings {
+            owner,
+            lease_ms: self.lease_ms,
+            attempt_timeout: Duration::from_millis(self.attempt_timeout_ms),
+            backoff: BackoffPolicy {
+                base_ms: self.backoff_base_ms,
+                max_ms: self.backoff_max_ms,
+            },
+            max_in_flight: usize::try_from(self.max_in_flight).unwrap_or(usize::MAX),
+            claim_batch: CLAIM_BATCH,
+            poll_interval: POLL_INTERVAL,
+            shutdown_grace: self.shutdown_grace(),
+        }
     }
 }
 
@@ -118,6 +174,14 @@ mod tests {
         assert_eq!(args.max_payload_bytes, 262_144);
         assert_eq!(args.default_ttl_ms, 86_400_000);
         assert_eq!(args.shutdown_grace_ms, 10_000);
+        assert_eq!(args.attempt_timeout_ms, 10_000);
+        assert_eq!(args.lease_ms, 30_000);
+        assert_eq!(args.backoff_base_ms, 1_000);
+        assert_eq!(args.backoff_max_ms, 3_600_000);
+        assert_eq!(args.max_in_flight, 256);
+        assert_eq!(args.delivery_slo_ms, 60_000);
+        assert!(!args.no_worker && !args.no_api);
+        assert!(args.delivery_settings("w".into()).validate().is_ok());
     }
 
     #[test]

@@ -9,7 +9,9 @@
 
 pub mod api;
 pub mod config;
+pub mod delivery;
 pub mod domain;
+pub mod metrics;
 pub mod server;
 pub mod store;
 pub mod telemetry;

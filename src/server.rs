@@ -1,13 +1,17 @@
-//! Wiring of `deferhook serve`: store, API and shutdown.
+//! Wiring of `deferhook serve`: store, API, delivery worker and shutdown.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::config::ServeArgs;
+use crate::delivery::Worker;
 use crate::domain::{Clock, SystemClock};
 use crate::store::{self, SharedStore};
 
@@ -15,62 +19,104 @@ use crate::store::{self, SharedStore};
 pub struct Server {
     /// The store it serves from.
     pub store: SharedStore,
-    /// Where it listens.
-    pub local_addr: std::net::SocketAddr,
+    /// Where the API listens (`None` with `--no-api`).
+    pub api_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    tasks: JoinSet<anyhow::Result<()>>,
 }
 
 impl Server {
-    /// Opens the store, binds `args.listen` and starts serving with the system clock.
+    /// Opens the store, binds `args.listen` (unless `--no-api`) and starts the API and
+    /// the worker (unless `--no-worker`) with the system clock.
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
-        if !args.listen.ip().is_loopback() {
-            // DESIGN §5: without API tokens the API is open, so it binds loopback only.
-            anyhow::bail!(
-                "refusing to listen on {}: the API has no authentication in this version, \
-                 so it only listens on a loopback address (e.g. 127.0.0.1:8080 or [::1]:8080)",
-                args.listen
-            );
-        }
+        check_worker_settings(args)?;
+        let listener = if args.no_api {
+            None
+        } else {
+            if !args.listen.ip().is_loopback() {
+                // DESIGN §5: without API tokens the API is open, so it binds loopback only.
+                anyhow::bail!(
+                    "refusing to listen on {}: the API has no authentication in this version, \
+                     so it only listens on a loopback address (e.g. 127.0.0.1:8080 or [::1]:8080)",
+                    args.listen
+                );
+            }
+            Some(
+                TcpListener::bind(args.listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {}", args.listen))?,
+            )
+        };
         let store = store::open(&args.database.database_url).await?;
-        let listener = TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        Self::start_with(args, store, Arc::new(SystemClock), listener).await
+        Self::launch(args, store, Arc::new(SystemClock), listener).await
     }
 
     /// Starts serving on `listener` with the given store and clock (tests use a bound
-    /// port 0 listener and a manual clock).
+    /// port 0 listener and their own clock).
     pub async fn start_with(
         args: &ServeArgs,
         store: SharedStore,
         clock: Arc<dyn Clock>,
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
-        let local_addr = listener.local_addr()?;
+        check_worker_settings(args)?;
+        Self::launch(args, store, clock, Some(listener)).await
+    }
+
+    async fn launch(
+        args: &ServeArgs,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        listener: Option<TcpListener>,
+    ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
-        let router = api::router(store.clone(), clock, args.api_settings());
-        let stop = shutdown.clone();
-        let grace = args.shutdown_grace();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router)
-                .with_graceful_shutdown(stop.clone().cancelled_owned())
-                .into_future();
-            tokio::pin!(serve);
-            tokio::select! {
-                result = &mut serve => result.context("the HTTP server failed"),
-                () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
-                    tracing::warn!("shutdown grace period over; closing open requests");
-                    Ok(())
+        let wake = Arc::new(Notify::new());
+        let mut tasks = JoinSet::new();
+        let mut api_addr = None;
+        if let Some(listener) = listener.filter(|_| !args.no_api) {
+            let local_addr = listener.local_addr()?;
+            api_addr = Some(local_addr);
+            let router = api::router(
+                store.clone(),
+                clock.clone(),
+                args.api_settings(),
+                wake.clone(),
+            );
+            let stop = shutdown.clone();
+            let grace = args.shutdown_grace();
+            tasks.spawn(async move {
+                let serve = axum::serve(listener, router)
+                    .with_graceful_shutdown(stop.clone().cancelled_owned())
+                    .into_future();
+                tokio::select! {
+                    result = serve => result.context("the HTTP server failed"),
+                    () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
+                        tracing::warn!("shutdown grace period over; closing open requests");
+                        Ok(())
+                    }
                 }
-            }
-        });
-        tracing::info!(%local_addr, "deferhook listening");
+            });
+            tracing::info!(%local_addr, "deferhook listening");
+        }
+        if !args.no_worker {
+            let owner = format!(
+                "{}:{}:{}",
+                hostname(),
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            );
+            let worker = Worker::new(store.clone(), clock, args.delivery_settings(owner), wake)?;
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                worker.run(stop).await;
+                Ok(())
+            });
+        }
         Ok(Server {
             store,
-            local_addr,
+            api_addr,
             shutdown,
-            task,
+            tasks,
         })
     }
 
@@ -79,16 +125,44 @@ impl Server {
         self.shutdown.clone()
     }
 
-    /// Stops accepting, lets open requests finish within the grace period, and waits.
+    /// Stops claiming and accepting, lets open requests and attempts finish within the
+    /// grace period, releases the leases still held, and waits.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
         self.wait().await
     }
 
-    /// Waits until the server has stopped.
-    pub async fn wait(self) -> anyhow::Result<()> {
-        self.task.await.context("the server task panicked")?
+    /// Waits until every part has stopped; the first failure stops the others.
+    pub async fn wait(mut self) -> anyhow::Result<()> {
+        let mut outcome = Ok(());
+        while let Some(joined) = self.tasks.join_next().await {
+            let result = joined.context("a server task panicked").and_then(|r| r);
+            if result.is_err() && outcome.is_ok() {
+                self.shutdown.cancel();
+                outcome = result;
+            }
+        }
+        outcome
     }
+}
+
+fn check_worker_settings(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.no_worker {
+        return Ok(());
+    }
+    args.delivery_settings(String::new())
+        .validate()
+        .map_err(anyhow::Error::msg)
+}
+
+/// This machine's name, for lease owners (`HOSTNAME`, else /etc/hostname).
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "deferhook".to_owned())
 }
 
 /// Resolves on SIGINT or SIGTERM.

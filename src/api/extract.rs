@@ -52,6 +52,10 @@ fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
 /// Parses a JSON document, mapping serde's error to the field it concerns: syntax
 /// errors are 400, shape errors (missing, unknown or mistyped fields) 422.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    // serde fills a struct from an array too, by position: every body is an object.
+    if body.trim_ascii_start().starts_with(b"[") {
+        return Err(ApiError::invalid("body", "must be a JSON object"));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -77,7 +81,9 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         }
     })?;
     deserializer.end().map_err(|e| {
-        ApiError::Malformed(FieldError::new("body", format!("trailing characters: {e}")))
+        let message = strip_position(&e.to_string());
+        let at = format!("(line {}, column {})", e.line(), e.column());
+        ApiError::Malformed(FieldError::new("body", format!("{message} {at}")))
     })?;
     Ok(value)
 }

@@ -116,7 +116,16 @@ pub fn new_job(
             .map_err(|e| FieldError::new("deadline", e.to_string()))
             .and_then(|deadline| after(deadline, deliver_at, "deadline")),
         (None, Some(ttl)) => after(deliver_at.plus_ms(ttl), deliver_at, "ttl_ms"),
-        (None, None) => Ok(deliver_at.plus_ms(limits.default_ttl_ms)),
+        // Near the end of time the default deadline saturates onto deliver_at.
+        (None, None) => after(
+            deliver_at.plus_ms(limits.default_ttl_ms),
+            deliver_at,
+            if request.delay_ms.is_some() {
+                "delay_ms"
+            } else {
+                "deliver_at"
+            },
+        ),
     };
     let deadline = deadline.unwrap_or_else(|error| {
         errors.push(error);

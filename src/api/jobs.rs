@@ -63,6 +63,8 @@ pub async fn create_job(
         .ok_or_else(|| ApiError::Internal("create_jobs returned no outcome".into()))?;
     match outcome {
         CreateOutcome::Created(job) => {
+            state.wake.notify_one();
+            crate::metrics::jobs_accepted(1);
             let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
             let mut response = (StatusCode::CREATED, Json(JobView::new(job, now))).into_response();

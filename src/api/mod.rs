@@ -5,6 +5,7 @@ pub mod extract;
 mod health;
 pub mod job_input;
 mod jobs;
+mod metrics_route;
 pub mod pagination;
 pub mod problem;
 mod subscribers;
@@ -16,6 +17,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Notify;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -43,6 +46,12 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Limits on new jobs.
     pub job_limits: JobLimits,
+    /// Notified when a job is created, so the worker claims it at once.
+    pub wake: Arc<Notify>,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+    /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
+    pub delivery_slo_ms: u64,
 }
 
 /// Settings of the HTTP layer.
@@ -52,6 +61,8 @@ pub struct ApiSettings {
     pub job_limits: JobLimits,
     /// The longest a request may take before it is answered 408.
     pub request_timeout: Duration,
+    /// The eligible → delivered objective, in milliseconds (for a gauge).
+    pub delivery_slo_ms: u64,
 }
 
 #[derive(OpenApi)]
@@ -76,6 +87,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(subscribers::router())
         .merge(jobs::router())
         .merge(health::router())
+        .merge(metrics_route::router())
 }
 
 /// The OpenAPI 3.1 document of the API, as committed in `openapi/openapi.json`.
@@ -85,11 +97,19 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The API's router with its middleware: request ids, tracing, a request timeout,
 /// a body limit sized from the payload limit, and problem+json for every error.
-pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
+pub fn router(
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    settings: ApiSettings,
+    wake: Arc<Notify>,
+) -> Router {
     let state = AppState {
         store,
         clock,
         job_limits: settings.job_limits,
+        wake,
+        metrics: crate::metrics::install(),
+        delivery_slo_ms: settings.delivery_slo_ms,
     };
     let (router, openapi) = routes().split_for_parts();
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);

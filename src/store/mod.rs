@@ -89,6 +89,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError>;
 
+    /// When a worker next has something to do: the earliest due time of a claimable
+    /// job (enabled subscriber) or deadline of a non-terminal job; `None` when idle.
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError>;
+
+    /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
+    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
+
     /// Moves up to `limit` jobs whose deadline has passed (`scheduled`, `retrying`, and
     /// `in_flight` with an expired lease) to `dead` with `deadline_exceeded`.
     async fn expire_deadlines(&self, now: Timestamp, limit: u32)

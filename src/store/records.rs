@@ -325,3 +325,18 @@ pub struct ExpiredJobs {
     /// Of those, the ones whose in-flight attempt had an unknown outcome.
     pub lease_expired: u64,
 }
+
+/// Figures for the gauges an on-call engineer alerts on (DESIGN §7), read at one `now`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Jobs per state; states with no job are absent.
+    pub jobs_by_state: Vec<(crate::domain::JobState, u64)>,
+    /// The earliest due time among due, unclaimed jobs of enabled subscribers.
+    pub oldest_eligible_since: Option<Timestamp>,
+    /// The earliest `deliver_at` among `retrying` jobs (retry age counts from it).
+    pub oldest_retrying_since: Option<Timestamp>,
+    /// Non-terminal jobs eligible for longer than the delivery objective.
+    pub past_slo: u64,
+    /// Non-terminal jobs within 10 % of their time to deadline.
+    pub near_deadline: u64,
+}

@@ -9,6 +9,7 @@ mod attempts;
 mod jobs;
 mod leases;
 mod rows;
+mod stats;
 mod subscribers;
 
 use std::str::FromStr;
@@ -142,6 +143,14 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
         leases::record_outcomes(&self.writer, records, now).await
+    }
+
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        stats::next_wake_at(&self.readers).await
+    }
+
+    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
+        stats::gauges(&self.readers, now, slo_ms).await
     }
 
     async fn expire_deadlines(

@@ -1,0 +1,188 @@
+//! One attempt of one claimed job: send it while its lease is renewed, judge the
+//! answer, and record the outcome with a write fenced by the lease token, retried while
+//! the store is unreachable (CASES C-03).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::leases::ActiveLeases;
+use super::outcome::judge;
+use super::sender::{Outgoing, Received, Sender};
+use super::settings::DeliverySettings;
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::job::transition;
+use crate::domain::{Clock, JobEvent, JobState, Timestamp};
+use crate::metrics;
+use crate::store::{AttemptResult, ClaimedJob, Fenced, LeaseRef, OutcomeRecord, SharedStore};
+
+/// What an attempt needs from its worker.
+#[derive(Debug, Clone)]
+pub struct AttemptContext {
+    /// The store.
+    pub store: SharedStore,
+    /// The source of `now`.
+    pub clock: Arc<dyn Clock>,
+    /// The HTTP sender.
+    pub sender: Sender,
+    /// The worker's settings.
+    pub settings: Arc<DeliverySettings>,
+    /// The leases being renewed.
+    pub leases: ActiveLeases,
+}
+
+/// Why an attempt stopped without an answer.
+enum Interrupted {
+    /// Another worker took the lease, or it expired unrenewed.
+    LeaseLost,
+    /// Shutdown's grace period ended.
+    Shutdown,
+}
+
+/// Runs one attempt of `job` to its recorded end. `hard_stop` is cancelled when the
+/// shutdown grace period is over: the request is dropped and the lease released with
+/// the outcome unknown (never a terminal state, CASES C-02).
+pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationToken) {
+    let lease = LeaseRef {
+        job_id: job.job_id,
+        token: job.lease_token,
+    };
+    let lost = ctx.leases.hold(lease, job.lease_expires_at);
+    let started = Instant::now();
+    let now = ctx.clock.now();
+    metrics::claimed(
+        now.millis_since(job.due_since) as f64 / 1000.0,
+        job.possible_duplicate,
+        job.reclaimed_expired_lease,
+    );
+    let to_deadline = u64::try_from(job.snapshot.deadline.millis_since(now)).unwrap_or(0);
+    let timeout = ctx
+        .settings
+        .attempt_timeout
+        .min(Duration::from_millis(to_deadline.max(1)));
+    let secrets = [job.secret.clone()];
+    let outgoing = Outgoing {
+        url: &job.url,
+        event_id: &job.event_id,
+        payload: &job.payload,
+        secrets: &secrets,
+        timestamp_s: now.as_unix_seconds(),
+        timeout,
+    };
+    let answer = tokio::select! {
+        received = ctx.sender.send(&outgoing) => Ok(received),
+        () = lost.cancelled() => Err(Interrupted::LeaseLost),
+        () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
+    };
+    let finished_at = ctx.clock.now();
+    let (result, event) = match &answer {
+        Ok(received) => judge(
+            received,
+            job.attempt,
+            finished_at,
+            &ctx.settings.backoff,
+            rand::random::<f64>(),
+        ),
+        Err(Interrupted::LeaseLost) => unknown("the lease was lost while the attempt was open"),
+        Err(Interrupted::Shutdown) => unknown("interrupted by shutdown; outcome unknown"),
+    };
+    if let Ok(Received::Response { status, .. }) = &answer {
+        tracing::info!(job_id = %job.job_id, event_id = %job.event_id, attempt = job.attempt,
+            status, outcome = %result.outcome, "attempt finished");
+    } else {
+        tracing::info!(job_id = %job.job_id, event_id = %job.event_id, attempt = job.attempt,
+            outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
+            "attempt finished");
+    }
+    metrics::attempt_finished(
+        result.outcome,
+        result.error_class,
+        started.elapsed().as_secs_f64(),
+    );
+    let transition = match transition(&job.snapshot, event, finished_at) {
+        Ok(transition) => transition,
+        Err(error) => {
+            // Cannot happen for a job claimed in_flight; keep the lease to expire.
+            tracing::error!(job_id = %job.job_id, %error, "no transition for the attempt");
+            ctx.leases.release(job.job_id);
+            return;
+        }
+    };
+    let record = OutcomeRecord {
+        lease,
+        attempt: job.attempt,
+        finished_at,
+        result,
+        transition,
+    };
+    let applied = record_until_stored(&ctx, &record, &hard_stop).await;
+    ctx.leases.release(job.job_id);
+    match applied {
+        Some(Fenced::Applied) if transition.to.is_terminal() => {
+            metrics::job_finished(transition.attempts, transition.dead_reason);
+        }
+        Some(Fenced::Applied) => {}
+        Some(Fenced::Late) => metrics::late_result(),
+        None => {}
+    }
+    if transition.to == JobState::Dead {
+        tracing::warn!(job_id = %job.job_id, event_id = %job.event_id,
+            reason = ?transition.dead_reason, "job is a dead letter");
+    }
+}
+
+fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
+    let result = AttemptResult {
+        outcome: AttemptOutcome::Unknown,
+        status: None,
+        error_class: None,
+        reason: Some(reason.to_owned()),
+        body_excerpt: None,
+    };
+    (result, JobEvent::Released)
+}
+
+/// Writes the outcome, retrying transient store errors with backoff (50 ms doubling
+/// to 2 s) until it is stored, until a lease length has passed since the lease's last
+/// known expiry (by then another worker has surely reclaimed the job, so the write
+/// could only be late), or, after the hard stop of shutdown, one last try. Returns
+/// `None` when it gave up: the lease then expires and the job is attempted again.
+async fn record_until_stored(
+    ctx: &AttemptContext,
+    record: &OutcomeRecord,
+    hard_stop: &CancellationToken,
+) -> Option<Fenced> {
+    let expiry = ctx
+        .leases
+        .expires_at(record.lease.job_id)
+        .unwrap_or(record.finished_at);
+    let give_up_at: Timestamp = expiry.plus_ms(ctx.settings.lease_ms);
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let now = ctx.clock.now();
+        match ctx
+            .store
+            .record_outcomes(std::slice::from_ref(record), now)
+            .await
+        {
+            Ok(results) => return results.first().copied(),
+            Err(error) if error.is_transient() && now < give_up_at && !hard_stop.is_cancelled() => {
+                tracing::warn!(job_id = %record.lease.job_id, %error,
+                    "cannot record the outcome yet; retrying");
+            }
+            Err(error) => {
+                tracing::error!(job_id = %record.lease.job_id, %error,
+                    "giving up recording the outcome; the lease will expire and the job \
+                     will be attempted again");
+                return None;
+            }
+        }
+        // At the hard stop, one last try; then the lease is left to expire.
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = hard_stop.cancelled() => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}

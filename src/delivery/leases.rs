@@ -1,0 +1,138 @@
+//! The leases this worker holds, renewed together in one write while their attempts
+//! live (DESIGN §3: the lease is longer than an attempt and renewed, so no other worker
+//! starts a second concurrent attempt — CASES C-01).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::domain::{Clock, Timestamp};
+use crate::metrics;
+use crate::store::{LeaseRef, SharedStore};
+
+#[derive(Debug)]
+struct Held {
+    token: i64,
+    expires_at: Timestamp,
+    lost: CancellationToken,
+}
+
+/// The leases held by this worker's running attempts.
+#[derive(Debug, Clone, Default)]
+pub struct ActiveLeases {
+    held: Arc<Mutex<HashMap<Uuid, Held>>>,
+}
+
+impl ActiveLeases {
+    /// Starts tracking a lease; the token returned is cancelled when the lease is lost
+    /// (another worker took the job, or it expired before it could be renewed).
+    pub fn hold(&self, lease: LeaseRef, expires_at: Timestamp) -> CancellationToken {
+        let lost = CancellationToken::new();
+        self.lock().insert(
+            lease.job_id,
+            Held {
+                token: lease.token,
+                expires_at,
+                lost: lost.clone(),
+            },
+        );
+        lost
+    }
+
+    /// Stops tracking the job's lease.
+    pub fn release(&self, job_id: Uuid) {
+        self.lock().remove(&job_id);
+    }
+
+    /// When the job's lease expires as far as this worker knows.
+    pub fn expires_at(&self, job_id: Uuid) -> Option<Timestamp> {
+        self.lock().get(&job_id).map(|held| held.expires_at)
+    }
+
+    /// How many leases are held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no lease is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Held>> {
+        // A panic while holding the lock leaves a consistent map; keep using it.
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// One renewal round at `now`: extends every held lease to `now + lease_ms` in one
+    /// write. Leases the store says are gone, and leases that expired locally because
+    /// the store could not be reached, are marked lost.
+    pub async fn renew_once(&self, store: &SharedStore, now: Timestamp, lease_ms: u64) {
+        let refs: Vec<LeaseRef> = self
+            .lock()
+            .iter()
+            .map(|(job_id, held)| LeaseRef {
+                job_id: *job_id,
+                token: held.token,
+            })
+            .collect();
+        if refs.is_empty() {
+            return;
+        }
+        let until = now.plus_ms(lease_ms);
+        match store.renew_leases(&refs, until, now).await {
+            Ok(held_flags) => {
+                let mut renewed = 0;
+                let mut map = self.lock();
+                for (lease, still_held) in refs.iter().zip(held_flags) {
+                    let Some(entry) = map.get_mut(&lease.job_id) else {
+                        continue;
+                    };
+                    if entry.token != lease.token {
+                        continue;
+                    }
+                    if still_held {
+                        entry.expires_at = until;
+                        renewed += 1;
+                    } else {
+                        tracing::warn!(job_id = %lease.job_id, "lease lost; abandoning the attempt");
+                        entry.lost.cancel();
+                    }
+                }
+                metrics::leases_extended(renewed);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot renew leases");
+                for (job_id, held) in self.lock().iter() {
+                    if held.expires_at <= now && !held.lost.is_cancelled() {
+                        tracing::warn!(%job_id, "lease expired before it could be renewed");
+                        held.lost.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renews every `lease_ms / 3` until `stop` is cancelled.
+    pub async fn renew_until(
+        self,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        lease_ms: u64,
+        stop: CancellationToken,
+    ) {
+        let period = Duration::from_millis((lease_ms / 3).max(1));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            self.renew_once(&store, clock.now(), lease_ms).await;
+        }
+    }
+}

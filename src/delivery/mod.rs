@@ -1,0 +1,13 @@
+//! Delivery: workers claim due jobs under leases, send them signed, and record each
+//! outcome with a write fenced by the lease token (DESIGN §2–§4).
+
+pub mod attempt;
+pub mod leases;
+pub mod outcome;
+pub mod sender;
+pub mod settings;
+pub mod signing;
+pub mod worker;
+
+pub use settings::DeliverySettings;
+pub use worker::Worker;

@@ -1,0 +1,221 @@
+//! What an attempt's answer means: the attempt row to record and the event for the
+//! state machine (DESIGN §3). Pure: `now` and the jitter are parameters.
+
+use super::sender::Received;
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::policy::{
+    BackoffPolicy, ErrorClass, Verdict, classify_status, classify_transport, next_attempt_at,
+    parse_retry_after, redact_excerpt,
+};
+use crate::domain::{DeadReason, JobEvent, Timestamp};
+use crate::store::AttemptResult;
+
+/// Most bytes of a response body kept as `body_excerpt` (DESIGN §5).
+pub const EXCERPT_BYTES: usize = 1024;
+
+/// The attempt row and the job event for `received`, the answer to attempt number
+/// `attempt` at `now`. A `Retry-After` (RFC 9110 §10.2.3) that asks for longer than
+/// the backoff wins; the state machine then applies the deadline.
+pub fn judge(
+    received: &Received,
+    attempt: u32,
+    now: Timestamp,
+    backoff: &BackoffPolicy,
+    jitter: f64,
+) -> (AttemptResult, JobEvent) {
+    match received {
+        Received::Response {
+            status,
+            retry_after,
+            body,
+        } => {
+            let asked = retry_after
+                .as_deref()
+                .and_then(|value| parse_retry_after(value, now));
+            let retry_at = next_attempt_at(now, attempt, backoff, asked, jitter);
+            let (outcome, class, event) = meaning(
+                classify_status(*status),
+                retry_at,
+                AttemptOutcome::Terminal,
+                DeadReason::NonRetryableResponse,
+            );
+            let result = AttemptResult {
+                outcome,
+                status: Some(*status),
+                error_class: class,
+                reason: class.map(|_| status_reason(*status, retry_after.as_deref())),
+                body_excerpt: (!body.is_empty()).then(|| redact_excerpt(body, EXCERPT_BYTES)),
+            };
+            (result, event)
+        }
+        Received::Failed { failure, reason } => {
+            let retry_at = next_attempt_at(now, attempt, backoff, None, jitter);
+            let (outcome, class, event) = meaning(
+                classify_transport(*failure),
+                retry_at,
+                AttemptOutcome::Blocked,
+                DeadReason::TargetRejected,
+            );
+            let result = AttemptResult {
+                outcome,
+                status: None,
+                error_class: class,
+                reason: Some(reason.clone()),
+                body_excerpt: None,
+            };
+            (result, event)
+        }
+    }
+}
+
+/// The attempt outcome, error class and job event of a verdict; a terminal verdict
+/// records `terminal_outcome` and kills the job with `dead_reason`.
+fn meaning(
+    verdict: Verdict,
+    retry_at: Timestamp,
+    terminal_outcome: AttemptOutcome,
+    dead_reason: DeadReason,
+) -> (AttemptOutcome, Option<ErrorClass>, JobEvent) {
+    match verdict {
+        Verdict::Delivered => (AttemptOutcome::Delivered, None, JobEvent::Delivered),
+        Verdict::Retryable(class) => (
+            AttemptOutcome::Retryable,
+            Some(class),
+            JobEvent::RetryableFailure { retry_at },
+        ),
+        Verdict::Terminal(class) => (
+            terminal_outcome,
+            Some(class),
+            JobEvent::TerminalFailure {
+                reason: dead_reason,
+            },
+        ),
+    }
+}
+
+/// `HTTP 503 Service Unavailable (Retry-After: 3)`.
+fn status_reason(status: u16, retry_after: Option<&str>) -> String {
+    let text = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map_or_else(
+            || format!("HTTP {status}"),
+            |name| format!("HTTP {status} {name}"),
+        );
+    match retry_after {
+        Some(value) => {
+            let shown = &value[..value.floor_char_boundary(64)];
+            format!("{text} (Retry-After: {shown})")
+        }
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::policy::TransportFailure;
+
+    const NOW: Timestamp = Timestamp::from_millis(1_000_000);
+    const BACKOFF: BackoffPolicy = BackoffPolicy {
+        base_ms: 200,
+        max_ms: 10_000,
+    };
+
+    fn response(status: u16, retry_after: Option<&str>, body: &str) -> Received {
+        Received::Response {
+            status,
+            retry_after: retry_after.map(str::to_owned),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_2xx_is_delivered() {
+        let (result, event) = judge(&response(204, None, ""), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(event, JobEvent::Delivered);
+        assert_eq!(result.outcome, AttemptOutcome::Delivered);
+        assert_eq!(result.status, Some(204));
+        assert_eq!(result.error_class, None);
+        assert_eq!(result.body_excerpt, None);
+    }
+
+    #[test]
+    fn a_5xx_backs_off_and_keeps_the_body() {
+        let (result, event) = judge(&response(500, None, "E42"), 2, NOW, &BACKOFF, 0.0);
+        // attempt 2: nominal 400 ms, equal jitter 0 -> 200 ms
+        assert_eq!(
+            event,
+            JobEvent::RetryableFailure {
+                retry_at: NOW.plus_ms(200)
+            }
+        );
+        assert_eq!(result.outcome, AttemptOutcome::Retryable);
+        assert_eq!(result.error_class, Some(ErrorClass::Http5xx));
+        assert_eq!(result.body_excerpt.as_deref(), Some("E42"));
+        assert_eq!(
+            result.reason.as_deref(),
+            Some("HTTP 500 Internal Server Error")
+        );
+    }
+
+    #[test]
+    fn retry_after_wins_when_it_asks_for_longer() {
+        let (result, event) = judge(&response(429, Some("3"), ""), 1, NOW, &BACKOFF, 0.99);
+        assert_eq!(
+            event,
+            JobEvent::RetryableFailure {
+                retry_at: NOW.plus_ms(3_000)
+            }
+        );
+        assert_eq!(result.error_class, Some(ErrorClass::Http429));
+        assert_eq!(
+            result.reason.as_deref(),
+            Some("HTTP 429 Too Many Requests (Retry-After: 3)")
+        );
+        // A malformed value falls back to the backoff.
+        let (_, event) = judge(&response(429, Some("abc"), ""), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(
+            event,
+            JobEvent::RetryableFailure {
+                retry_at: NOW.plus_ms(100)
+            }
+        );
+    }
+
+    #[test]
+    fn a_3xx_or_4xx_is_terminal() {
+        for (status, class) in [(302, ErrorClass::Http3xx), (400, ErrorClass::Http4xx)] {
+            let (result, event) = judge(&response(status, None, ""), 1, NOW, &BACKOFF, 0.0);
+            assert_eq!(
+                event,
+                JobEvent::TerminalFailure {
+                    reason: DeadReason::NonRetryableResponse
+                }
+            );
+            assert_eq!(result.outcome, AttemptOutcome::Terminal);
+            assert_eq!(result.error_class, Some(class));
+        }
+    }
+
+    #[test]
+    fn transport_failures() {
+        let failed = |failure| Received::Failed {
+            failure,
+            reason: "x".into(),
+        };
+        let (result, event) = judge(&failed(TransportFailure::Timeout), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(result.error_class, Some(ErrorClass::Timeout));
+        assert!(matches!(event, JobEvent::RetryableFailure { .. }));
+        let (result, _) = judge(&failed(TransportFailure::Connect), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(result.error_class, Some(ErrorClass::Connect));
+        let (result, event) = judge(&failed(TransportFailure::Blocked), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(result.outcome, AttemptOutcome::Blocked);
+        assert_eq!(
+            event,
+            JobEvent::TerminalFailure {
+                reason: DeadReason::TargetRejected
+            }
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! One HTTP attempt: POST the payload bytes, signed, with no redirects followed, bounded
+//! in time as a whole (connect, headers and a body read capped at 64 KiB).
+
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER, USER_AGENT};
+use reqwest::redirect::Policy;
+
+use super::signing::signature_header;
+use crate::domain::policy::TransportFailure;
+use crate::domain::secret::SigningSecret;
+
+/// Most bytes of a response body that are read; the rest is never downloaded.
+pub const MAX_BODY_READ_BYTES: usize = 64 * 1024;
+
+/// `user-agent` of every request.
+pub const USER_AGENT_VALUE: &str = concat!("deferhook/", env!("CARGO_PKG_VERSION"));
+
+/// What one webhook request carries.
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    /// The subscriber's URL.
+    pub url: &'a str,
+    /// The event id, sent as `webhook-id`.
+    pub event_id: &'a str,
+    /// The exact payload bytes.
+    pub payload: &'a str,
+    /// The secrets to sign with (one signature each).
+    pub secrets: &'a [SigningSecret],
+    /// `webhook-timestamp`, Unix seconds.
+    pub timestamp_s: i64,
+    /// The whole attempt's time limit.
+    pub timeout: Duration,
+}
+
+/// What came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// The receiver answered.
+    Response {
+        /// The HTTP status.
+        status: u16,
+        /// The raw `Retry-After` header, if any.
+        retry_after: Option<String>,
+        /// Up to [`MAX_BODY_READ_BYTES`] of the body.
+        body: Vec<u8>,
+    },
+    /// No complete answer.
+    Failed {
+        /// Timeout or connection failure.
+        failure: TransportFailure,
+        /// A short account, without secrets.
+        reason: String,
+    },
+}
+
+/// Sends webhooks over a shared connection pool.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+}
+
+impl Sender {
+    /// A sender whose client never follows redirects and verifies TLS with the
+    /// platform's roots.
+    pub fn new() -> anyhow::Result<Self> {
+        // reqwest is built without a default crypto provider; use ring's.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(Policy::none())
+            .user_agent(USER_AGENT_VALUE)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Sender { client })
+    }
+
+    /// Sends one attempt. Never fails: every problem is a [`Received::Failed`].
+    pub async fn send(&self, outgoing: &Outgoing<'_>) -> Received {
+        match tokio::time::timeout(outgoing.timeout, self.exchange(outgoing)).await {
+            Ok(received) => received,
+            Err(_) => Received::Failed {
+                failure: TransportFailure::Timeout,
+                reason: format!(
+                    "no complete answer within {} ms",
+                    outgoing.timeout.as_millis()
+                ),
+            },
+        }
+    }
+
+    async fn exchange(&self, outgoing: &Outgoing<'_>) -> Received {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+        let signature = signature_header(
+            outgoing.secrets,
+            outgoing.event_id,
+            outgoing.timestamp_s,
+            outgoing.payload.as_bytes(),
+        );
+        let header_values = [
+            ("webhook-id", outgoing.event_id.to_owned()),
+            ("webhook-timestamp", outgoing.timestamp_s.to_string()),
+            ("webhook-signature", signature),
+        ];
+        for (name, value) in header_values {
+            match HeaderValue::from_str(&value) {
+                Ok(value) => {
+                    headers.insert(name, value);
+                }
+                Err(_) => {
+                    return failed(TransportFailure::Connect, format!("invalid {name} header"));
+                }
+            }
+        }
+        let request = self
+            .client
+            .post(outgoing.url)
+            .headers(headers)
+            .body(outgoing.payload.to_owned());
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => return transport_failure(&error),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body = Vec::new();
+        while body.len() < MAX_BODY_READ_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    let room = MAX_BODY_READ_BYTES - body.len();
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                Ok(None) => break,
+                // The status is known; a body cut short does not change the verdict.
+                Err(_) => break,
+            }
+        }
+        Received::Response {
+            status,
+            retry_after,
+            body,
+        }
+    }
+}
+
+fn failed(failure: TransportFailure, reason: String) -> Received {
+    Received::Failed { failure, reason }
+}
+
+/// Classifies a reqwest error without echoing the URL (it may carry a token in its
+/// query string).
+fn transport_failure(error: &reqwest::Error) -> Received {
+    let failure = if error.is_timeout() {
+        TransportFailure::Timeout
+    } else {
+        TransportFailure::Connect
+    };
+    let mut reason = String::from(if error.is_connect() {
+        "connection failed"
+    } else if error.is_timeout() {
+        "timed out"
+    } else {
+        "request failed"
+    });
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        reason.push_str(": ");
+        reason.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    reason.truncate(reason.floor_char_boundary(300));
+    failed(failure, reason)
+}

@@ -1,0 +1,189 @@
+//! The worker loop: claim due jobs in batches, run up to `max_in_flight` attempts at
+//! once, sleep until the next due time or a wake-up, and shut down without losing a
+//! job (DESIGN §3).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::attempt::{self, AttemptContext};
+use super::leases::ActiveLeases;
+use super::sender::Sender;
+use super::settings::DeliverySettings;
+use crate::domain::Clock;
+use crate::metrics;
+use crate::store::{ClaimRequest, SharedStore};
+
+/// Most jobs moved to dead by one deadline sweep.
+const EXPIRE_BATCH: u32 = 500;
+/// Pause after a failed claim before trying again.
+const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
+
+/// A delivery worker.
+#[derive(Debug)]
+pub struct Worker {
+    ctx: AttemptContext,
+    wake: Arc<Notify>,
+}
+
+impl Worker {
+    /// A worker over `store`; `wake` is notified when a job is created.
+    pub fn new(
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        settings: DeliverySettings,
+        wake: Arc<Notify>,
+    ) -> anyhow::Result<Self> {
+        settings.validate().map_err(anyhow::Error::msg)?;
+        let ctx = AttemptContext {
+            store,
+            clock,
+            sender: Sender::new()?,
+            settings: Arc::new(settings),
+            leases: ActiveLeases::default(),
+        };
+        Ok(Worker { ctx, wake })
+    }
+
+    /// Runs until `shutdown` is cancelled; then stops claiming, lets running attempts
+    /// finish within the grace period, and releases the leases still held.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let settings = self.ctx.settings.clone();
+        let slots = Arc::new(Semaphore::new(settings.max_in_flight));
+        let hard_stop = CancellationToken::new();
+        let renewer_stop = CancellationToken::new();
+        let renewer = tokio::spawn(self.ctx.leases.clone().renew_until(
+            self.ctx.store.clone(),
+            self.ctx.clock.clone(),
+            settings.lease_ms,
+            renewer_stop.clone(),
+        ));
+        let mut attempts = JoinSet::new();
+        tracing::info!(owner = %settings.owner, max_in_flight = settings.max_in_flight,
+            "delivery worker started");
+        loop {
+            while attempts.try_join_next().is_some() {}
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let free = slots.available_permits();
+            if free == 0 {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    _ = attempts.join_next() => continue,
+                }
+            }
+            let now = self.ctx.clock.now();
+            self.expire_deadlines(now).await;
+            let limit = u32::try_from(free)
+                .unwrap_or(u32::MAX)
+                .min(settings.claim_batch);
+            let claimed = self
+                .ctx
+                .store
+                .claim(ClaimRequest {
+                    now,
+                    limit,
+                    owner: settings.owner.clone(),
+                    lease_ms: settings.lease_ms,
+                })
+                .await;
+            let batch = match claimed {
+                Ok(batch) => batch,
+                Err(error) => {
+                    tracing::warn!(%error, "claim failed; retrying shortly");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(CLAIM_ERROR_PAUSE) => continue,
+                    }
+                }
+            };
+            let full = batch.len() as u32 == limit;
+            for job in batch {
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    // Cannot happen: the claim took at most the free slots.
+                    tracing::error!("no free slot for a claimed job; its lease will expire");
+                    continue;
+                };
+                let ctx = self.ctx.clone();
+                let hard_stop = hard_stop.clone();
+                attempts.spawn(async move {
+                    attempt::run(ctx, job, hard_stop).await;
+                    drop(slot);
+                });
+            }
+            if full {
+                continue;
+            }
+            let pause = self.pause_until_next_due().await;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(pause) => {}
+                Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+            }
+        }
+        self.drain(attempts, hard_stop).await;
+        renewer_stop.cancel();
+        let _ = renewer.await;
+        tracing::info!("delivery worker stopped");
+    }
+
+    /// Moves jobs past their deadline to dead.
+    async fn expire_deadlines(&self, now: crate::domain::Timestamp) {
+        match self.ctx.store.expire_deadlines(now, EXPIRE_BATCH).await {
+            Ok(expired) if expired.dead > 0 => {
+                tracing::info!(dead = expired.dead, "jobs reached their deadline unclaimed");
+                metrics::deadline_expired(expired.dead);
+                metrics::leases_expired(expired.lease_expired);
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "deadline sweep failed"),
+        }
+    }
+
+    /// How long to sleep: until the next due job or deadline, at most the poll interval.
+    async fn pause_until_next_due(&self) -> Duration {
+        let poll = self.ctx.settings.poll_interval;
+        match self.ctx.store.next_wake_at().await {
+            Ok(Some(at)) => {
+                let wait = at.millis_since(self.ctx.clock.now()).max(0);
+                Duration::from_millis(wait as u64).min(poll)
+            }
+            Ok(None) => poll,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the next due time");
+                CLAIM_ERROR_PAUSE.min(poll)
+            }
+        }
+    }
+
+    /// Lets running attempts finish within the grace period, then stops the rest; each
+    /// stopped attempt releases its lease with the outcome unknown.
+    async fn drain(&self, mut attempts: JoinSet<()>, hard_stop: CancellationToken) {
+        if attempts.is_empty() {
+            return;
+        }
+        let grace = self.ctx.settings.shutdown_grace;
+        tracing::info!(
+            running = attempts.len(),
+            grace_ms = grace.as_millis() as u64,
+            "letting running attempts finish"
+        );
+        let finished = tokio::time::timeout(grace, async {
+            while attempts.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                running = attempts.len(),
+                "grace period over; releasing the remaining leases (outcome unknown)"
+            );
+            hard_stop.cancel();
+            while attempts.join_next().await.is_some() {}
+        }
+    }
+}

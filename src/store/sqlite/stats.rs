@@ -1,0 +1,72 @@
+//! Read-only figures in SQLite: the worker's next wake-up and the metrics gauges.
+
+use sqlx::{Row, SqlitePool};
+
+use crate::domain::{JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::records::StoreGauges;
+
+pub async fn next_wake_at(readers: &SqlitePool) -> Result<Option<Timestamp>, StoreError> {
+    let row = sqlx::query(
+        "SELECT \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND s.enabled = 1) AS due, \
+           (SELECT MIN(deadline) FROM jobs \
+             WHERE state IN ('scheduled', 'retrying', 'in_flight')) AS deadline",
+    )
+    .fetch_one(readers)
+    .await?;
+    let due: Option<i64> = row.try_get("due")?;
+    let deadline: Option<i64> = row.try_get("deadline")?;
+    Ok(due
+        .into_iter()
+        .chain(deadline)
+        .min()
+        .map(Timestamp::from_millis))
+}
+
+pub async fn gauges(
+    readers: &SqlitePool,
+    now: Timestamp,
+    slo_ms: u64,
+) -> Result<StoreGauges, StoreError> {
+    let mut gauges = StoreGauges::default();
+    for row in sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+        .fetch_all(readers)
+        .await?
+    {
+        let state: String = row.try_get("state")?;
+        let state = state
+            .parse::<JobState>()
+            .map_err(|e| StoreError::Internal(format!("column state: {e}")))?;
+        let n: i64 = row.try_get("n")?;
+        gauges.jobs_by_state.push((state, n.max(0) as u64));
+    }
+    let slo_cutoff = now
+        .as_millis()
+        .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
+    let row = sqlx::query(
+        "SELECT \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= ?1 \
+             AND s.enabled = 1) AS oldest_eligible, \
+           (SELECT MIN(deliver_at) FROM jobs WHERE state = 'retrying') AS oldest_retrying, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND deliver_at <= ?2) AS past_slo, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline",
+    )
+    .bind(now.as_millis())
+    .bind(slo_cutoff)
+    .fetch_one(readers)
+    .await?;
+    gauges.oldest_eligible_since = row
+        .try_get::<Option<i64>, _>("oldest_eligible")?
+        .map(Timestamp::from_millis);
+    gauges.oldest_retrying_since = row
+        .try_get::<Option<i64>, _>("oldest_retrying")?
+        .map(Timestamp::from_millis);
+    gauges.past_slo = row.try_get::<i64, _>("past_slo")?.max(0) as u64;
+    gauges.near_deadline = row.try_get::<i64, _>("near_deadline")?.max(0) as u64;
+    Ok(gauges)
+}
