@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use deferhook::config::{Cli, Command};
-use deferhook::server::{Server, shutdown_signal};
+use deferhook::server::{Server, ShutdownSignals};
 use deferhook::{api, store, telemetry};
 
 fn main() -> ExitCode {
@@ -30,10 +30,11 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
+            let signals = ShutdownSignals::register()?;
             let server = Server::start(&args).await?;
             let stop = server.shutdown_token();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                signals.recv().await;
                 stop.cancel();
             });
             server.wait().await?;

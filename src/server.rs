@@ -165,24 +165,41 @@ fn hostname() -> String {
         .unwrap_or_else(|| "deferhook".to_owned())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM, registered when created so that a signal arriving while the
+/// server starts is not lost.
+pub struct ShutdownSignals {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Registers the handlers.
+    pub fn register() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(ShutdownSignals {
+                terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+                interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => tracing::info!("SIGINT received; shutting down"),
-        () = terminate => tracing::info!("SIGTERM received; shutting down"),
+        #[cfg(not(unix))]
+        Ok(ShutdownSignals {})
+    }
+
+    /// Resolves at the first SIGINT or SIGTERM.
+    pub async fn recv(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+            _ = self.terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("interrupt received; shutting down");
+        }
     }
 }
