@@ -69,6 +69,9 @@ pub enum ApiError {
     /// The resource does not exist (404).
     #[error("{0}")]
     NotFound(String),
+    /// A field names something that does not exist, e.g. an unknown subscriber (404).
+    #[error("unknown reference")]
+    UnknownReference(FieldError),
     /// The request conflicts with what is stored (409).
     #[error("{0}")]
     Conflict(String),
@@ -97,7 +100,7 @@ impl ApiError {
         match self {
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::UnknownReference(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -110,7 +113,9 @@ impl ApiError {
         let status = self.status();
         let mut problem = Problem::from_status(status);
         match self {
-            ApiError::Malformed(error) | ApiError::TooLarge(error) => {
+            ApiError::Malformed(error)
+            | ApiError::TooLarge(error)
+            | ApiError::UnknownReference(error) => {
                 problem.detail = Some(format!("{}: {}", error.field, error.message));
                 problem.errors = vec![error];
             }
@@ -158,9 +163,10 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Unavailable(_) => ApiError::Unavailable,
-            StoreError::UnknownSubscriber(id) => {
-                ApiError::NotFound(format!("subscriber `{id}` does not exist"))
-            }
+            StoreError::UnknownSubscriber(id) => ApiError::UnknownReference(FieldError::new(
+                "subscriber_id",
+                format!("subscriber `{id}` does not exist"),
+            )),
             other => ApiError::Internal(other.to_string()),
         }
     }

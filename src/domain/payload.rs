@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 
-/// True when both texts parse as JSON and denote the same value: whitespace and object
-/// key order do not matter; `1` and `1.0` differ (an integer and a float), as do
-/// strings with different escapes of different characters.
+/// True when both texts parse as JSON and denote the same value: whitespace, object
+/// key order and string escapes (`\u00e9` vs `é`) do not matter. Numbers compare by
+/// their exact text (serde_json's `arbitrary_precision`), so no precision is lost on
+/// large integers and `1`, `1.0` and `1e0` all differ.
 pub fn same_json_value(a: &str, b: &str) -> bool {
     match (
         serde_json::from_str::<Value>(a),
@@ -35,5 +36,18 @@ mod tests {
         assert!(!same_json_value(r#"{"a":1}"#, r#"{"a":1.0}"#));
         assert!(!same_json_value(r#"[1,2]"#, r#"[2,1]"#));
         assert!(!same_json_value("{", "{"));
+        assert!(!same_json_value(
+            r#"{"n":123456789012345678901}"#,
+            r#"{"n":123456789012345678902}"#
+        ));
+    }
+
+    #[test]
+    fn numbers_beyond_f64_still_equal_themselves() {
+        assert!(same_json_value(r#"{"x":1e400}"#, r#"{ "x": 1e400 }"#));
+        assert!(same_json_value(
+            "12345678901234567890123",
+            "12345678901234567890123"
+        ));
     }
 }

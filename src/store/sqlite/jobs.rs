@@ -13,7 +13,7 @@ pub async fn create(
     writer: &SqlitePool,
     jobs: Vec<NewJob>,
 ) -> Result<Vec<CreateOutcome>, StoreError> {
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let subscriber_ids: BTreeSet<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
     for id in subscriber_ids {
         let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")

@@ -25,7 +25,7 @@ pub async fn claim(
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let candidates = sqlx::query(
         "SELECT j.id, j.state, j.due_at FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
          WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
@@ -138,7 +138,7 @@ pub async fn renew(
     until: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<bool>, StoreError> {
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let mut held = Vec::with_capacity(leases.len());
     for lease in leases {
         let updated = sqlx::query(
@@ -172,7 +172,7 @@ pub async fn record_outcomes(
             bad.lease.job_id
         )));
     }
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let mut results = Vec::with_capacity(records.len());
     for record in records {
         let id = record.lease.job_id.to_string();
@@ -238,7 +238,7 @@ pub async fn expire_deadlines(
     now: Timestamp,
     limit: u32,
 ) -> Result<ExpiredJobs, StoreError> {
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let overdue = sqlx::query(
         "SELECT id, state FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
          AND deadline <= ?1 AND (state <> 'in_flight' OR due_at <= ?1) \

@@ -14,7 +14,7 @@ pub async fn put(
     put: SubscriberPut,
     now: Timestamp,
 ) -> Result<PutSubscriberOutcome, StoreError> {
-    let mut tx = writer.begin().await?;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let existing = sqlx::query(AssertSqlSafe(format!(
         "SELECT {SUBSCRIBER_COLUMNS} FROM subscribers WHERE id = ?1"
     )))

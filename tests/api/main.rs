@@ -1,0 +1,11 @@
+//! Black-box tests of the HTTP API (DESIGN §5): a real server on 127.0.0.1:0 over a
+//! fresh SQLite file, a manual clock, and plain HTTP requests.
+
+mod errors;
+mod health;
+mod http_errors;
+mod idempotency;
+mod jobs_create;
+mod jobs_read;
+mod subscribers;
+mod support;

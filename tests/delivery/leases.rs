@@ -1,0 +1,136 @@
+//! C-01 and C-02 in-process: leases are renewed while an attempt lives, two workers
+//! never send the same job at once, and shutdown releases leases without a terminal
+//! state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deferhook::domain::SystemClock;
+use deferhook::server::Server;
+use serde_json::json;
+
+use crate::app::{App, metric, serve_args};
+use crate::receiver::{Receiver, Reply};
+
+#[tokio::test]
+async fn c01_an_attempt_timeout_not_below_the_lease_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let args = serve_args(
+        &url,
+        &["--lease-ms", "2000", "--attempt-timeout-ms", "8000"],
+    );
+    let store = deferhook::store::open(&url).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let refused = Server::start_with(&args, store, Arc::new(SystemClock), listener).await;
+    let message = refused.err().expect("refused").to_string();
+    assert!(
+        message.contains("--attempt-timeout-ms (8000) must be shorter than --lease-ms (2000)"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn c01_two_workers_never_send_one_job_twice_while_it_is_open() {
+    let receiver =
+        Receiver::start(vec![Reply::status(200).after(Duration::from_millis(1200))]).await;
+    let flags = ["--lease-ms", "1500", "--attempt-timeout-ms", "1400"];
+    let first = App::start(&flags).await;
+    let second = App::on(&first.database_url, &flags).await;
+    first.subscriber("s", &receiver.url("/"), None).await;
+    let before = metric(&first.metrics().await, "deferhook_lease_extensions_total");
+    let job = second.job("s", "evt-c01", json!({})).await;
+    let done = first
+        .wait_state(&job, "delivered", Duration::from_secs(5))
+        .await;
+    assert_eq!(done["attempts"], 1);
+    // Let any second claim show itself.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(receiver.requests().len(), 1);
+    assert_eq!(receiver.max_open_per_id(), 1);
+    let after = metric(&first.metrics().await, "deferhook_lease_extensions_total");
+    assert!(
+        after > before,
+        "the lease was never renewed during a 1.2 s attempt"
+    );
+    let attempts = first.attempts(&job).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["outcome"], "delivered");
+}
+
+#[tokio::test]
+async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown() {
+    let receiver = Receiver::start(vec![
+        Reply::status(200).after(Duration::from_secs(10)),
+        Reply::status(200),
+    ])
+    .await;
+    let flags = [
+        "--shutdown-grace-ms",
+        "1000",
+        "--attempt-timeout-ms",
+        "9000",
+        "--lease-ms",
+        "20000",
+    ];
+    let first = App::start(&flags).await;
+    first.subscriber("s", &receiver.url("/"), None).await;
+    let job = first.job("s", "evt-c02", json!({})).await;
+    receiver.wait_for(1, Duration::from_secs(3)).await;
+    let url = first.database_url.clone();
+    let mut first = first;
+    let dir = first.keep_dir();
+    let stopping = std::time::Instant::now();
+    first.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_secs(4),
+        "shutdown took {:?}",
+        stopping.elapsed()
+    );
+
+    let second = App::on(&url, &flags).await;
+    // Released, not expired: the job is due at once, long before the 20 s lease.
+    let done = second
+        .wait_state(&job, "delivered", Duration::from_secs(3))
+        .await;
+    assert_eq!(done["attempts"], 2);
+    let attempts = second.attempts(&job).await;
+    assert_eq!(attempts[0]["outcome"], "unknown");
+    assert!(attempts[0]["reason"].as_str().unwrap().contains("shutdown"));
+    assert_eq!(attempts[1]["outcome"], "delivered");
+    assert_eq!(attempts[1]["possible_duplicate"], true);
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0].header("webhook-id"),
+        requests[1].header("webhook-id")
+    );
+    assert_eq!(requests[0].body, requests[1].body);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_worker_limits_its_attempts_to_max_in_flight() {
+    let receiver =
+        Receiver::start(vec![Reply::status(200).after(Duration::from_millis(300))]).await;
+    let app = App::start(&["--max-in-flight", "3"]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let mut jobs = Vec::new();
+    for n in 0..9 {
+        jobs.push(app.job("s", &format!("evt-mif-{n}"), json!({})).await);
+    }
+    for job in &jobs {
+        app.wait_state(job, "delivered", Duration::from_secs(10))
+            .await;
+    }
+    assert_eq!(receiver.requests().len(), 9);
+    assert!(
+        receiver.max_open() <= 3,
+        "{} open at once",
+        receiver.max_open()
+    );
+    assert!(
+        receiver.max_open() >= 2,
+        "attempts did not run concurrently"
+    );
+}

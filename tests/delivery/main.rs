@@ -1,0 +1,13 @@
+//! Black-box delivery tests: deferhook delivers to a real receiver on 127.0.0.1 that
+//! answers as each test scripts it. Settings are short so the suite stays fast; every
+//! wait is a bounded poll.
+
+mod app;
+mod receiver;
+
+mod basics;
+mod leases;
+mod outcomes;
+mod process;
+mod retry_after;
+mod signing;

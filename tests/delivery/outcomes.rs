@@ -1,0 +1,192 @@
+//! Retryable and terminal answers, deadlines and the last error kept.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::app::App;
+use crate::receiver::{Receiver, Reply};
+
+#[tokio::test]
+async fn two_503s_then_200_is_three_attempts_of_the_same_bytes() {
+    let receiver = Receiver::start(vec![
+        Reply::status(503).body("down"),
+        Reply::status(503).body("down"),
+        Reply::status(200),
+    ])
+    .await;
+    let app = App::start(&[]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app
+        .job_raw(r#"{"subscriber_id":"s","event_id":"evt-3","payload":{"z": 1,  "a":[1.50, "x"]}}"#)
+        .await;
+    let done = app
+        .wait_state(&job, "delivered", Duration::from_secs(10))
+        .await;
+    assert_eq!(done["attempts"], 3);
+    // The last error stays on the job for the record.
+    assert_eq!(done["last_error"]["status"], 503);
+    assert_eq!(done["last_error"]["class"], "http_5xx");
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert_eq!(request.header("webhook-id"), "evt-3");
+        assert_eq!(&request.body[..], br#"{"z": 1,  "a":[1.50, "x"]}"#);
+    }
+    let attempts = app.attempts(&job).await;
+    let outcomes: Vec<_> = attempts.iter().map(|a| a["outcome"].clone()).collect();
+    assert_eq!(
+        outcomes,
+        [json!("retryable"), json!("retryable"), json!("delivered")]
+    );
+    assert_eq!(attempts[0]["body_excerpt"], "down");
+    // Backoff: base 100 ms doubling with equal jitter -> at least 50 ms, then 100 ms.
+    assert!(requests[1].at - requests[0].at >= Duration::from_millis(50));
+    assert!(requests[2].at - requests[1].at >= Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn a_400_is_dead_at_once() {
+    let receiver = Receiver::start(vec![Reply::status(400).body("bad field x")]).await;
+    let app = App::start(&[]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-400", json!({})).await;
+    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    assert_eq!(dead["dead_reason"], "non_retryable_response");
+    assert_eq!(dead["attempts"], 1);
+    assert_eq!(dead["last_error"]["class"], "http_4xx");
+    assert_eq!(dead["last_error"]["status"], 400);
+    assert_eq!(dead["last_error"]["body_excerpt"], "bad field x");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_redirect_is_dead_and_never_followed() {
+    let target = Receiver::ok().await;
+    let receiver = Receiver::start(vec![
+        Reply::status(302).header("location", &target.url("/elsewhere")),
+    ])
+    .await;
+    let app = App::start(&[]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-302", json!({})).await;
+    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    assert_eq!(dead["dead_reason"], "non_retryable_response");
+    assert_eq!(dead["last_error"]["class"], "http_3xx");
+    assert_eq!(dead["last_error"]["status"], 302);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        target.requests().is_empty(),
+        "the redirect target was requested"
+    );
+}
+
+#[tokio::test]
+async fn max_attempts_makes_a_dead_letter() {
+    let receiver = Receiver::start(vec![Reply::status(500)]).await;
+    let app = App::start(&[]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-max", json!({ "max_attempts": 2 })).await;
+    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    assert_eq!(dead["dead_reason"], "max_attempts");
+    assert_eq!(dead["attempts"], 2);
+    assert_eq!(receiver.requests().len(), 2);
+}
+
+/// C-06: deadline 6 s, attempt timeout 2 s, receiver always 500 with body `E42`.
+#[tokio::test]
+async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error() {
+    let receiver = Receiver::start(vec![Reply::status(500).body("E42")]).await;
+    let app = App::start(&["--backoff-base-ms", "500", "--backoff-max-ms", "2000"]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-c06", json!({ "ttl_ms": 6000 })).await;
+    let deadline = std::time::SystemTime::now() + Duration::from_millis(6000);
+    let dead = app.wait_state(&job, "dead", Duration::from_secs(9)).await;
+    let noticed = std::time::SystemTime::now();
+    assert_eq!(dead["dead_reason"], "deadline_exceeded");
+    assert_eq!(dead["last_error"]["status"], 500);
+    assert_eq!(dead["last_error"]["class"], "http_5xx");
+    assert!(
+        dead["last_error"]["body_excerpt"]
+            .as_str()
+            .unwrap()
+            .contains("E42")
+    );
+    assert!(dead["attempts"].as_u64().unwrap() >= 2);
+    // Dead within 1 s of the deadline (here: as soon as no retry fits before it).
+    assert!(
+        noticed <= deadline + Duration::from_secs(1),
+        "dead too late"
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for request in receiver.requests() {
+        assert!(
+            request.wall < deadline,
+            "a request started after the deadline"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_timeout_is_retried_and_the_attempt_says_so() {
+    let receiver = Receiver::start(vec![
+        Reply::status(200).after(Duration::from_millis(1500)),
+        Reply::status(200),
+    ])
+    .await;
+    let app = App::start(&["--attempt-timeout-ms", "500"]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-timeout", json!({})).await;
+    let done = app
+        .wait_state(&job, "delivered", Duration::from_secs(5))
+        .await;
+    assert_eq!(done["attempts"], 2);
+    assert_eq!(done["last_error"]["class"], "timeout");
+    let attempts = app.attempts(&job).await;
+    assert_eq!(attempts[0]["outcome"], "retryable");
+    assert_eq!(attempts[0]["error_class"], "timeout");
+    assert_eq!(receiver.max_open_per_id(), 1);
+}
+
+#[tokio::test]
+async fn a_connection_refused_is_retried() {
+    // Bind then drop a listener: nothing answers on that port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = App::start(&[]).await;
+    app.subscriber("s", &format!("http://127.0.0.1:{port}/"), None)
+        .await;
+    let job = app
+        .job("s", "evt-refused", json!({ "ttl_ms": 10000 }))
+        .await;
+    let retrying = app
+        .wait_job(&job, Duration::from_secs(5), |j| {
+            j["attempts"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(retrying["last_error"]["class"], "connect");
+    assert_eq!(retrying["last_error"]["status"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn an_endless_body_is_read_only_up_to_the_cap() {
+    let receiver = Receiver::start(vec![
+        Reply::status(500).endless(),
+        Reply::status(200).endless(),
+    ])
+    .await;
+    let app = App::start(&[]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-huge", json!({})).await;
+    let done = app
+        .wait_state(&job, "delivered", Duration::from_secs(5))
+        .await;
+    assert_eq!(done["attempts"], 2);
+    let excerpt = done["last_error"]["body_excerpt"].as_str().unwrap();
+    assert!(excerpt.len() <= 1024, "excerpt of {} bytes", excerpt.len());
+    assert!(excerpt.starts_with("xxxx"));
+}

@@ -1,0 +1,184 @@
+//! The real binary killed mid-attempt: SIGKILL loses nothing (the lease expires and
+//! the job is delivered later), SIGTERM releases the lease at once (CASES C-02).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::receiver::{Receiver, Reply};
+
+/// A `deferhook serve` process, killed when dropped.
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(database_url: &str, flags: &[&str]) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deferhook"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ])
+        .args(flags)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines.next().expect("serve exited early").unwrap();
+        if let Some(at) = line.find("local_addr=") {
+            let addr = line[at + "local_addr=".len()..]
+                .split_whitespace()
+                .next()
+                .unwrap();
+            break format!("http://{addr}");
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Process { child, base }
+}
+
+fn signal(process: &Process, name: &str) {
+    let pid = process.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+async fn call(method: reqwest::Method, url: String, body: Option<Value>) -> Value {
+    let client = reqwest::Client::new();
+    let mut request = client.request(method, url);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.unwrap()
+}
+
+async fn wait_delivered(base: &str, id: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let job = call(reqwest::Method::GET, format!("{base}/v1/jobs/{id}"), None).await;
+        if job["state"] == "delivered" {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "not delivered in time: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates a subscriber and a job on `process`; returns the job id.
+async fn schedule(process: &Process, receiver: &Receiver, event: &str) -> String {
+    let url = receiver.url("/");
+    call(
+        reqwest::Method::PUT,
+        format!("{}/v1/subscribers/s", process.base),
+        Some(json!({ "url": url })),
+    )
+    .await;
+    let job = call(
+        reqwest::Method::POST,
+        format!("{}/v1/jobs", process.base),
+        Some(json!({ "subscriber_id": "s", "event_id": event, "payload": {"k": "v"} })),
+    )
+    .await;
+    job["id"].as_str().unwrap().to_owned()
+}
+
+const FLAGS: &[&str] = &[
+    "--lease-ms",
+    "2000",
+    "--attempt-timeout-ms",
+    "1500",
+    "--shutdown-grace-ms",
+    "500",
+    "--backoff-base-ms",
+    "100",
+];
+
+async fn killed_mid_attempt(signal_name: &str, event: &str) -> (Vec<Value>, Duration) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let receiver = Receiver::start(vec![
+        Reply::status(200).after(Duration::from_secs(30)),
+        Reply::status(200),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let first = spawn(&url, FLAGS);
+    let id = schedule(&first, &receiver, event).await;
+    receiver.wait_for(1, Duration::from_secs(5)).await;
+    let mut first = first;
+    signal(&first, signal_name);
+    let stopping = Instant::now();
+    loop {
+        if let Some(status) = first.child.try_wait().unwrap() {
+            if signal_name == "-TERM" {
+                assert!(status.success(), "SIGTERM exit status {status}");
+            }
+            break;
+        }
+        assert!(stopping.elapsed() < Duration::from_secs(5), "did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(first);
+    let restarted = Instant::now();
+    let second = spawn(&url, FLAGS);
+    let job = wait_delivered(&second.base, &id, Duration::from_secs(10)).await;
+    let took = restarted.elapsed();
+    assert_eq!(job["attempts"], 2);
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].header("webhook-id"), event);
+    assert_eq!(requests[1].header("webhook-id"), event);
+    assert_eq!(requests[0].body, requests[1].body);
+    let attempts = call(
+        reqwest::Method::GET,
+        format!("{}/v1/jobs/{id}/attempts", second.base),
+        None,
+    )
+    .await;
+    (attempts["items"].as_array().unwrap().clone(), took)
+}
+
+#[tokio::test]
+async fn sigkill_mid_attempt_loses_nothing() {
+    let (attempts, _) = killed_mid_attempt("-KILL", "evt-kill9").await;
+    assert_eq!(attempts[0]["outcome"], "unknown");
+    assert_eq!(attempts[1]["outcome"], "delivered");
+    assert_eq!(attempts[1]["possible_duplicate"], true);
+}
+
+#[tokio::test]
+async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance() {
+    let (attempts, took) = killed_mid_attempt("-TERM", "evt-sigterm").await;
+    assert_eq!(attempts[0]["outcome"], "unknown");
+    assert!(
+        attempts[0]["reason"].as_str().unwrap().contains("shutdown"),
+        "{}",
+        attempts[0]
+    );
+    assert_eq!(attempts[1]["outcome"], "delivered");
+    assert_eq!(attempts[1]["possible_duplicate"], true);
+    // Released at shutdown: no wait for the 2 s lease to expire.
+    assert!(took < Duration::from_millis(1800), "took {took:?}");
+}

@@ -1,0 +1,254 @@
+//! A scripted receiver on 127.0.0.1:0: records every request (arrival time, headers,
+//! raw body bytes) and answers as the test scripts it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use tokio_util::sync::CancellationToken;
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// Wait this long before answering.
+    pub delay: Duration,
+    /// Stream an endless body after the headers.
+    pub endless_body: bool,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Self {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+            endless_body: false,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn body(mut self, body: &str) -> Self {
+        self.body = body.to_owned();
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    pub fn endless(mut self) -> Self {
+        self.endless_body = true;
+        self
+    }
+}
+
+/// One request as it arrived.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    pub at: Instant,
+    pub wall: SystemTime,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    script: Vec<Reply>,
+    requests: Vec<Recorded>,
+    open: HashMap<String, usize>,
+    max_open_per_id: usize,
+    max_open: usize,
+    open_total: usize,
+}
+
+/// The receiver; stops when dropped.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+    stop: CancellationToken,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Receiver {
+    /// Answers with `script` in order, then repeats its last reply.
+    pub async fn start(script: Vec<Reply>) -> Receiver {
+        assert!(!script.is_empty(), "a script needs at least one reply");
+        let shared = Arc::new(Mutex::new(Shared {
+            script,
+            ..Shared::default()
+        }));
+        let app = Router::new().fallback(answer).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped.cancelled_owned())
+                .await;
+        });
+        Receiver { addr, shared, stop }
+    }
+
+    /// Answers 200 at once, always.
+    pub async fn ok() -> Receiver {
+        Self::start(vec![Reply::status(200)]).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.lock().unwrap().requests.clone()
+    }
+
+    /// The most requests with the same `webhook-id` that were open at once.
+    pub fn max_open_per_id(&self) -> usize {
+        self.shared.lock().unwrap().max_open_per_id
+    }
+
+    /// The most requests open at once.
+    pub fn max_open(&self) -> usize {
+        self.shared.lock().unwrap().max_open
+    }
+
+    /// Waits (bounded) until at least `n` requests arrived.
+    pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Recorded> {
+        let deadline = Instant::now() + within;
+        loop {
+            let requests = self.requests();
+            if requests.len() >= n {
+                return requests;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected {n} requests within {within:?}, got {}",
+                requests.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Decrements the open counts when the request ends, however it ends.
+struct OpenGuard {
+    shared: Arc<Mutex<Shared>>,
+    id: String,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        let mut shared = self.shared.lock().unwrap();
+        if let Some(open) = shared.open.get_mut(&self.id) {
+            *open -= 1;
+        }
+        shared.open_total -= 1;
+    }
+}
+
+async fn answer(
+    State(shared): State<Arc<Mutex<Shared>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let reply = {
+        let mut s = shared.lock().unwrap();
+        let index = s.requests.len().min(s.script.len() - 1);
+        let reply = s.script[index].clone();
+        s.requests.push(Recorded {
+            path: uri.path().to_owned(),
+            at: Instant::now(),
+            wall: SystemTime::now(),
+            headers,
+            body,
+        });
+        let open = s.open.entry(id.clone()).or_default();
+        *open += 1;
+        let open = *open;
+        s.max_open_per_id = s.max_open_per_id.max(open);
+        s.open_total += 1;
+        s.max_open = s.max_open.max(s.open_total);
+        reply
+    };
+    let guard = OpenGuard {
+        shared: shared.clone(),
+        id,
+    };
+    tokio::time::sleep(reply.delay).await;
+    let mut builder = Response::builder().status(StatusCode::from_u16(reply.status).unwrap());
+    for (name, value) in &reply.headers {
+        builder = builder.header(name, value);
+    }
+    let body = if reply.endless_body {
+        let chunk = Bytes::from(vec![b'x'; 16 * 1024]);
+        let stream = futures_stream(chunk, guard);
+        Body::from_stream(stream)
+    } else {
+        drop(guard);
+        Body::from(reply.body)
+    };
+    builder.body(body).unwrap()
+}
+
+/// An endless stream of `chunk`s that keeps the request counted as open.
+fn futures_stream(
+    chunk: Bytes,
+    guard: OpenGuard,
+) -> impl futures_core::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    EndlessBody {
+        chunk,
+        _guard: guard,
+    }
+}
+
+struct EndlessBody {
+    chunk: Bytes,
+    _guard: OpenGuard,
+}
+
+impl futures_core::Stream for EndlessBody {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(Some(Ok(self.chunk.clone())))
+    }
+}
