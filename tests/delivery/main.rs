@@ -6,6 +6,7 @@ mod app;
 mod receiver;
 
 mod basics;
+mod interop;
 mod leases;
 mod outcomes;
 mod process;

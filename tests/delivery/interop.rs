@@ -1,0 +1,99 @@
+//! An independent verifier — the `standardwebhooks` package from PyPI, the reference
+//! implementation of the Standard Webhooks spec — accepts what deferhook sends.
+//!
+//! The Python interpreter comes from `DEFERHOOK_PYTHON` (`.ci/run` points it at a
+//! virtualenv with the package), else `python3`. Without the package the test is
+//! skipped with one line, except under `CI=true`, where it fails.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::json;
+
+use crate::app::App;
+use crate::receiver::Receiver;
+
+const VERIFY: &str = r#"
+import base64, json, sys
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+case = json.load(sys.stdin)
+body = base64.b64decode(case["body"])
+hook = Webhook(case["secret"])
+hook.verify(body, case["headers"])
+try:
+    hook.verify(body + b" ", case["headers"])
+except WebhookVerificationError:
+    print("verified")
+else:
+    print("a tampered body verified")
+"#;
+
+fn python() -> Option<String> {
+    let python = std::env::var("DEFERHOOK_PYTHON").unwrap_or_else(|_| "python3".into());
+    let found = Command::new(&python)
+        .args(["-c", "import standardwebhooks"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some(python);
+    }
+    let message = format!(
+        "the standardwebhooks package is not importable by `{python}`; \
+         `pip install standardwebhooks` or set DEFERHOOK_PYTHON"
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{message}");
+    }
+    eprintln!("skipping the Standard Webhooks interop test: {message}");
+    None
+}
+
+#[tokio::test]
+async fn the_reference_verifier_accepts_a_captured_request() {
+    let Some(python) = python() else { return };
+    let receiver = Receiver::ok().await;
+    let app = App::start(&[]).await;
+    let secret = app.subscriber("s", &receiver.url("/"), None).await;
+    let payload = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
+    let job = app
+        .job_raw(&format!(
+            r#"{{"subscriber_id":"s","event_id":"evt-interop","payload":{payload}}}"#
+        ))
+        .await;
+    app.wait_state(&job, "delivered", Duration::from_secs(5))
+        .await;
+    let request = &receiver.requests()[0];
+    let case = json!({
+        "secret": secret,
+        "body": STANDARD.encode(&request.body),
+        "headers": {
+            "webhook-id": request.header("webhook-id"),
+            "webhook-timestamp": request.header("webhook-timestamp"),
+            "webhook-signature": request.header("webhook-signature"),
+        },
+    });
+    let mut child = Command::new(python)
+        .args(["-c", VERIFY])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(case.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "verification failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "verified");
+}
