@@ -49,6 +49,33 @@ fn serve_refuses_a_non_loopback_address_without_authentication() {
 }
 
 #[test]
+fn an_attempt_timeout_not_below_the_lease_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(deferhook().current_dir(dir.path()).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--lease-ms",
+        "2000",
+        "--attempt-timeout-ms",
+        "8000",
+    ]));
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("--attempt-timeout-ms (8000) must be shorter than --lease-ms (2000)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_api_and_no_worker_cannot_be_combined() {
+    let output = run(deferhook().args(["serve", "--no-api", "--no-worker"]));
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn an_unknown_subcommand_is_refused() {
     let output = run(deferhook().arg("explode"));
     assert_eq!(output.status.code(), Some(2));
@@ -126,6 +153,15 @@ fn serve(extra: &[&str]) -> Served {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    // If the expected line never comes, kill the child so the read below ends.
+    let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = (found.clone(), child.id().to_string());
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        if !watchdog.0.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = Command::new("kill").args(["-KILL", &watchdog.1]).status();
+        }
+    });
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr = loop {
@@ -137,6 +173,7 @@ fn serve(extra: &[&str]) -> Served {
         if let Some(at) = line.find("127.0.0.1:") {
             let rest = &line[at..];
             let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'));
+            found.store(true, std::sync::atomic::Ordering::SeqCst);
             break rest[..end.unwrap_or(rest.len())].to_owned();
         }
     };

@@ -23,6 +23,12 @@ impl Drop for Process {
 }
 
 fn spawn(database_url: &str, flags: &[&str]) -> Process {
+    spawn_until(database_url, flags, "local_addr=")
+}
+
+/// Starts `serve` and waits for a log line containing `marker`; with `local_addr=` the
+/// API's address is read from it.
+fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deferhook"))
         .args([
             "serve",
@@ -37,15 +43,22 @@ fn spawn(database_url: &str, flags: &[&str]) -> Process {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // If the expected line never comes, kill the child so the read below ends.
+    let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = (found.clone(), child.id().to_string());
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        if !watchdog.0.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = Command::new("kill").args(["-KILL", &watchdog.1]).status();
+        }
+    });
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let base = loop {
         let line = lines.next().expect("serve exited early").unwrap();
-        if let Some(at) = line.find("local_addr=") {
-            let addr = line[at + "local_addr=".len()..]
-                .split_whitespace()
-                .next()
-                .unwrap();
-            break format!("http://{addr}");
+        if let Some(at) = line.find(marker) {
+            let rest = line[at + marker.len()..].split_whitespace().next();
+            found.store(true, std::sync::atomic::Ordering::SeqCst);
+            break format!("http://{}", rest.unwrap_or_default());
         }
     };
     std::thread::spawn(move || for _ in lines {});
@@ -181,4 +194,18 @@ async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance() {
     assert_eq!(attempts[1]["possible_duplicate"], true);
     // Released at shutdown: no wait for the 2 s lease to expire.
     assert!(took < Duration::from_millis(1800), "took {took:?}");
+}
+
+#[tokio::test]
+async fn a_worker_only_instance_delivers_what_an_api_only_instance_accepted() {
+    let receiver = Receiver::ok().await;
+    let api = crate::app::App::start(&["--no-worker"]).await;
+    api.subscriber("s", &receiver.url("/"), None).await;
+    let job = api.job("s", "evt-split", json!({})).await;
+    let _worker = spawn_until(&api.database_url, &["--no-api"], "delivery worker started");
+    let done = api
+        .wait_state(&job, "delivered", Duration::from_secs(5))
+        .await;
+    assert_eq!(done["attempts"], 1);
+    assert_eq!(receiver.requests().len(), 1);
 }
