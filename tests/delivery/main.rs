@@ -12,3 +12,4 @@ mod outcomes;
 mod process;
 mod retry_after;
 mod signing;
+mod store_outage;

@@ -1,0 +1,204 @@
+//! C-03: the store fails right after a 2xx. The outcome is retried until it is stored
+//! (the lease still held), so the job ends delivered with one request and no dead
+//! letter. SQLite cannot be unplugged, so a wrapper makes every store call fail for
+//! a while, starting at the first outcome write.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use deferhook::domain::{SystemClock, Timestamp};
+use deferhook::server::Server;
+use deferhook::store::*;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::app::serve_args;
+use crate::receiver::Receiver;
+
+/// Delegates to `inner`, but answers `Unavailable` to every call for `outage` from the
+/// first `record_outcomes` on.
+#[derive(Debug)]
+struct Outage {
+    inner: SharedStore,
+    outage: Duration,
+    down_since: Mutex<Option<Instant>>,
+}
+
+impl Outage {
+    fn check(&self) -> Result<(), StoreError> {
+        match *self.down_since.lock().unwrap() {
+            Some(since) if since.elapsed() < self.outage => {
+                Err(StoreError::Unavailable("injected outage".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Outage {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.ping().await
+    }
+    async fn put_subscriber(
+        &self,
+        put: SubscriberPut,
+        now: Timestamp,
+    ) -> Result<PutSubscriberOutcome, StoreError> {
+        self.check()?;
+        self.inner.put_subscriber(put, now).await
+    }
+    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
+        self.check()?;
+        self.inner.get_subscriber(id).await
+    }
+    async fn list_subscribers(
+        &self,
+        page: PageRequest<String>,
+    ) -> Result<Vec<Subscriber>, StoreError> {
+        self.check()?;
+        self.inner.list_subscribers(page).await
+    }
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
+        self.check()?;
+        self.inner.create_jobs(jobs).await
+    }
+    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        self.check()?;
+        self.inner.get_job(id).await
+    }
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Job>, StoreError> {
+        self.check()?;
+        self.inner.list_jobs(filter, page).await
+    }
+    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
+        self.check()?;
+        self.inner.list_attempts(job_id).await
+    }
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.check()?;
+        self.inner.claim(request).await
+    }
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.check()?;
+        self.inner.renew_leases(leases, until, now).await
+    }
+    async fn record_outcomes(
+        &self,
+        records: &[OutcomeRecord],
+        now: Timestamp,
+    ) -> Result<Vec<Fenced>, StoreError> {
+        self.down_since
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+        self.check()?;
+        self.inner.record_outcomes(records, now).await
+    }
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.check()?;
+        self.inner.next_wake_at().await
+    }
+    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
+        self.check()?;
+        self.inner.gauges(now, slo_ms).await
+    }
+    async fn expire_deadlines(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ExpiredJobs, StoreError> {
+        self.check()?;
+        self.inner.expire_deadlines(now, limit).await
+    }
+}
+
+#[tokio::test]
+async fn c03_an_outcome_is_stored_once_the_store_is_back() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let receiver = Receiver::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let inner = deferhook::store::open(&url).await.unwrap();
+    let outage = Duration::from_secs(2);
+    let store: SharedStore = Arc::new(Outage {
+        inner: inner.clone(),
+        outage,
+        down_since: Mutex::new(None),
+    });
+    let args = serve_args(
+        &url,
+        &["--lease-ms", "3000", "--attempt-timeout-ms", "2000"],
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server::start_with(&args, store, Arc::new(SystemClock), listener)
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.api_addr.unwrap());
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{base}/v1/subscribers/s"))
+        .json(&json!({ "url": receiver.url("/") }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let created = client
+        .post(format!("{base}/v1/jobs"))
+        .json(&json!({ "subscriber_id": "s", "event_id": "evt-c03", "payload": {} }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let id: Uuid = created.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answered = receiver.wait_for(1, Duration::from_secs(3)).await[0].at;
+
+    // While the store is down the API says so; once it is back the job is delivered.
+    let deadline = Instant::now() + outage + Duration::from_secs(3);
+    let job = loop {
+        let job = inner.get_job(id).await.unwrap().unwrap();
+        if job.state == deferhook::domain::JobState::Delivered {
+            break job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not delivered after the outage: {job:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stored_after = answered.elapsed();
+    assert!(
+        stored_after >= outage - Duration::from_millis(200),
+        "stored during the outage?"
+    );
+    assert!(
+        stored_after < outage + Duration::from_secs(3),
+        "stored {stored_after:?} after"
+    );
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.dead_reason, None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.requests().len(), 1, "the job was sent again");
+    let attempts = inner.list_attempts(id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        attempts[0].outcome,
+        deferhook::domain::attempt::AttemptOutcome::Delivered
+    );
+    server.stop().await.unwrap();
+}
