@@ -208,6 +208,39 @@ fn serve_without_flags_creates_deferhook_db_and_answers() {
     assert_eq!(get(&served.addr, "/readyz").0, 200);
 }
 
+/// DESIGN §7: every metric is registered at start, before the first event.
+#[test]
+fn a_fresh_instance_shows_every_metric() {
+    let served = serve(&[]);
+    let (status, text) = get(&served.addr, "/metrics");
+    assert_eq!(status, 200);
+    for (name, kind) in [
+        ("deferhook_jobs_accepted_total", "counter"),
+        ("deferhook_attempts_total", "counter"),
+        ("deferhook_attempt_duration_seconds", "histogram"),
+        ("deferhook_claim_delay_seconds", "histogram"),
+        ("deferhook_oldest_eligible_age_seconds", "gauge"),
+        ("deferhook_jobs", "gauge"),
+        ("deferhook_retry_depth", "histogram"),
+        ("deferhook_lease_extensions_total", "counter"),
+        ("deferhook_lease_expirations_total", "counter"),
+        ("deferhook_possible_duplicates_total", "counter"),
+        ("deferhook_late_results_total", "counter"),
+        ("deferhook_dead_letters_total", "counter"),
+        ("deferhook_replayed_total", "counter"),
+        ("deferhook_oldest_retrying_age_seconds", "gauge"),
+        ("deferhook_jobs_past_slo", "gauge"),
+        ("deferhook_jobs_near_deadline", "gauge"),
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {name} {kind}\n")),
+            "{name} ({kind}) is missing:\n{text}"
+        );
+    }
+    assert!(text.contains("deferhook_jobs_accepted_total 0\n"));
+    assert!(text.contains("deferhook_dead_letters_total{reason=\"deadline_exceeded\"} 0\n"));
+}
+
 #[test]
 fn sigterm_stops_serve_cleanly() {
     let mut served = serve(&["--shutdown-grace-ms", "2000"]);
