@@ -1,11 +1,8 @@
 //! Attempt outcomes: what one HTTP request for a job came to (DESIGN §5).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::Serialize;
 
-use super::job::UnknownName;
+use super::names::wire_names;
 
 /// The outcome of one attempt, as recorded on its attempt row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -26,45 +23,14 @@ pub enum AttemptOutcome {
     Blocked,
 }
 
-impl AttemptOutcome {
-    /// Every outcome.
-    pub const ALL: [AttemptOutcome; 6] = [
-        AttemptOutcome::InProgress,
-        AttemptOutcome::Delivered,
-        AttemptOutcome::Retryable,
-        AttemptOutcome::Terminal,
-        AttemptOutcome::Unknown,
-        AttemptOutcome::Blocked,
-    ];
-
-    /// The wire and database spelling (`in_progress`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::InProgress => "in_progress",
-            AttemptOutcome::Delivered => "delivered",
-            AttemptOutcome::Retryable => "retryable",
-            AttemptOutcome::Terminal => "terminal",
-            AttemptOutcome::Unknown => "unknown",
-            AttemptOutcome::Blocked => "blocked",
-        }
-    }
-}
-
-impl fmt::Display for AttemptOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for AttemptOutcome {
-    type Err = UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        AttemptOutcome::ALL
-            .into_iter()
-            .find(|outcome| outcome.as_str() == s)
-            .ok_or_else(|| UnknownName(s.to_owned()))
-    }
-}
+wire_names!(AttemptOutcome, "Every outcome." {
+    InProgress => "in_progress",
+    Delivered => "delivered",
+    Retryable => "retryable",
+    Terminal => "terminal",
+    Unknown => "unknown",
+    Blocked => "blocked",
+});
 
 #[cfg(test)]
 mod tests {

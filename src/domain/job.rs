@@ -5,11 +5,10 @@
 //! the state it read (and, out of `in_flight`, on the lease's fencing token), so two
 //! writers can never both move the same job.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::Serialize;
 
+pub use super::names::UnknownName;
+use super::names::wire_names;
 use super::time::Timestamp;
 
 /// Where a job is in its life. `delivered`, `dead` and `cancelled` are terminal; only a
@@ -31,56 +30,22 @@ pub enum JobState {
     Cancelled,
 }
 
+wire_names!(JobState, "Every state, in the order of DESIGN §2." {
+    Scheduled => "scheduled",
+    InFlight => "in_flight",
+    Retrying => "retrying",
+    Delivered => "delivered",
+    Dead => "dead",
+    Cancelled => "cancelled",
+});
+
 impl JobState {
-    /// Every state, in the order of DESIGN §2.
-    pub const ALL: [JobState; 6] = [
-        JobState::Scheduled,
-        JobState::InFlight,
-        JobState::Retrying,
-        JobState::Delivered,
-        JobState::Dead,
-        JobState::Cancelled,
-    ];
-
-    /// The wire and database spelling (`in_flight`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            JobState::Scheduled => "scheduled",
-            JobState::InFlight => "in_flight",
-            JobState::Retrying => "retrying",
-            JobState::Delivered => "delivered",
-            JobState::Dead => "dead",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
     /// True for `delivered`, `dead` and `cancelled`.
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
             JobState::Delivered | JobState::Dead | JobState::Cancelled
         )
-    }
-}
-
-impl fmt::Display for JobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A text that names no state or reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown value `{0}`")]
-pub struct UnknownName(pub String);
-
-impl FromStr for JobState {
-    type Err = UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| UnknownName(s.to_owned()))
     }
 }
 
@@ -100,37 +65,13 @@ pub enum DeadReason {
     SubscriberDeleted,
 }
 
-impl DeadReason {
-    /// Every reason.
-    pub const ALL: [DeadReason; 5] = [
-        DeadReason::NonRetryableResponse,
-        DeadReason::DeadlineExceeded,
-        DeadReason::MaxAttempts,
-        DeadReason::TargetRejected,
-        DeadReason::SubscriberDeleted,
-    ];
-
-    /// The wire and database spelling (`deadline_exceeded`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DeadReason::NonRetryableResponse => "non_retryable_response",
-            DeadReason::DeadlineExceeded => "deadline_exceeded",
-            DeadReason::MaxAttempts => "max_attempts",
-            DeadReason::TargetRejected => "target_rejected",
-            DeadReason::SubscriberDeleted => "subscriber_deleted",
-        }
-    }
-}
-
-impl FromStr for DeadReason {
-    type Err = UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DeadReason::ALL
-            .into_iter()
-            .find(|reason| reason.as_str() == s)
-            .ok_or_else(|| UnknownName(s.to_owned()))
-    }
-}
+wire_names!(DeadReason, "Every reason." {
+    NonRetryableResponse => "non_retryable_response",
+    DeadlineExceeded => "deadline_exceeded",
+    MaxAttempts => "max_attempts",
+    TargetRejected => "target_rejected",
+    SubscriberDeleted => "subscriber_deleted",
+});
 
 /// What the state machine needs to know of a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

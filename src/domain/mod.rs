@@ -2,6 +2,7 @@
 
 pub mod attempt;
 pub mod job;
+pub mod names;
 pub mod payload;
 pub mod policy;
 pub mod secret;

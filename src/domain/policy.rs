@@ -2,13 +2,11 @@
 //! response body may be kept. Pure functions: `now` and the jitter are parameters, there
 //! is no clock, no randomness and no I/O here.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::job::UnknownName;
+use super::names::wire_names;
 use super::time::Timestamp;
 
 mod redact;
@@ -158,47 +156,15 @@ pub enum ErrorClass {
     Blocked,
 }
 
-impl ErrorClass {
-    /// Every class.
-    pub const ALL: [ErrorClass; 7] = [
-        ErrorClass::Timeout,
-        ErrorClass::Connect,
-        ErrorClass::Http3xx,
-        ErrorClass::Http4xx,
-        ErrorClass::Http429,
-        ErrorClass::Http5xx,
-        ErrorClass::Blocked,
-    ];
-
-    /// The wire and database spelling (`http_5xx`), the same as the serde one.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::Connect => "connect",
-            ErrorClass::Http3xx => "http_3xx",
-            ErrorClass::Http4xx => "http_4xx",
-            ErrorClass::Http429 => "http_429",
-            ErrorClass::Http5xx => "http_5xx",
-            ErrorClass::Blocked => "blocked",
-        }
-    }
-}
-
-impl fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ErrorClass {
-    type Err = UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ErrorClass::ALL
-            .into_iter()
-            .find(|class| class.as_str() == s)
-            .ok_or_else(|| UnknownName(s.to_owned()))
-    }
-}
+wire_names!(ErrorClass, "Every class." {
+    Timeout => "timeout",
+    Connect => "connect",
+    Http3xx => "http_3xx",
+    Http4xx => "http_4xx",
+    Http429 => "http_429",
+    Http5xx => "http_5xx",
+    Blocked => "blocked",
+});
 
 /// What an attempt's outcome means for the job (DESIGN §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::domain::names::UnknownName;
 
 const NOW: i64 = 1_796_040_000_000;
 
