@@ -2,6 +2,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
+
+use crate::log_wait::spawn_until;
 use std::time::{Duration, Instant};
 
 fn deferhook() -> Command {
@@ -145,40 +147,17 @@ impl Drop for Served {
 /// reads the bound address from its log.
 fn serve(extra: &[&str]) -> Served {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = deferhook()
+    let mut command = deferhook();
+    command
         .current_dir(dir.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    // If the expected line never comes, kill the child so the read below ends.
-    let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = (found.clone(), child.id().to_string());
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(30));
-        if !watchdog.0.load(std::sync::atomic::Ordering::SeqCst) {
-            let _ = Command::new("kill").args(["-KILL", &watchdog.1]).status();
-        }
-    });
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let addr = loop {
-        assert!(
-            Instant::now() < deadline,
-            "serve did not report its address"
-        );
-        let line = lines.next().expect("serve exited early").unwrap();
-        if let Some(at) = line.find("127.0.0.1:") {
-            let rest = &line[at..];
-            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'));
-            found.store(true, std::sync::atomic::Ordering::SeqCst);
-            break rest[..end.unwrap_or(rest.len())].to_owned();
-        }
-    };
-    // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+        .args(extra);
+    let (child, after) = spawn_until(command, "local_addr=");
+    let addr = after
+        .split_whitespace()
+        .next()
+        .expect("an address")
+        .to_owned();
     Served {
         child,
         addr,

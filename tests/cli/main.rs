@@ -1,5 +1,8 @@
 //! Black-box tests of the `deferhook` binary: flags, errors, exit codes, shutdown, and
 //! the committed OpenAPI document.
 
+#[path = "../common/log_wait.rs"]
+mod log_wait;
+
 mod commands;
 mod openapi;

@@ -3,6 +3,8 @@
 //! wait is a bounded poll.
 
 mod app;
+#[path = "../common/log_wait.rs"]
+mod log_wait;
 mod receiver;
 
 mod basics;

@@ -1,8 +1,7 @@
 //! The real binary killed mid-attempt: SIGKILL loses nothing (the lease expires and
 //! the job is delivered later), SIGTERM releases the lease at once (CASES C-02).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -29,7 +28,8 @@ fn spawn(database_url: &str, flags: &[&str]) -> Process {
 /// Starts `serve` and waits for a log line containing `marker`; with `local_addr=` the
 /// API's address is read from it.
 fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deferhook"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deferhook"));
+    command
         .args([
             "serve",
             "--listen",
@@ -38,30 +38,12 @@ fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
             database_url,
         ])
         .args(flags)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // If the expected line never comes, kill the child so the read below ends.
-    let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = (found.clone(), child.id().to_string());
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(30));
-        if !watchdog.0.load(std::sync::atomic::Ordering::SeqCst) {
-            let _ = Command::new("kill").args(["-KILL", &watchdog.1]).status();
-        }
-    });
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = lines.next().expect("serve exited early").unwrap();
-        if let Some(at) = line.find(marker) {
-            let rest = line[at + marker.len()..].split_whitespace().next();
-            found.store(true, std::sync::atomic::Ordering::SeqCst);
-            break format!("http://{}", rest.unwrap_or_default());
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+        .env("RUST_LOG", "info");
+    let (child, after) = crate::log_wait::spawn_until(command, marker);
+    let base = format!(
+        "http://{}",
+        after.split_whitespace().next().unwrap_or_default()
+    );
     Process { child, base }
 }
 
