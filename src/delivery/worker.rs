@@ -21,6 +21,9 @@ use crate::store::{ClaimRequest, SharedStore};
 const EXPIRE_BATCH: u32 = 500;
 /// Pause after a failed claim before trying again.
 const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
+/// Pause when something is due that this claim could not take (e.g. a sweep still to
+/// run), so the loop never spins.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
 
 /// A delivery worker.
 #[derive(Debug)]
@@ -150,8 +153,12 @@ impl Worker {
         let poll = self.ctx.settings.poll_interval;
         match self.ctx.store.next_wake_at().await {
             Ok(Some(at)) => {
-                let wait = at.millis_since(self.ctx.clock.now()).max(0);
-                Duration::from_millis(wait as u64).min(poll)
+                let wait = at.millis_since(self.ctx.clock.now());
+                if wait <= 0 {
+                    MIN_PAUSE.min(poll)
+                } else {
+                    Duration::from_millis(wait as u64).min(poll)
+                }
             }
             Ok(None) => poll,
             Err(error) => {
