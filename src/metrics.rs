@@ -217,10 +217,13 @@ pub fn job_finished(attempts: u32, dead: Option<DeadReason>) {
     }
 }
 
-/// `n` jobs went dead with `deadline_exceeded` while waiting for a claim.
-pub fn deadline_expired(n: u64) {
+/// The sweep made `deadline` jobs dead with `deadline_exceeded` and `max_attempts`
+/// with `max_attempts`.
+pub fn swept(deadline: u64, max_attempts: u64) {
     counter!("deferhook_dead_letters_total", "reason" => DeadReason::DeadlineExceeded.as_str())
-        .increment(n);
+        .increment(deadline);
+    counter!("deferhook_dead_letters_total", "reason" => DeadReason::MaxAttempts.as_str())
+        .increment(max_attempts);
 }
 
 /// Sets the store-derived gauges as of `now`.

@@ -138,9 +138,13 @@ impl Worker {
     /// Moves jobs past their deadline to dead.
     async fn expire_deadlines(&self, now: crate::domain::Timestamp) {
         match self.ctx.store.expire_deadlines(now, EXPIRE_BATCH).await {
-            Ok(expired) if expired.dead > 0 => {
-                tracing::info!(dead = expired.dead, "jobs reached their deadline unclaimed");
-                metrics::deadline_expired(expired.dead);
+            Ok(expired) if expired.dead + expired.max_attempts > 0 => {
+                tracing::info!(
+                    deadline_exceeded = expired.dead,
+                    max_attempts = expired.max_attempts,
+                    "jobs became dead letters in the sweep"
+                );
+                metrics::swept(expired.dead, expired.max_attempts);
                 metrics::leases_expired(expired.lease_expired);
             }
             Ok(_) => {}

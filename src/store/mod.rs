@@ -68,7 +68,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// has come, and `in_flight` whose lease expired) of enabled subscribers, before
     /// their deadline, oldest due first; marks them `in_flight` under a new lease (the
     /// fencing token increases); persists an `in_progress` attempt row for each; and
-    /// returns them. The attempt of an expired lease is recorded as `unknown`.
+    /// returns them. The attempt of an expired lease is recorded as `unknown`; a job
+    /// whose expired lease was on its last allowed attempt is left to
+    /// [`Store::expire_deadlines`] instead.
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError>;
 
     /// Extends the leases to `until`. The result says, per lease in order, whether it
@@ -96,8 +98,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
 
-    /// Moves up to `limit` jobs whose deadline has passed (`scheduled`, `retrying`, and
-    /// `in_flight` with an expired lease) to `dead` with `deadline_exceeded`.
+    /// Moves up to `limit` jobs to `dead`: those whose deadline has passed
+    /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with
+    /// `deadline_exceeded`, and those whose lease expired on their last allowed attempt
+    /// with `max_attempts`. An expired lease's attempt is recorded as `unknown`.
     async fn expire_deadlines(&self, now: Timestamp, limit: u32)
     -> Result<ExpiredJobs, StoreError>;
 }

@@ -317,12 +317,15 @@ pub struct Attempt {
     pub possible_duplicate: bool,
 }
 
-/// Jobs moved by a deadline sweep.
+/// Jobs moved by a sweep of [`crate::store::Store::expire_deadlines`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExpiredJobs {
     /// Jobs that went `dead` with `deadline_exceeded`.
     pub dead: u64,
-    /// Of those, the ones whose in-flight attempt had an unknown outcome.
+    /// Jobs whose lease expired on their last allowed attempt: `dead` with
+    /// `max_attempts` (the unknown attempt counts, DESIGN §2).
+    pub max_attempts: u64,
+    /// Of all those, the ones whose in-flight attempt had an unknown outcome.
     pub lease_expired: u64,
 }
 

@@ -29,7 +29,9 @@ pub async fn claim(
     let candidates = sqlx::query(
         "SELECT j.id, j.state, j.due_at FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
          WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
-         AND j.deadline > ?1 AND s.enabled = 1 ORDER BY j.due_at, j.id LIMIT ?2",
+         AND j.deadline > ?1 AND s.enabled = 1 \
+         AND NOT (j.state = 'in_flight' AND j.attempts >= COALESCE(j.max_attempts, -1 + 0 * j.attempts + 4294967296)) \
+         ORDER BY j.due_at, j.id LIMIT ?2",
     )
     .bind(now.as_millis())
     .bind(i64::from(request.limit))
@@ -240,8 +242,10 @@ pub async fn expire_deadlines(
 ) -> Result<ExpiredJobs, StoreError> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let overdue = sqlx::query(
-        "SELECT id, state FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-         AND deadline <= ?1 AND (state <> 'in_flight' OR due_at <= ?1) \
+        "SELECT id, state, deadline <= ?1 AS past_deadline FROM jobs \
+         WHERE (state IN ('scheduled', 'retrying') AND deadline <= ?1) \
+         OR (state = 'in_flight' AND due_at <= ?1 AND (deadline <= ?1 \
+             OR (max_attempts IS NOT NULL AND attempts >= max_attempts))) \
          ORDER BY deadline LIMIT ?2",
     )
     .bind(now.as_millis())
@@ -255,17 +259,24 @@ pub async fn expire_deadlines(
             mark_in_progress_unknown(&mut tx, &id, now).await?;
             expired.lease_expired += 1;
         }
+        let reason = if job.try_get::<bool, _>("past_deadline")? {
+            expired.dead += 1;
+            DeadReason::DeadlineExceeded
+        } else {
+            expired.max_attempts += 1;
+            DeadReason::MaxAttempts
+        };
         sqlx::query(
-            "UPDATE jobs SET state = 'dead', dead_reason = 'deadline_exceeded', dead_at = ?2, \
+            "UPDATE jobs SET state = 'dead', dead_reason = ?3, dead_at = ?2, \
              due_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
              possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
              WHERE id = ?1",
         )
         .bind(&id)
         .bind(now.as_millis())
+        .bind(reason.as_str())
         .execute(&mut *tx)
         .await?;
-        expired.dead += 1;
     }
     tx.commit().await?;
     Ok(expired)

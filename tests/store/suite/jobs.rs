@@ -1,0 +1,188 @@
+//! Creating jobs: a new job is `scheduled`, a repeat of (subscriber, event) is the
+//! existing job with its payload byte for byte, batches are all or nothing, and
+//! concurrent repeats create exactly one job.
+
+use deferhook::domain::JobState;
+use deferhook::store::{CreateOutcome, Job, JobFilter, NewJob, SharedStore, StoreError};
+
+use crate::support::{add_subscriber, at, claim_one, create, ids, list, new_job};
+
+/// The payload of contract case C-07: escapes, non-ASCII, a big integer and `1.0`, which
+/// a re-serialisation would change.
+const C07: &str = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
+
+fn expect_existing(outcome: &CreateOutcome) -> (&Job, &str) {
+    match outcome {
+        CreateOutcome::Existing { job, payload } => (job, payload),
+        CreateOutcome::Created(job) => panic!("job {} was created, expected Existing", job.id),
+    }
+}
+
+fn expect_created(outcome: &CreateOutcome) -> &Job {
+    match outcome {
+        CreateOutcome::Created(job) => job,
+        CreateOutcome::Existing { job, .. } => panic!("job {} existed, expected Created", job.id),
+    }
+}
+
+pub async fn create_returns_a_scheduled_job(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let new = NewJob {
+        max_attempts: Some(3),
+        created_at: at(-500),
+        ..new_job("orders", "order-1", at(10_000), at(90_000))
+    };
+
+    let outcomes = store.create_jobs(vec![new.clone()]).await.unwrap();
+
+    assert_eq!(outcomes.len(), 1);
+    let expected = Job {
+        id: new.id,
+        subscriber_id: "orders".into(),
+        event_id: "order-1".into(),
+        state: JobState::Scheduled,
+        attempts: 0,
+        max_attempts: Some(3),
+        deliver_at: at(10_000),
+        deadline: at(90_000),
+        due_at: Some(at(10_000)),
+        created_at: at(-500),
+        updated_at: at(-500),
+        delivered_at: None,
+        dead_at: None,
+        dead_reason: None,
+        last_error: None,
+        lease: None,
+        subscriber_enabled: true,
+    };
+    assert_eq!(expect_created(&outcomes[0]), &expected);
+    assert_eq!(store.get_job(new.id).await.unwrap(), Some(expected));
+}
+
+pub async fn repeat_is_existing_with_the_stored_payload(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let first = NewJob {
+        payload: C07.into(),
+        ..new_job("orders", "order-1", at(0), at(60_000))
+    };
+    let created = create(&store, vec![first.clone()]).await.remove(0);
+
+    // Same (subscriber, event): another id, payload text and schedule change nothing.
+    let repeat = NewJob {
+        payload: r#"{"a":"x","b":1}"#.into(),
+        max_attempts: Some(9),
+        ..new_job("orders", "order-1", at(5_000), at(70_000))
+    };
+    let outcomes = store.create_jobs(vec![repeat.clone()]).await.unwrap();
+
+    assert_eq!(outcomes.len(), 1);
+    let (job, payload) = expect_existing(&outcomes[0]);
+    assert_eq!(job, &created);
+    assert_eq!(payload.as_bytes(), C07.as_bytes());
+    assert_eq!(store.get_job(repeat.id).await.unwrap(), None);
+    assert_eq!(ids(&list(&store, JobFilter::default()).await), [first.id]);
+    assert_eq!(job.deliver_at, at(0));
+    // The bytes that go out are the ones that came in.
+    let claimed = claim_one(&store, "w", at(0)).await;
+    assert_eq!(claimed.payload.as_bytes(), C07.as_bytes());
+}
+
+pub async fn unknown_subscriber_writes_nothing(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let known = new_job("orders", "order-1", at(0), at(60_000));
+    let ghost = new_job("ghost", "order-1", at(0), at(60_000));
+
+    let result = store.create_jobs(vec![known.clone(), ghost]).await;
+
+    match result {
+        Err(StoreError::UnknownSubscriber(id)) => assert_eq!(id, "ghost"),
+        other => panic!("expected UnknownSubscriber, got {other:?}"),
+    }
+    assert_eq!(store.get_job(known.id).await.unwrap(), None);
+    assert!(list(&store, JobFilter::default()).await.is_empty());
+    // Nothing was half-written: the same job can now be created as new.
+    let outcomes = store.create_jobs(vec![known.clone()]).await.unwrap();
+    assert_eq!(expect_created(&outcomes[0]).id, known.id);
+}
+
+pub async fn a_batch_creates_every_job_in_order(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    add_subscriber(&store, "billing").await;
+    let batch: Vec<NewJob> = (0..60)
+        .map(|n| {
+            let subscriber = if n % 2 == 0 { "orders" } else { "billing" };
+            new_job(subscriber, &format!("event-{n}"), at(n), at(60_000))
+        })
+        .collect();
+
+    let outcomes = store.create_jobs(batch.clone()).await.unwrap();
+
+    assert_eq!(outcomes.len(), 60);
+    for (new, outcome) in batch.iter().zip(&outcomes) {
+        let job = expect_created(outcome);
+        assert_eq!(job.id, new.id);
+        assert_eq!(job.subscriber_id, new.subscriber_id);
+        assert_eq!(job.event_id, new.event_id);
+        assert_eq!(job.due_at, Some(new.deliver_at));
+    }
+    assert_eq!(list(&store, JobFilter::default()).await.len(), 60);
+}
+
+pub async fn a_batch_mixes_existing_and_created(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let old = create(&store, vec![new_job("orders", "e-old", at(0), at(60_000))]).await;
+
+    let fresh = new_job("orders", "e-new", at(0), at(60_000));
+    let fresh_again = new_job("orders", "e-new", at(1), at(60_000));
+    let old_again = new_job("orders", "e-old", at(2), at(60_000));
+    let outcomes = store
+        .create_jobs(vec![fresh.clone(), old_again, fresh_again.clone()])
+        .await
+        .unwrap();
+
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!(expect_created(&outcomes[0]).id, fresh.id);
+    assert_eq!(expect_existing(&outcomes[1]).0, &old[0]);
+    // A repeat inside the batch meets the job created earlier in the same batch.
+    let (again, payload) = expect_existing(&outcomes[2]);
+    assert_eq!(again.id, fresh.id);
+    assert_eq!(payload, fresh.payload);
+    assert_eq!(store.get_job(fresh_again.id).await.unwrap(), None);
+    assert_eq!(list(&store, JobFilter::default()).await.len(), 2);
+}
+
+pub async fn concurrent_repeats_create_one_job(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let store = store.clone();
+            let new = new_job("orders", "same-event", at(0), at(60_000));
+            tokio::spawn(async move { store.create_jobs(vec![new]).await })
+        })
+        .collect();
+
+    let mut created = Vec::new();
+    let mut existing = Vec::new();
+    for task in tasks {
+        let mut outcomes = task.await.expect("task").expect("create_jobs");
+        assert_eq!(outcomes.len(), 1);
+        match outcomes.remove(0) {
+            CreateOutcome::Created(job) => created.push(job),
+            CreateOutcome::Existing { job, payload } => {
+                assert_eq!(payload, crate::support::PAYLOAD);
+                existing.push(job);
+            }
+        }
+    }
+
+    assert_eq!(created.len(), 1, "exactly one create wins");
+    assert_eq!(existing.len(), 19);
+    let winner = created[0].id;
+    assert!(existing.iter().all(|job| job.id == winner));
+    assert_eq!(ids(&list(&store, JobFilter::default()).await), [winner]);
+}
+
+pub async fn an_empty_batch_is_fine(store: SharedStore) {
+    let outcomes = store.create_jobs(Vec::new()).await.unwrap();
+    assert!(outcomes.is_empty());
+}

@@ -1,0 +1,12 @@
+//! The cases of the store conformance suite. Each is `pub async fn case(store:
+//! SharedStore)` against a fresh, empty, migrated store, and is listed once in
+//! `store_suite!` (main.rs) so every backend runs it.
+
+pub mod claims;
+pub mod deadlines;
+pub mod fencing;
+pub mod jobs;
+pub mod leases;
+pub mod listing;
+pub mod reclaims;
+pub mod subscribers;

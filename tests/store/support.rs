@@ -1,0 +1,266 @@
+//! Fixtures shared by every case: fixed instants, deterministic UUIDv7 ids, and short
+//! helpers that build subscribers, jobs, claims and fenced outcomes. Nothing here reads
+//! a clock or sleeps: time is the `now` each call passes.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deferhook::domain::attempt::AttemptOutcome;
+use deferhook::domain::job::transition;
+use deferhook::domain::policy::ErrorClass;
+use deferhook::domain::secret::SigningSecret;
+use deferhook::domain::{JobEvent, Timestamp};
+use deferhook::store::{
+    AttemptResult, ClaimRequest, ClaimedJob, CreateOutcome, Job, JobFilter, LeaseRef, NewJob,
+    OutcomeRecord, PageRequest, SharedStore, SubscriberPut,
+};
+use uuid::Uuid;
+
+/// The instant every case counts from: 2026-11-30T12:00:00Z.
+pub const T0: i64 = 1_796_040_000_000;
+/// The lease length of every claim made through [`claim`].
+pub const LEASE_MS: u64 = 30_000;
+/// The worker that [`claim`] claims as.
+pub const OWNER: &str = "worker-a";
+/// A payload for jobs whose payload does not matter.
+pub const PAYLOAD: &str = r#"{"n":1}"#;
+
+/// `T0 + offset_ms`.
+pub fn at(offset_ms: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + offset_ms)
+}
+
+/// A store under test and whatever must outlive it (e.g. the SQLite file's directory).
+pub struct Backend {
+    /// The store.
+    pub store: SharedStore,
+    _guard: Option<Box<dyn Any + Send>>,
+}
+
+impl Backend {
+    /// A store that lives as long as `guard`.
+    pub fn with_guard(store: SharedStore, guard: impl Any + Send) -> Self {
+        Backend {
+            store,
+            _guard: Some(Box::new(guard)),
+        }
+    }
+}
+
+impl From<SharedStore> for Backend {
+    fn from(store: SharedStore) -> Self {
+        Backend {
+            store,
+            _guard: None,
+        }
+    }
+}
+
+/// A fresh UUIDv7; later calls give greater ids (the listing order).
+pub fn fresh_id() -> Uuid {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let mut random = [0u8; 10];
+    random[2..].copy_from_slice(&n.to_be_bytes());
+    uuid::Builder::from_unix_timestamp_millis(T0.unsigned_abs() + n, &random).into_uuid()
+}
+
+/// A create of subscriber `id` with every optional field left out.
+pub fn subscriber_put(id: &str) -> SubscriberPut {
+    SubscriberPut {
+        id: id.to_owned(),
+        url: format!("https://{id}.example.test/hook"),
+        secret: None,
+        generated_secret: SigningSecret::generate(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
+        enabled: None,
+    }
+}
+
+/// Creates subscriber `id` at `T0` with the defaults; returns its secret.
+pub async fn add_subscriber(store: &SharedStore, id: &str) -> SigningSecret {
+    store
+        .put_subscriber(subscriber_put(id), at(0))
+        .await
+        .expect("put_subscriber")
+        .created_secret
+        .expect("a created subscriber shows its secret")
+}
+
+/// Pauses or resumes subscriber `id` at `now`.
+pub async fn set_enabled(store: &SharedStore, id: &str, enabled: bool, now: Timestamp) {
+    let put = SubscriberPut {
+        enabled: Some(enabled),
+        ..subscriber_put(id)
+    };
+    store
+        .put_subscriber(put, now)
+        .await
+        .expect("put_subscriber");
+}
+
+/// A job with a fresh id and [`PAYLOAD`], created at `min(deliver_at, T0)`.
+pub fn new_job(
+    subscriber: &str,
+    event: &str,
+    deliver_at: Timestamp,
+    deadline: Timestamp,
+) -> NewJob {
+    NewJob {
+        id: fresh_id(),
+        subscriber_id: subscriber.to_owned(),
+        event_id: event.to_owned(),
+        payload: PAYLOAD.to_owned(),
+        deliver_at,
+        deadline,
+        max_attempts: None,
+        created_at: deliver_at.min(at(0)),
+    }
+}
+
+/// Creates `jobs`, all of which must be new; returns them as stored.
+pub async fn create(store: &SharedStore, jobs: Vec<NewJob>) -> Vec<Job> {
+    store
+        .create_jobs(jobs)
+        .await
+        .expect("create_jobs")
+        .into_iter()
+        .map(|outcome| match outcome {
+            CreateOutcome::Created(job) => job,
+            CreateOutcome::Existing { job, .. } => panic!("job {} already existed", job.id),
+        })
+        .collect()
+}
+
+/// Creates one job due at `deliver_at` with a deadline an hour later.
+pub async fn create_due(store: &SharedStore, subscriber: &str, deliver_at: Timestamp) -> Job {
+    let job = new_job(
+        subscriber,
+        &format!("event-{}", fresh_id()),
+        deliver_at,
+        deliver_at.plus_ms(3_600_000),
+    );
+    create(store, vec![job]).await.remove(0)
+}
+
+/// The stored job `id`, which must exist.
+pub async fn job(store: &SharedStore, id: Uuid) -> Job {
+    store
+        .get_job(id)
+        .await
+        .expect("get_job")
+        .expect("the job exists")
+}
+
+/// Every job matching `filter`, newest first (one page of 1,000).
+pub async fn list(store: &SharedStore, filter: JobFilter) -> Vec<Job> {
+    let page = PageRequest {
+        after: None,
+        limit: 1_000,
+    };
+    store.list_jobs(&filter, page).await.expect("list_jobs")
+}
+
+/// Claims up to `limit` jobs at `now` as `owner` under a [`LEASE_MS`] lease.
+pub async fn claim_as(
+    store: &SharedStore,
+    owner: &str,
+    now: Timestamp,
+    limit: u32,
+) -> Vec<ClaimedJob> {
+    let request = ClaimRequest {
+        now,
+        limit,
+        owner: owner.to_owned(),
+        lease_ms: LEASE_MS,
+    };
+    store.claim(request).await.expect("claim")
+}
+
+/// Claims up to `limit` jobs at `now` as [`OWNER`].
+pub async fn claim(store: &SharedStore, now: Timestamp, limit: u32) -> Vec<ClaimedJob> {
+    claim_as(store, OWNER, now, limit).await
+}
+
+/// Claims at `now` as `owner`; exactly one job must come back.
+pub async fn claim_one(store: &SharedStore, owner: &str, now: Timestamp) -> ClaimedJob {
+    let mut claimed = claim_as(store, owner, now, 10).await;
+    assert_eq!(claimed.len(), 1, "expected exactly one claimed job");
+    claimed.remove(0)
+}
+
+/// The ids of claimed jobs, in order.
+pub fn claimed_ids(claimed: &[ClaimedJob]) -> Vec<Uuid> {
+    claimed.iter().map(|c| c.job_id).collect()
+}
+
+/// The ids of jobs, in order.
+pub fn ids(jobs: &[Job]) -> Vec<Uuid> {
+    jobs.iter().map(|j| j.id).collect()
+}
+
+/// The lease a claim handed out.
+pub fn lease(claimed: &ClaimedJob) -> LeaseRef {
+    LeaseRef {
+        job_id: claimed.job_id,
+        token: claimed.lease_token,
+    }
+}
+
+/// The fenced write a worker makes when `claimed`'s attempt ends at `finished_at` with
+/// `result`, the transition decided by the state machine as the worker does.
+pub fn outcome(
+    claimed: &ClaimedJob,
+    event: JobEvent,
+    result: AttemptResult,
+    finished_at: Timestamp,
+) -> OutcomeRecord {
+    OutcomeRecord {
+        lease: lease(claimed),
+        attempt: claimed.attempt,
+        finished_at,
+        result,
+        transition: transition(&claimed.snapshot, event, finished_at)
+            .expect("the state machine allows the event"),
+    }
+}
+
+/// A 2xx answer.
+pub fn delivered(status: u16) -> AttemptResult {
+    AttemptResult {
+        outcome: AttemptOutcome::Delivered,
+        status: Some(status),
+        error_class: None,
+        reason: None,
+        body_excerpt: None,
+    }
+}
+
+/// A failed attempt.
+pub fn failed(
+    outcome: AttemptOutcome,
+    class: ErrorClass,
+    status: Option<u16>,
+    reason: &str,
+    body: Option<&str>,
+) -> AttemptResult {
+    AttemptResult {
+        outcome,
+        status,
+        error_class: Some(class),
+        reason: Some(reason.to_owned()),
+        body_excerpt: body.map(str::to_owned),
+    }
+}
+
+/// An attempt whose outcome is unknown (released at shutdown).
+pub fn unknown(reason: &str) -> AttemptResult {
+    AttemptResult {
+        outcome: AttemptOutcome::Unknown,
+        status: None,
+        error_class: None,
+        reason: Some(reason.to_owned()),
+        body_excerpt: None,
+    }
+}
