@@ -82,6 +82,15 @@ pub fn new_job(
             "payload",
             Err("must be a JSON value other than null".into()),
         );
+    } else if let Err(error) = serde_json::from_str::<serde_json::Value>(payload) {
+        // Repeats are compared as JSON values (idempotency), so the payload must be
+        // one: lone surrogate escapes and nesting deeper than 128 levels are refused.
+        check(
+            "payload",
+            Err(format!(
+                "is not a JSON value deferhook can compare: {error}"
+            )),
+        );
     }
     if request
         .max_attempts
@@ -261,6 +270,23 @@ mod tests {
         for (extra, field) in cases {
             let body = format!("{{{base},{extra}}}");
             assert_eq!(invalid_fields(&body), vec![field.to_owned()], "{body}");
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for payload in [r#""\ud800""#, deep.as_str()] {
+            let body = format!(r#"{{"subscriber_id":"s","event_id":"e","payload":{payload}}}"#);
+            let job = new_job(
+                parse_json(body.as_bytes()).unwrap(),
+                Uuid::nil(),
+                NOW,
+                JobLimits {
+                    max_payload_bytes: 4096,
+                    ..LIMITS
+                },
+            );
+            assert!(
+                matches!(&job, Err(ApiError::Invalid(e)) if e[0].field == "payload"),
+                "{payload}: {job:?}"
+            );
         }
         assert_eq!(
             invalid_fields(r#"{"subscriber_id":"a b","event_id":"","payload":null}"#),

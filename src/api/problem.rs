@@ -219,6 +219,9 @@ pub async fn problem_for_bare_errors(request: axum::extract::Request, next: Next
         StatusCode::METHOD_NOT_ALLOWED => Some("this route does not accept that method".into()),
         StatusCode::REQUEST_TIMEOUT => Some("the request took too long".into()),
         StatusCode::PAYLOAD_TOO_LARGE => Some("the request body is too large".into()),
+        StatusCode::BAD_REQUEST => {
+            Some("the request could not be read (e.g. a path that is not valid UTF-8)".into())
+        }
         _ => None,
     };
     let body = serde_json::to_vec(&problem).unwrap_or_default();

@@ -68,14 +68,23 @@ pub struct ListSubscribersQuery {
     pub cursor: Option<String>,
 }
 
-fn validate_put(id: &str, body: &PutSubscriberRequest) -> Result<Option<SigningSecret>, ApiError> {
+/// Checks the request; returns the parsed secret and the URL in its normalised form
+/// (what is stored and shown).
+fn validate_put(
+    id: &str,
+    body: &PutSubscriberRequest,
+) -> Result<(Option<SigningSecret>, String), ApiError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::subscriber_id(id) {
         errors.push(FieldError::new("subscriber_id", message));
     }
-    if let Err(message) = validate::subscriber_url(&body.url) {
-        errors.push(FieldError::new("url", message));
-    }
+    let url = match validate::subscriber_url(&body.url) {
+        Ok(url) => url.to_string(),
+        Err(message) => {
+            errors.push(FieldError::new("url", message));
+            String::new()
+        }
+    };
     let secret = match body.secret.as_deref().map(SigningSecret::parse).transpose() {
         Ok(secret) => secret,
         Err(e) => {
@@ -101,7 +110,7 @@ fn validate_put(id: &str, body: &PutSubscriberRequest) -> Result<Option<SigningS
         ));
     }
     if errors.is_empty() {
-        Ok(secret)
+        Ok((secret, url))
     } else {
         Err(ApiError::Invalid(errors))
     }
@@ -128,10 +137,10 @@ pub async fn put_subscriber(
     Path(id): Path<String>,
     AppJson(body): AppJson<PutSubscriberRequest>,
 ) -> Result<Response, ApiError> {
-    let secret = validate_put(&id, &body)?;
+    let (secret, url) = validate_put(&id, &body)?;
     let put = SubscriberPut {
         id: id.clone(),
-        url: body.url,
+        url,
         secret,
         generated_secret: SigningSecret::generate(),
         max_in_flight: body.max_in_flight,

@@ -13,7 +13,7 @@ use super::sender::{Outgoing, Received, Sender};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::transition;
-use crate::domain::{Clock, JobEvent, JobState, Timestamp};
+use crate::domain::{Clock, JobEvent, Timestamp};
 use crate::metrics;
 use crate::store::{AttemptResult, ClaimedJob, Fenced, LeaseRef, OutcomeRecord, SharedStore};
 
@@ -121,14 +121,17 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
     match applied {
         Some(Fenced::Applied) if transition.to.is_terminal() => {
             metrics::job_finished(transition.attempts, transition.dead_reason);
+            if let Some(reason) = transition.dead_reason {
+                tracing::warn!(job_id = %job.job_id, event_id = %job.event_id,
+                    reason = reason.as_str(), "job is a dead letter");
+            }
         }
         Some(Fenced::Applied) => {}
-        Some(Fenced::Late) => metrics::late_result(),
+        Some(Fenced::Late) => {
+            tracing::info!(job_id = %job.job_id, "late result: recorded on the attempt only");
+            metrics::late_result();
+        }
         None => {}
-    }
-    if transition.to == JobState::Dead {
-        tracing::warn!(job_id = %job.job_id, event_id = %job.event_id,
-            reason = ?transition.dead_reason, "job is a dead letter");
     }
 }
 

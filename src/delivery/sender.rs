@@ -76,20 +76,16 @@ impl Sender {
     }
 
     /// Sends one attempt. Never fails: every problem is a [`Received::Failed`].
+    ///
+    /// The timeout covers connecting, sending and receiving the status and headers, and
+    /// reading the body. Once the status is known, the receiver has answered: a body
+    /// that stalls or breaks is cut short, and the verdict still follows the status.
     pub async fn send(&self, outgoing: &Outgoing<'_>) -> Received {
-        match tokio::time::timeout(outgoing.timeout, self.exchange(outgoing)).await {
-            Ok(received) => received,
-            Err(_) => Received::Failed {
-                failure: TransportFailure::Timeout,
-                reason: format!(
-                    "no complete answer within {} ms",
-                    outgoing.timeout.as_millis()
-                ),
-            },
-        }
+        let deadline = tokio::time::Instant::now() + outgoing.timeout;
+        self.exchange(outgoing, deadline).await
     }
 
-    async fn exchange(&self, outgoing: &Outgoing<'_>) -> Received {
+    async fn exchange(&self, outgoing: &Outgoing<'_>, deadline: tokio::time::Instant) -> Received {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
@@ -119,9 +115,15 @@ impl Sender {
             .post(outgoing.url)
             .headers(headers)
             .body(outgoing.payload.to_owned());
-        let mut response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => return transport_failure(&error),
+        let mut response = match tokio::time::timeout_at(deadline, request.send()).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => return transport_failure(&error),
+            Err(_) => {
+                return failed(
+                    TransportFailure::Timeout,
+                    format!("no answer within {} ms", outgoing.timeout.as_millis()),
+                );
+            }
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -131,14 +133,14 @@ impl Sender {
             .map(str::to_owned);
         let mut body = Vec::new();
         while body.len() < MAX_BODY_READ_BYTES {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
+            match tokio::time::timeout_at(deadline, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => {
                     let room = MAX_BODY_READ_BYTES - body.len();
                     body.extend_from_slice(&chunk[..chunk.len().min(room)]);
                 }
-                Ok(None) => break,
-                // The status is known; a body cut short does not change the verdict.
-                Err(_) => break,
+                // The status is known; a body that ends, breaks or stalls past the
+                // timeout is cut short and does not change the verdict.
+                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
             }
         }
         Received::Response {
@@ -166,7 +168,7 @@ fn transport_failure(error: &reqwest::Error) -> Received {
     } else if error.is_timeout() {
         "timed out"
     } else {
-        "request failed"
+        "the connection broke after the request was sent; the receiver may have processed it"
     });
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {

@@ -138,11 +138,12 @@ impl Worker {
     /// Moves jobs past their deadline to dead.
     async fn expire_deadlines(&self, now: crate::domain::Timestamp) {
         match self.ctx.store.expire_deadlines(now, EXPIRE_BATCH).await {
-            Ok(expired) if expired.dead + expired.max_attempts > 0 => {
+            Ok(expired) if expired.dead + expired.max_attempts + expired.released > 0 => {
                 tracing::info!(
                     deadline_exceeded = expired.dead,
                     max_attempts = expired.max_attempts,
-                    "jobs became dead letters in the sweep"
+                    released_for_paused_subscribers = expired.released,
+                    "sweep"
                 );
                 metrics::swept(expired.dead, expired.max_attempts);
                 metrics::leases_expired(expired.lease_expired);

@@ -52,6 +52,10 @@ impl Timestamp {
         let parsed = OffsetDateTime::parse(text, &Rfc3339).map_err(|_| TimestampParseError)?;
         let ms = parsed.unix_timestamp_nanos() / 1_000_000;
         let ms = i64::try_from(ms).map_err(|_| TimestampParseError)?;
+        if !(Self::MIN.0..=Self::MAX.0).contains(&ms) {
+            // e.g. 9999-12-31T23:59:59-01:00, past the last instant the API can show
+            return Err(TimestampParseError);
+        }
         Ok(Timestamp(ms))
     }
 
@@ -163,6 +167,8 @@ mod tests {
         assert!(Timestamp::parse_rfc3339("2026-11-30T12:00:00").is_err());
         assert!(Timestamp::parse_rfc3339("2026-11-30").is_err());
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
+        assert!(Timestamp::parse_rfc3339("9999-12-31T23:59:59-01:00").is_err());
+        assert!(Timestamp::parse_rfc3339("9999-12-31T23:59:59Z").is_ok());
     }
 
     #[test]

@@ -325,6 +325,9 @@ pub struct ExpiredJobs {
     /// Jobs whose lease expired on their last allowed attempt: `dead` with
     /// `max_attempts` (the unknown attempt counts, DESIGN §2).
     pub max_attempts: u64,
+    /// Jobs of paused subscribers whose lease expired: back to `retrying`, due now
+    /// (they wait as `subscriber_paused`).
+    pub released: u64,
     /// Of all those, the ones whose in-flight attempt had an unknown outcome.
     pub lease_expired: u64,
 }

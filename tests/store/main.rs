@@ -15,6 +15,11 @@
 mod suite;
 mod support;
 
+use std::time::Duration;
+
+/// How long one case may run; a deadlock or a cursor that never ends fails, not hangs.
+const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Runs every case of [`suite`] against the store that `$factory` builds.
 macro_rules! store_suite {
     ($backend:ident, $factory:expr) => {
@@ -77,6 +82,7 @@ macro_rules! store_suite {
                 waiting_jobs_past_their_deadline_die,
                 a_live_lease_is_spared_an_expired_one_is_not,
                 a_paused_subscriber_jobs_still_expire,
+                a_paused_subscribers_expired_lease_goes_back_to_waiting,
                 the_sweep_respects_its_limit,
             ],
         });
@@ -95,7 +101,10 @@ macro_rules! store_suite {
                         $(#[$meta])*
                         async fn $case() {
                             let backend = crate::support::Backend::from($factory);
-                            crate::suite::$module::$case(backend.store.clone()).await;
+                            let case = crate::suite::$module::$case(backend.store.clone());
+                            tokio::time::timeout(crate::CASE_TIMEOUT, case)
+                                .await
+                                .expect("the case finished in time (a hang is a failure)");
                         }
                     )*
                 }

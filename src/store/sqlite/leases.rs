@@ -242,11 +242,13 @@ pub async fn expire_deadlines(
 ) -> Result<ExpiredJobs, StoreError> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let overdue = sqlx::query(
-        "SELECT id, state, deadline <= ?1 AS past_deadline FROM jobs \
-         WHERE (state IN ('scheduled', 'retrying') AND deadline <= ?1) \
-         OR (state = 'in_flight' AND due_at <= ?1 AND (deadline <= ?1 \
-             OR (max_attempts IS NOT NULL AND attempts >= max_attempts))) \
-         ORDER BY deadline LIMIT ?2",
+        "SELECT j.id, j.state, j.deadline <= ?1 AS past_deadline, \
+         j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts AS used_up \
+         FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE (j.state IN ('scheduled', 'retrying') AND j.deadline <= ?1) \
+         OR (j.state = 'in_flight' AND j.due_at <= ?1 AND (j.deadline <= ?1 OR s.enabled = 0 \
+             OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts))) \
+         ORDER BY j.deadline LIMIT ?2",
     )
     .bind(now.as_millis())
     .bind(i64::from(limit))
@@ -255,26 +257,33 @@ pub async fn expire_deadlines(
     let mut expired = ExpiredJobs::default();
     for job in overdue {
         let id: String = job.try_get("id")?;
-        if job.try_get::<String, _>("state")? == JobState::InFlight.as_str() {
+        let in_flight = job.try_get::<String, _>("state")? == JobState::InFlight.as_str();
+        if in_flight {
             mark_in_progress_unknown(&mut tx, &id, now).await?;
             expired.lease_expired += 1;
         }
         let reason = if job.try_get::<bool, _>("past_deadline")? {
             expired.dead += 1;
-            DeadReason::DeadlineExceeded
-        } else {
+            Some(DeadReason::DeadlineExceeded)
+        } else if job.try_get::<bool, _>("used_up")? {
             expired.max_attempts += 1;
-            DeadReason::MaxAttempts
+            Some(DeadReason::MaxAttempts)
+        } else {
+            // An expired lease of a paused subscriber: back to waiting, due now.
+            expired.released += 1;
+            None
         };
         sqlx::query(
-            "UPDATE jobs SET state = 'dead', dead_reason = ?3, dead_at = ?2, \
-             due_at = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
+            "UPDATE jobs SET state = CASE WHEN ?3 IS NULL THEN 'retrying' ELSE 'dead' END, \
+             dead_reason = ?3, dead_at = CASE WHEN ?3 IS NULL THEN NULL ELSE ?2 END, \
+             due_at = CASE WHEN ?3 IS NULL THEN ?2 ELSE NULL END, \
+             lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
              possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
              WHERE id = ?1",
         )
         .bind(&id)
         .bind(now.as_millis())
-        .bind(reason.as_str())
+        .bind(reason.map(DeadReason::as_str))
         .execute(&mut *tx)
         .await?;
     }

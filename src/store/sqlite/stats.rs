@@ -7,22 +7,26 @@ use crate::store::StoreError;
 use crate::store::records::StoreGauges;
 
 pub async fn next_wake_at(readers: &SqlitePool) -> Result<Option<Timestamp>, StoreError> {
+    // Due work of enabled subscribers, any expiring lease (reclaim or sweep), and the
+    // deadline of every waiting job (the sweep). An in-flight job's deadline only
+    // matters once its lease expires, which the second term covers.
     let row = sqlx::query(
         "SELECT \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND s.enabled = 1) AS due, \
+             WHERE j.state IN ('scheduled', 'retrying') AND s.enabled = 1) AS due, \
+           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight') AS lease, \
            (SELECT MIN(deadline) FROM jobs \
-             WHERE state IN ('scheduled', 'retrying', 'in_flight')) AS deadline",
+             WHERE state IN ('scheduled', 'retrying')) AS deadline",
     )
     .fetch_one(readers)
     .await?;
-    let due: Option<i64> = row.try_get("due")?;
-    let deadline: Option<i64> = row.try_get("deadline")?;
-    Ok(due
-        .into_iter()
-        .chain(deadline)
-        .min()
-        .map(Timestamp::from_millis))
+    let mut earliest: Option<i64> = None;
+    for column in ["due", "lease", "deadline"] {
+        if let Some(at) = row.try_get::<Option<i64>, _>(column)? {
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        }
+    }
+    Ok(earliest.map(Timestamp::from_millis))
 }
 
 pub async fn gauges(

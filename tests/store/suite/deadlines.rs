@@ -16,6 +16,7 @@ fn expired(dead: u64, lease_expired: u64) -> ExpiredJobs {
     ExpiredJobs {
         dead,
         max_attempts: 0,
+        released: 0,
         lease_expired,
     }
 }
@@ -167,4 +168,41 @@ pub async fn the_sweep_respects_its_limit(store: SharedStore) {
     for created in &jobs {
         assert_deadline_dead(&job(&store, created.id).await, at(0));
     }
+}
+
+pub async fn a_paused_subscribers_expired_lease_goes_back_to_waiting(store: SharedStore) {
+    add_subscriber(&store, "paused").await;
+    let jobs = create(&store, vec![new_job("paused", "e", at(0), at(3_600_000))]).await;
+    let claimed = claim_one(&store, OWNER, at(0)).await;
+    set_enabled(&store, "paused", false, at(1)).await;
+
+    // Not yet expired: nothing to do.
+    let early = store.expire_deadlines(at(1_000), 100).await.unwrap();
+    assert_eq!(early, ExpiredJobs::default());
+
+    let swept = store
+        .expire_deadlines(claimed.lease_expires_at, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        swept,
+        ExpiredJobs {
+            dead: 0,
+            max_attempts: 0,
+            released: 1,
+            lease_expired: 1,
+        }
+    );
+    let waiting = job(&store, jobs[0].id).await;
+    assert_eq!(waiting.state, JobState::Retrying);
+    assert_eq!(waiting.due_at, Some(claimed.lease_expires_at));
+    assert_eq!(waiting.lease, None);
+    assert_eq!(waiting.dead_reason, None);
+    let attempts = store.list_attempts(jobs[0].id).await.unwrap();
+    assert_eq!(attempts[0].outcome, AttemptOutcome::Unknown);
+    // Resumed, the next claim is a possible duplicate.
+    set_enabled(&store, "paused", true, claimed.lease_expires_at).await;
+    let next = claim_one(&store, OWNER, claimed.lease_expires_at).await;
+    assert_eq!(next.attempt, 2);
+    assert!(next.possible_duplicate);
 }

@@ -105,6 +105,7 @@ pub async fn a_reclaim_never_exceeds_max_attempts(store: SharedStore) {
         deferhook::store::ExpiredJobs {
             dead: 0,
             max_attempts: 1,
+            released: 0,
             lease_expired: 1,
         }
     );
