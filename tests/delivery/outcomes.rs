@@ -190,3 +190,23 @@ async fn an_endless_body_is_read_only_up_to_the_cap() {
     assert!(excerpt.len() <= 1024, "excerpt of {} bytes", excerpt.len());
     assert!(excerpt.starts_with("xxxx"));
 }
+
+#[tokio::test]
+async fn a_200_whose_body_stalls_is_delivered_not_retried() {
+    let receiver = Receiver::start(vec![Reply::status(200).stalled()]).await;
+    let app = App::start(&["--attempt-timeout-ms", "500"]).await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-stall", json!({})).await;
+    let done = app
+        .wait_state(&job, "delivered", Duration::from_secs(3))
+        .await;
+    assert_eq!(done["attempts"], 1);
+    assert_eq!(done["last_error"], serde_json::Value::Null);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.requests().len(), 1);
+    let attempts = app.attempts(&job).await;
+    assert_eq!(attempts[0]["outcome"], "delivered");
+    assert_eq!(attempts[0]["status"], 200);
+    // The attempt ended at the timeout: the stalled body was cut short.
+    assert!(attempts[0]["duration_ms"].as_i64().unwrap() < 1500);
+}

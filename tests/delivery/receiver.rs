@@ -23,6 +23,8 @@ pub struct Reply {
     pub delay: Duration,
     /// Stream an endless body after the headers.
     pub endless_body: bool,
+    /// Send the headers, then never a byte of the body.
+    pub stalled_body: bool,
 }
 
 impl Reply {
@@ -33,6 +35,7 @@ impl Reply {
             body: String::new(),
             delay: Duration::ZERO,
             endless_body: false,
+            stalled_body: false,
         }
     }
 
@@ -53,6 +56,11 @@ impl Reply {
 
     pub fn endless(mut self) -> Self {
         self.endless_body = true;
+        self
+    }
+
+    pub fn stalled(mut self) -> Self {
+        self.stalled_body = true;
         self
     }
 }
@@ -218,8 +226,12 @@ async fn answer(
     }
     let body = if reply.endless_body {
         let chunk = Bytes::from(vec![b'x'; 16 * 1024]);
-        let stream = futures_stream(chunk, guard);
-        Body::from_stream(stream)
+        Body::from_stream(EndlessBody {
+            chunk,
+            _guard: guard,
+        })
+    } else if reply.stalled_body {
+        Body::from_stream(StalledBody { _guard: guard })
     } else {
         drop(guard);
         Body::from(reply.body)
@@ -228,16 +240,6 @@ async fn answer(
 }
 
 /// An endless stream of `chunk`s that keeps the request counted as open.
-fn futures_stream(
-    chunk: Bytes,
-    guard: OpenGuard,
-) -> impl futures_core::Stream<Item = Result<Bytes, std::io::Error>> + Send {
-    EndlessBody {
-        chunk,
-        _guard: guard,
-    }
-}
-
 struct EndlessBody {
     chunk: Bytes,
     _guard: OpenGuard,
@@ -250,5 +252,20 @@ impl futures_core::Stream for EndlessBody {
         _cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         std::task::Poll::Ready(Some(Ok(self.chunk.clone())))
+    }
+}
+
+/// A body that never yields a byte, keeping the request counted as open.
+struct StalledBody {
+    _guard: OpenGuard,
+}
+
+impl futures_core::Stream for StalledBody {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Pending
     }
 }
