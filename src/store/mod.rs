@@ -7,6 +7,7 @@
 
 mod error;
 pub mod records;
+mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;

@@ -3,9 +3,9 @@
 use sqlx::{AssertSqlSafe, SqlitePool};
 use uuid::Uuid;
 
-use super::rows::{self, ATTEMPT_COLUMNS};
 use crate::store::StoreError;
 use crate::store::records::Attempt;
+use crate::store::rows::{self, ATTEMPT_COLUMNS};
 
 pub async fn list(readers: &SqlitePool, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
     sqlx::query(AssertSqlSafe(format!(

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use super::rows::{self, JOB_COLUMNS};
 use crate::store::StoreError;
 use crate::store::records::{CreateOutcome, Job, JobFilter, NewJob, PageRequest};
+use crate::store::rows::{self, JOB_COLUMNS};
 
 pub async fn create(
     writer: &SqlitePool,

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 
 use sqlx::{Row, SqlitePool};
 
-use super::rows;
 use crate::domain::secret::SigningSecret;
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::records::{
     ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
 };
+use crate::store::rows;
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 

@@ -2,12 +2,12 @@
 
 use sqlx::{AssertSqlSafe, SqlitePool};
 
-use super::rows::{self, SUBSCRIBER_COLUMNS};
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
+use crate::store::rows::{self, SUBSCRIBER_COLUMNS};
 
 pub async fn put(
     writer: &SqlitePool,

@@ -1,0 +1,166 @@
+//! Reading database rows into records, shared by both stores: each backend only says
+//! how to read one column as an integer, a text or a flag ([`Columns`]). Every instant
+//! is a 64-bit integer of epoch milliseconds in both schemas.
+
+use uuid::Uuid;
+
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::records::{Attempt, Job, LastError, LeaseInfo, Subscriber};
+
+/// The columns [`job`] reads, from `jobs j JOIN subscribers s`.
+pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
+    j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
+    j.lease_expires_at, s.enabled AS subscriber_enabled";
+
+/// The columns [`subscriber`] reads.
+pub const SUBSCRIBER_COLUMNS: &str =
+    "id, url, max_in_flight, rate_limit_per_second, enabled, created_at, updated_at";
+
+/// The columns [`attempt`] reads.
+pub const ATTEMPT_COLUMNS: &str = "number, started_at, finished_at, outcome, status, \
+    error_class, reason, body_excerpt, lease_owner, lease_token, possible_duplicate";
+
+/// One row, read column by column.
+pub trait Columns {
+    /// A nullable integer column.
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError>;
+    /// A nullable text column.
+    fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+    /// A boolean column (INTEGER 0/1 in SQLite, BOOLEAN in PostgreSQL).
+    fn flag(&self, column: &str) -> Result<bool, StoreError>;
+
+    /// A NOT NULL integer column.
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.opt_int(column)?
+            .ok_or_else(|| StoreError::Internal(format!("column {column} is NULL")))
+    }
+
+    /// A NOT NULL text column.
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.opt_text(column)?
+            .ok_or_else(|| StoreError::Internal(format!("column {column} is NULL")))
+    }
+}
+
+/// A job id stored as text.
+pub fn uuid(text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|e| StoreError::Internal(format!("bad id `{text}`: {e}")))
+}
+
+fn opt_ts(row: &impl Columns, column: &str) -> Result<Option<Timestamp>, StoreError> {
+    Ok(row.opt_int(column)?.map(Timestamp::from_millis))
+}
+
+fn ts(row: &impl Columns, column: &str) -> Result<Timestamp, StoreError> {
+    Ok(Timestamp::from_millis(row.int(column)?))
+}
+
+/// A nullable integer column as a narrower type (a count, a status).
+fn opt_num<T: TryFrom<i64>>(row: &impl Columns, column: &str) -> Result<Option<T>, StoreError> {
+    row.opt_int(column)?
+        .map(|n| T::try_from(n).map_err(|_| StoreError::Internal(format!("column {column}: {n}"))))
+        .transpose()
+}
+
+fn num<T: TryFrom<i64>>(row: &impl Columns, column: &str) -> Result<T, StoreError> {
+    opt_num(row, column)?.ok_or_else(|| StoreError::Internal(format!("column {column} is NULL")))
+}
+
+/// A nullable text column holding a name (`in_flight`, `http_5xx`).
+fn opt_named<T: std::str::FromStr>(
+    row: &impl Columns,
+    column: &str,
+) -> Result<Option<T>, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    row.opt_text(column)?
+        .map(|text| {
+            text.parse()
+                .map_err(|e| StoreError::Internal(format!("column {column}: {e}")))
+        })
+        .transpose()
+}
+
+fn named<T: std::str::FromStr>(row: &impl Columns, column: &str) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    opt_named(row, column)?.ok_or_else(|| StoreError::Internal(format!("column {column} is NULL")))
+}
+
+/// A job from a row of [`JOB_COLUMNS`].
+pub fn job(row: &impl Columns) -> Result<Job, StoreError> {
+    let last_error = match opt_named(row, "last_error_class")? {
+        Some(class) => Some(LastError {
+            class,
+            status: opt_num(row, "last_error_status")?,
+            reason: row.opt_text("last_error_reason")?,
+            body_excerpt: row.opt_text("last_error_body")?,
+        }),
+        None => None,
+    };
+    let lease = match (
+        row.opt_text("lease_owner")?,
+        opt_ts(row, "lease_expires_at")?,
+    ) {
+        (Some(owner), Some(expires_at)) => Some(LeaseInfo {
+            owner,
+            token: row.int("lease_token")?,
+            expires_at,
+        }),
+        _ => None,
+    };
+    Ok(Job {
+        id: uuid(&row.text("id")?)?,
+        subscriber_id: row.text("subscriber_id")?,
+        event_id: row.text("event_id")?,
+        state: named(row, "state")?,
+        attempts: num(row, "attempts")?,
+        max_attempts: opt_num(row, "max_attempts")?,
+        deliver_at: ts(row, "deliver_at")?,
+        deadline: ts(row, "deadline")?,
+        due_at: opt_ts(row, "due_at")?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        delivered_at: opt_ts(row, "delivered_at")?,
+        dead_at: opt_ts(row, "dead_at")?,
+        dead_reason: opt_named(row, "dead_reason")?,
+        last_error,
+        lease,
+        subscriber_enabled: row.flag("subscriber_enabled")?,
+    })
+}
+
+/// A subscriber from a row of [`SUBSCRIBER_COLUMNS`].
+pub fn subscriber(row: &impl Columns) -> Result<Subscriber, StoreError> {
+    Ok(Subscriber {
+        id: row.text("id")?,
+        url: row.text("url")?,
+        max_in_flight: num(row, "max_in_flight")?,
+        rate_limit_per_second: opt_num(row, "rate_limit_per_second")?,
+        enabled: row.flag("enabled")?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+    })
+}
+
+/// An attempt from a row of [`ATTEMPT_COLUMNS`].
+pub fn attempt(row: &impl Columns) -> Result<Attempt, StoreError> {
+    Ok(Attempt {
+        number: num(row, "number")?,
+        started_at: ts(row, "started_at")?,
+        finished_at: opt_ts(row, "finished_at")?,
+        outcome: named(row, "outcome")?,
+        status: opt_num(row, "status")?,
+        error_class: opt_named(row, "error_class")?,
+        reason: row.opt_text("reason")?,
+        body_excerpt: row.opt_text("body_excerpt")?,
+        lease_owner: row.text("lease_owner")?,
+        lease_token: row.int("lease_token")?,
+        possible_duplicate: row.flag("possible_duplicate")?,
+    })
+}
