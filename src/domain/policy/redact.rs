@@ -1,43 +1,102 @@
 //! Redacted excerpts of response bodies. DESIGN §3 keeps a response body "only as a
 //! redacted excerpt": enough to diagnose (CASES C-06 wants `E42` kept), never a secret a
-//! receiver echoed back. Hand-written scanning, no regex: every pattern is ASCII.
+//! receiver echoed back. Hand-written scanning, no regex: every pattern is ASCII, and
+//! the few judgement calls (prose or field? word or credential?) read better as code.
 
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";
 
 /// A key whose name (lowercased, `-` and `.` read as `_`) contains one of these holds a
-/// secret value.
-const SECRET_KEY_PARTS: [&str; 11] = [
+/// secret value (`client_secret`, `access_token`, `refresh_token`, `set_cookie`,
+/// `X-Api-Key`, `stripeSecret`, `db_password`, … included).
+const SECRET_KEY_PARTS: [&str; 14] = [
     "secret",
     "token",
     "password",
     "passwd",
+    "passphrase",
     "api_key",
     "apikey",
     "authorization",
     "private_key",
+    "privatekey",
     "credential",
     "cookie",
     "session",
+    "signature",
 ];
 
-/// A key named exactly one of these holds a secret value.
-const SECRET_KEYS: [&str; 3] = ["auth", "pwd", "pass"];
+/// A key with one of these as a whole segment (split at `_ - .` and lower-to-upper case
+/// changes: `auth`, `X-Auth`, `basicAuth`, `db_pwd`) holds a secret value. As mere
+/// substrings they would hit `author` or `unauthorized`.
+const SECRET_KEY_SEGMENTS: [&str; 3] = ["auth", "pwd", "pass"];
+
+/// Prefixes of well-known credentials (Stripe, GitHub, Slack), matched at the start of a
+/// word in any case; the token that follows is hidden with its prefix.
+const TOKEN_PREFIXES: [&str; 17] = [
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "rk_test_",
+    "pk_live_",
+    "pk_test_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxr-",
+    "xoxs-",
+];
+
+/// Prefixes of AWS access key ids, followed by 16 or more of `A-Z 0-9`.
+const AWS_KEY_ID_PREFIXES: [&[u8]; 2] = [b"AKIA", b"ASIA"];
+
+/// Words after `Bearer ` that are prose (`missing Bearer token`), not credentials.
+const BEARER_PROSE: [&str; 7] = [
+    "token",
+    "tokens",
+    "auth",
+    "authentication",
+    "authorization",
+    "scheme",
+    "header",
+];
 
 /// Bytes that end an unquoted value in any key form.
 const VALUE_DELIMITERS: &[u8] = b"\r\n&;,\"'<>{}[]";
 
+/// Bytes before a key (blanks skipped) that start a clause: a `key: value` there is a
+/// field, not a phrase like `invalid token: E42`.
+const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
+
 /// An excerpt of at most `max_bytes` bytes of `body`, safe to store and show.
 ///
 /// The first `max_bytes` bytes are decoded as UTF-8 (invalid sequences become U+FFFD; a
-/// character cut by the limit is dropped), then these are replaced by `[redacted]`:
-/// - Standard Webhooks secrets: `whsec_` and the base64 that follows (any case);
-/// - the credentials after `Bearer ` (RFC 6750 §2.1), the word `Bearer` is kept;
+/// character cut by the limit is dropped), then these are replaced by `[redacted]`
+/// (a token runs over base64/RFC 6750 bytes and `%XX` escapes, so `whsec_A%2BB` is
+/// hidden whole):
+/// - Standard Webhooks secrets: `whsec_` and the token that follows (any case);
+/// - well-known credentials at the start of a word: Stripe `sk_live_`… (see
+///   `TOKEN_PREFIXES`), GitHub `ghp_`…, `github_pat_`, Slack `xoxb-`…, AWS key ids
+///   `AKIA`/`ASIA` + 16 or more `A-Z 0-9`;
+/// - the credentials after `Bearer ` or `Basic ` (any case; the scheme word is kept),
+///   unless they are prose: `Bearer token`, `Basic auth` (a lowercase or capitalised
+///   word that is not the base64 of `user:pass`);
 /// - JWT-like tokens: a word starting with `eyJ` (base64 of `{"`);
 /// - the value of a key named like a secret (`secret`, `token`, `password`, `api_key`,
-///   `authorization`, … see `SECRET_KEY_PARTS`) in `key=value` (up to a blank or
-///   `& ; ,`), `key: value` (to the end of the line or `, ; &`) and JSON
-///   `"key": "value"` (the quoted string) forms.
+///   `authorization`, `cookie`, … see `SECRET_KEY_PARTS` and `SECRET_KEY_SEGMENTS`) in
+///   `key=value` (up to a blank or `& ; ,`), `key: value` (to the end of the line or
+///   `, ; &`; a cookie header to the end of the line) and `"key": value` forms (JSON,
+///   also with `'` quotes or `\"` inside a JSON string; any whitespace around the `:`).
+///   A quoted value loses its content, an array or object value is hidden whole (to the
+///   matching bracket or the end of the text), a scalar to the next delimiter. A
+///   `key: value` inside a sentence (`error: invalid token: E42`) is only hidden when the
+///   value does not read as a word or short code.
 ///
 /// The result is cut again to `max_bytes` bytes on a character boundary, so it never
 /// exceeds `max_bytes` even when `[redacted]` is longer than what it replaced.
@@ -83,19 +142,7 @@ fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     while at < bytes.len() {
-        let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
-        let key_start = at == 0 || !is_key_byte(bytes[at - 1]);
-        if let Some(end) = whsec_token(bytes, at) {
-            out.push_str(REDACTED);
-            at = end;
-        } else if let Some((start, end)) = word_start.then(|| bearer(bytes, at)).flatten() {
-            out.push_str(&text[at..start]);
-            out.push_str(REDACTED);
-            at = end;
-        } else if let Some(end) = word_start.then(|| jwt(bytes, at)).flatten() {
-            out.push_str(REDACTED);
-            at = end;
-        } else if let Some((start, end)) = key_start.then(|| secret_value(bytes, at)).flatten() {
+        if let Some((start, end)) = secret_at(bytes, at) {
             out.push_str(&text[at..start]);
             out.push_str(REDACTED);
             at = end;
@@ -106,6 +153,22 @@ fn redact(text: &str) -> String {
         }
     }
     out
+}
+
+/// The (start, end) of a secret found at `at`; what lies between `at` and `start` (a
+/// scheme word, a key and its separator) is kept. Every position is an ASCII byte, so
+/// both are character boundaries.
+fn secret_at(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+    let key_start = at == 0 || !is_key_byte(bytes[at - 1]);
+    let whole = |end| (at, end);
+    whsec_token(bytes, at)
+        .map(whole)
+        .or_else(|| word_start.then(|| prefixed_token(bytes, at).map(whole))?)
+        .or_else(|| word_start.then(|| aws_key_id(bytes, at).map(whole))?)
+        .or_else(|| word_start.then(|| scheme_credentials(bytes, at))?)
+        .or_else(|| word_start.then(|| jwt(bytes, at).map(whole))?)
+        .or_else(|| key_start.then(|| secret_value(bytes, at))?)
 }
 
 /// A byte of a credential (RFC 6750 `b64token` and base64).
@@ -123,6 +186,25 @@ fn run_end(bytes: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
     from + bytes[from..].iter().take_while(|b| keep(**b)).count()
 }
 
+/// The end of the token from `from`: token bytes and `%XX` escapes (a `%` cut by the end
+/// of the text with what is left of its hex digits counts too).
+fn token_end(bytes: &[u8], from: usize) -> usize {
+    let mut at = from;
+    loop {
+        match bytes.get(at) {
+            Some(&b) if is_token_byte(b) => at += 1,
+            Some(b'%') => {
+                let hex = &bytes[at + 1..bytes.len().min(at + 3)];
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return at;
+                }
+                at += 1 + hex.len();
+            }
+            _ => return at,
+        }
+    }
+}
+
 /// True when `bytes` has `prefix` at `at`, ignoring ASCII case.
 fn has_prefix(bytes: &[u8], at: usize, prefix: &[u8]) -> bool {
     bytes
@@ -130,22 +212,98 @@ fn has_prefix(bytes: &[u8], at: usize, prefix: &[u8]) -> bool {
         .is_some_and(|found| found.eq_ignore_ascii_case(prefix))
 }
 
-/// The end of a `whsec_…` token starting at `at`.
-fn whsec_token(bytes: &[u8], at: usize) -> Option<usize> {
-    let from = at + b"whsec_".len();
-    let end = has_prefix(bytes, at, b"whsec_").then(|| run_end(bytes, from, is_token_byte))?;
+/// The end of a non-empty token after `prefix` at `at`.
+fn token_after(bytes: &[u8], at: usize, prefix: &[u8]) -> Option<usize> {
+    let from = at + prefix.len();
+    let end = has_prefix(bytes, at, prefix).then(|| token_end(bytes, from))?;
     (end > from).then_some(end)
 }
 
-/// The credentials of `Bearer <token>` starting at `at`: (start, end).
-fn bearer(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
-    let after_word = at + b"bearer".len();
-    if !has_prefix(bytes, at, b"bearer") {
+/// The end of a `whsec_…` token starting at `at`.
+fn whsec_token(bytes: &[u8], at: usize) -> Option<usize> {
+    token_after(bytes, at, b"whsec_")
+}
+
+/// The end of a token with one of the [`TOKEN_PREFIXES`] starting at `at`.
+fn prefixed_token(bytes: &[u8], at: usize) -> Option<usize> {
+    TOKEN_PREFIXES
+        .iter()
+        .find_map(|prefix| token_after(bytes, at, prefix.as_bytes()))
+}
+
+/// The end of an AWS access key id (`AKIA` + 16 or more `A-Z 0-9`) starting at `at`.
+fn aws_key_id(bytes: &[u8], at: usize) -> Option<usize> {
+    let from = at + 4;
+    bytes
+        .get(at..from)
+        .filter(|found| AWS_KEY_ID_PREFIXES.contains(found))?;
+    let end = run_end(bytes, from, |b| {
+        b.is_ascii_uppercase() || b.is_ascii_digit()
+    });
+    (end - from >= 16).then_some(end)
+}
+
+/// The credentials of `Bearer <token>` or `Basic <token>` starting at `at`: (start, end).
+fn scheme_credentials(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let (scheme, basic) = if has_prefix(bytes, at, b"bearer") {
+        (b"bearer".len(), false)
+    } else if has_prefix(bytes, at, b"basic") {
+        (b"basic".len(), true)
+    } else {
+        return None;
+    };
+    let start = skip_blanks(bytes, at + scheme);
+    let end = token_end(bytes, start);
+    if start == at + scheme || end == start {
         return None;
     }
-    let start = run_end(bytes, after_word, |b| b == b' ' || b == b'\t');
-    let end = run_end(bytes, start, is_token_byte);
-    (start > after_word && end > start).then_some((start, end))
+    let credentials = &bytes[start..end];
+    let prose = if basic {
+        is_word(credentials) && credentials.len() < 16 && !is_base64_of_user_pass(credentials)
+    } else {
+        BEARER_PROSE
+            .iter()
+            .any(|word| credentials.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    // `Bearer realm="api"` (a WWW-Authenticate challenge) has parameters, not a token.
+    let parameter = credentials.strip_suffix(b"=").is_some_and(|name| {
+        name.iter().all(u8::is_ascii_alphabetic) && bytes.get(end) == Some(&b'"')
+    });
+    (!prose && !parameter).then_some((start, end))
+}
+
+/// True when `word` is lowercase, capitalised or uppercase ASCII letters.
+fn is_word(word: &[u8]) -> bool {
+    let Some((first, rest)) = word.split_first() else {
+        return false;
+    };
+    first.is_ascii_alphabetic()
+        && (rest.iter().all(u8::is_ascii_lowercase) || word.iter().all(u8::is_ascii_uppercase))
+}
+
+/// True when `token` decodes as base64 (standard or URL-safe) to bytes with a `:`, as the
+/// `user:pass` of Basic credentials (RFC 7617) do.
+fn is_base64_of_user_pass(token: &[u8]) -> bool {
+    let (mut bits, mut held) = (0u32, 0u32);
+    for &b in token {
+        let sextet = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => break,
+        };
+        bits = (bits << 6 | u32::from(sextet)) & 0x3fff;
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            if (bits >> held) & 0xff == u32::from(b':') {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The end of a JWT-like word (`eyJ…`) starting at `at`.
@@ -154,47 +312,137 @@ fn jwt(bytes: &[u8], at: usize) -> Option<usize> {
     let end = bytes
         .get(at..from)
         .is_some_and(|found| found == b"eyJ")
-        .then(|| run_end(bytes, from, is_token_byte))?;
+        .then(|| token_end(bytes, from))?;
     (end > from).then_some(end)
 }
 
 /// When a key named like a secret starts at `at` and has a non-empty value: the value's
-/// (start, end). A quoted value excludes its quotes.
+/// (start, end). A quoted value excludes its quotes; an array or object includes its
+/// brackets.
 fn secret_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     let key_end = run_end(bytes, at, is_key_byte);
-    if key_end == at || !is_secret_key(&bytes[at..key_end]) {
+    let key = &bytes[at..key_end];
+    if key.is_empty() || !is_secret_key(key) {
         return None;
     }
-    let mut next = key_end;
-    if matches!(bytes.get(next), Some(b'"' | b'\'')) {
-        next += 1; // the closing quote of a JSON key
-    }
-    next = skip_blanks(bytes, next);
-    let separator = *bytes.get(next).filter(|b| matches!(b, b'=' | b':'))?;
-    let start = skip_blanks(bytes, next + 1);
-    let (start, end) = match bytes.get(start) {
-        Some(&quote @ (b'"' | b'\'')) => (start + 1, quoted_end(bytes, start + 1, quote)),
-        _ => (start, unquoted_end(bytes, start, separator)),
+    // The closing quote of a quoted key: `"`, `'`, or `\"` in JSON inside a JSON string.
+    let (quoted, escaped, after_key) = match &bytes[key_end..] {
+        [b'\\', b'"', ..] => (true, true, key_end + 2),
+        [b'"' | b'\'', ..] => (true, false, key_end + 1),
+        _ => (false, false, key_end),
     };
-    (end > start).then_some((start, end))
+    let skip = if quoted { skip_whitespace } else { skip_blanks };
+    let separator_at = skip(bytes, after_key);
+    let separator = *bytes
+        .get(separator_at)
+        .filter(|b| matches!(b, b'=' | b':'))?;
+    let start = skip(bytes, separator_at + 1);
+    let to_line_end = separator == b':' && !quoted && is_cookie_key(key);
+    let (start, end) = match &bytes[start..] {
+        [b'\\', b'"', ..] if escaped => (start + 2, escaped_quote_end(bytes, start + 2)),
+        [quote @ (b'"' | b'\''), ..] => (start + 1, quoted_end(bytes, start + 1, *quote)),
+        [b'{' | b'[', ..] => (start, bracketed_end(bytes, start, !escaped)),
+        _ => (start, unquoted_end(bytes, start, separator, to_line_end)),
+    };
+    let empty = bytes[start..end].iter().all(|b| b"{}[] \t\r\n".contains(b));
+    let phrase = separator == b':'
+        && !quoted
+        && is_word(key)
+        && !at_clause_start(bytes, at)
+        && reads_as_prose(first_word(bytes, start));
+    (!empty && !phrase).then_some((start, end))
 }
 
 /// True when `key` names a secret.
 fn is_secret_key(key: &[u8]) -> bool {
-    let normal: String = key
-        .iter()
+    let normal = normal_key(key);
+    SECRET_KEY_PARTS.iter().any(|part| normal.contains(part))
+        || key_segments(key).any(|segment| {
+            SECRET_KEY_SEGMENTS
+                .iter()
+                .any(|secret| segment.eq_ignore_ascii_case(secret.as_bytes()))
+        })
+}
+
+/// True when `key` names a cookie header, whose `;`-separated value is all secret.
+fn is_cookie_key(key: &[u8]) -> bool {
+    normal_key(key).contains("cookie")
+}
+
+/// `key` lowercased, with `-` and `.` read as `_`.
+fn normal_key(key: &[u8]) -> String {
+    key.iter()
         .map(|b| match b {
             b'-' | b'.' => '_',
             other => char::from(other.to_ascii_lowercase()),
         })
-        .collect();
-    SECRET_KEYS.contains(&normal.as_str())
-        || SECRET_KEY_PARTS.iter().any(|part| normal.contains(part))
+        .collect()
+}
+
+/// The parts of `key` split at `_ - .` and where a lowercase letter or digit is followed
+/// by an uppercase one.
+fn key_segments(key: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = key;
+    std::iter::from_fn(move || {
+        let start = rest.iter().position(|b| !b"_-.".contains(b))?;
+        rest = &rest[start..];
+        let len = (1..rest.len())
+            .find(|&i| {
+                b"_-.".contains(&rest[i])
+                    || (rest[i].is_ascii_uppercase() && !rest[i - 1].is_ascii_uppercase())
+            })
+            .unwrap_or(rest.len());
+        let (segment, tail) = rest.split_at(len);
+        rest = tail;
+        Some(segment)
+    })
+}
+
+/// True when only blanks lie between a clause start (see [`CLAUSE_STARTS`]) or the start
+/// of the text and `at`.
+fn at_clause_start(bytes: &[u8], at: usize) -> bool {
+    let before = bytes[..at].iter().rposition(|b| *b != b' ' && *b != b'\t');
+    before.is_none_or(|i| CLAUSE_STARTS.contains(&bytes[i]))
+}
+
+/// The first word of a value starting at `from`, without trailing punctuation.
+fn first_word(bytes: &[u8], from: usize) -> &[u8] {
+    let end = run_end(bytes, from, |b| {
+        !VALUE_DELIMITERS.contains(&b) && b != b' ' && b != b'\t'
+    });
+    let word = &bytes[from..end];
+    let kept = word.len()
+        - word
+            .iter()
+            .rev()
+            .take_while(|b| b".!?):".contains(b))
+            .count();
+    &word[..kept]
+}
+
+/// True when `word` reads as prose rather than a secret: a lowercase or capitalised word
+/// (`expired`, `Missing`, `ill-formed`), an error code of at most 8 uppercase letters,
+/// digits and `_ -` starting with a letter (`E42`, `HTTP`, `ERR_42`), or a number of at
+/// most 3 digits.
+fn reads_as_prose(word: &[u8]) -> bool {
+    let Some((first, rest)) = word.split_first() else {
+        return false;
+    };
+    let lower_word = |b: &u8| b.is_ascii_lowercase() || b"-'".contains(b);
+    let code_byte = |b: &u8| b.is_ascii_uppercase() || b.is_ascii_digit() || b"_-".contains(b);
+    (first.is_ascii_alphabetic() && rest.iter().all(lower_word))
+        || (first.is_ascii_uppercase() && word.len() <= 8 && rest.iter().all(code_byte))
+        || (word.len() <= 3 && word.iter().all(u8::is_ascii_digit))
 }
 
 /// The first byte from `from` that is not a space or tab.
 fn skip_blanks(bytes: &[u8], from: usize) -> usize {
     run_end(bytes, from, |b| b == b' ' || b == b'\t')
+}
+
+/// The first byte from `from` that is not JSON whitespace (blanks and line breaks).
+fn skip_whitespace(bytes: &[u8], from: usize) -> usize {
+    run_end(bytes, from, |b| b" \t\r\n".contains(&b))
 }
 
 /// The closing `quote` of a string whose content starts at `from` (backslash escapes
@@ -211,12 +459,47 @@ fn quoted_end(bytes: &[u8], from: usize, quote: u8) -> usize {
     bytes.len()
 }
 
+/// The `\"` that closes a string inside a JSON string, or the end of the text.
+fn escaped_quote_end(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .windows(2)
+        .position(|pair| pair == b"\\\"")
+        .map_or(bytes.len(), |i| from + i)
+}
+
+/// The end of the array or object opening at `from`: just after its matching bracket, or
+/// the end of the text when it is cut. With `strings`, brackets inside `"…"` are skipped.
+fn bracketed_end(bytes: &[u8], from: usize, strings: bool) -> usize {
+    let mut depth = 0usize;
+    let mut at = from;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            b'"' if strings => at = quoted_end(bytes, at + 1, b'"'),
+            _ => {}
+        }
+        at += 1;
+    }
+    bytes.len()
+}
+
 /// The end of an unquoted value: after `=` it stops at a blank, after `:` it runs to the
 /// end of the line (an `Authorization: Basic …` value has a space); both stop at
-/// [`VALUE_DELIMITERS`]. Trailing blanks are not part of it.
-fn unquoted_end(bytes: &[u8], from: usize, separator: u8) -> usize {
+/// [`VALUE_DELIMITERS`], except that a `to_line_end` value (a `Cookie:` header, whose
+/// `;`-separated pairs are all secret) only stops at a line break. Trailing blanks are
+/// not part of it.
+fn unquoted_end(bytes: &[u8], from: usize, separator: u8, to_line_end: bool) -> usize {
     let stops_blank = separator == b'=';
     let end = run_end(bytes, from, |b| {
+        if to_line_end {
+            return b != b'\r' && b != b'\n';
+        }
         !VALUE_DELIMITERS.contains(&b) && !(stops_blank && (b == b' ' || b == b'\t'))
     });
     from + bytes[from..end]

@@ -81,9 +81,247 @@ fn hides_json_string_and_scalar_values() {
     let text = r#"{"error":"E42","access_token":"a\"b","Password": "p", "x-api-key":'k', "session_id": 12345, "n": 1}"#;
     let want = r#"{"error":"E42","access_token":"[redacted]","Password": "[redacted]", "x-api-key":'[redacted]', "session_id": [redacted], "n": 1}"#;
     assert_eq!(redacted(text), want);
-    let nested = r#"{"credentials":{"user":"ann","password":"pw"}}"#;
-    let want = r#"{"credentials":{"user":"ann","password":"[redacted]"}}"#;
+    let nested = r#"{"data":{"user":"ann","password":"pw"}}"#;
+    let want = r#"{"data":{"user":"ann","password":"[redacted]"}}"#;
     assert_eq!(redacted(nested), want);
+}
+
+#[test]
+fn hides_json_values_after_whitespace_and_line_breaks() {
+    assert_eq!(
+        redacted("{\"Secret\":\n\"value\"}"),
+        "{\"Secret\":\n\"[redacted]\"}"
+    );
+    assert_eq!(
+        redacted("{\"token\"\r\n\t : \r\n  \"value\", \"code\": \"E42\"}"),
+        "{\"token\"\r\n\t : \r\n  \"[redacted]\", \"code\": \"E42\"}"
+    );
+    assert_eq!(
+        redacted("{'password' :\n 'p'}"),
+        "{'password' :\n '[redacted]'}"
+    );
+}
+
+#[test]
+fn hides_array_and_object_values_whole() {
+    let cases = [
+        (r#"{"secret": ["value"]}"#, r#"{"secret": [redacted]}"#),
+        (r#"{"token": {"v": "x"}}"#, r#"{"token": [redacted]}"#),
+        (
+            r#"{"credentials":{"user":"ann","password":"pw"},"code":"E42"}"#,
+            r#"{"credentials":[redacted],"code":"E42"}"#,
+        ),
+        (
+            r#"{"api_keys": ["a]}", {"k": ["b"]}], "code": "E42"}"#,
+            r#"{"api_keys": [redacted], "code": "E42"}"#,
+        ),
+        (r#"{"token": {"v": "x"#, r#"{"token": [redacted]"#),
+        (r#"{"secret":["ab"#, r#"{"secret":[redacted]"#),
+        (r#"{"secret":["#, r#"{"secret":["#),
+        ("secret: [a, b]\nE42", "secret: [redacted]\nE42"),
+        (
+            r#"{"token": [], "session": {}}"#,
+            r#"{"token": [], "session": {}}"#,
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+}
+
+#[test]
+fn hides_json_inside_a_json_string() {
+    let text = r#"{"echo":"{\"token\":\"abc123\",\"auth\":{\"k\":1},\"code\":\"E42\"}"}"#;
+    let want = r#"{"echo":"{\"token\":\"[redacted]\",\"auth\":[redacted],\"code\":\"E42\"}"}"#;
+    assert_eq!(redacted(text), want);
+}
+
+#[test]
+fn hides_well_known_token_prefixes_whatever_the_key() {
+    let tokens = [
+        "sk_live_51HxYzAbCdEf",
+        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+        "rk_live_abc123",
+        "rk_test_abc123",
+        "pk_live_abc123",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "gho_abc123",
+        "ghs_abc123",
+        "github_pat_11ABCDEFG0_abcdefXYZ",
+        "xoxb-1234-5678-abcDEF",
+        "xoxp-1234-5678-abcDEF",
+        "xoxa-2-abc",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAIOSFODNN7EXAMPLE",
+        "eyJhbGciOiJIUzI1NiJ9.e30.sig",
+        "whsec_abc",
+    ];
+    for token in tokens {
+        let text = format!("note ({token}) E42");
+        assert_eq!(redacted(&text), "note ([redacted]) E42", "{token}");
+        let text = format!("x={token}");
+        assert_eq!(redacted(&text), "x=[redacted]", "{token}");
+    }
+    assert_eq!(redacted("SK_LIVE_abc, E42"), "[redacted], E42");
+}
+
+#[test]
+fn keeps_words_that_only_contain_a_token_prefix() {
+    let plain = [
+        "task_test_runner failed: E42",
+        "mask_live_view",
+        "AKIA123 is too short",
+        "AKIAIOSFODNN7exam",
+        "sk_live_ alone",
+        "the ghp_ prefix",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_bearer_and_basic_credentials_in_any_case() {
+    let cases = [
+        ("Bearer abc123", "Bearer [redacted]"),
+        ("BEARER abc123", "BEARER [redacted]"),
+        ("basic dXNlcjpwYXNz E42", "basic [redacted] E42"),
+        ("got BASIC dXNlcjpwYXNz", "got BASIC [redacted]"),
+        ("Basic YTpi", "Basic [redacted]"),
+        ("Basic abc123", "Basic [redacted]"),
+        (
+            "we got Authorization: Basic dXNlcjpwYXNz",
+            "we got Authorization: Basic [redacted]",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+}
+
+#[test]
+fn keeps_bearer_and_basic_in_prose() {
+    let plain = [
+        "missing Bearer token (E42)",
+        "basic auth failed: E42",
+        "Basic plan limit reached",
+        "upgrade from the basic tier",
+        r#"WWW-Authenticate: Bearer realm="api", error="invalid_token""#,
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_percent_encoded_tokens_whole() {
+    let cases = [
+        ("whsec_AAAA%2BBBBB...", "[redacted]"),
+        (
+            "secret whsec_AAAA%2BBBBB%2FCCCC%3D%3d tail E42",
+            "secret [redacted] tail E42",
+        ),
+        ("sk_live_ab%2Fcd%3D&code=E42", "[redacted]&code=E42"),
+        ("ghp_ab%2Bcd E42", "[redacted] E42"),
+        ("xoxb-1%2D2 E42", "[redacted] E42"),
+        ("Bearer ab%2Bcd%3D E42", "Bearer [redacted] E42"),
+        ("eyJhbG%3D%3D.x E42", "[redacted] E42"),
+        ("cut whsec_AAAA%2", "cut [redacted]"),
+        ("100% sure, whsec_ab% done", "100% sure, [redacted]% done"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+}
+
+#[test]
+fn recognises_secret_keys_by_part_or_segment_in_any_case() {
+    let cases = [
+        ("X-Api-Key: k1", "X-Api-Key: [redacted]"),
+        ("stripeSecret=abc", "stripeSecret=[redacted]"),
+        ("db_password=abc", "db_password=[redacted]"),
+        ("DB_PASSWD=abc", "DB_PASSWD=[redacted]"),
+        ("pwd=abc", "pwd=[redacted]"),
+        ("user_pwd: abc", "user_pwd: [redacted]"),
+        ("apikey=abc", "apikey=[redacted]"),
+        ("api-key=abc", "api-key=[redacted]"),
+        ("auth=abc", "auth=[redacted]"),
+        ("X-Auth: abc", "X-Auth: [redacted]"),
+        ("basicAuth=abc", "basicAuth=[redacted]"),
+        ("credential=abc", "credential=[redacted]"),
+        (
+            r#"{"privateKey": "abc"}"#,
+            r#"{"privateKey": "[redacted]"}"#,
+        ),
+        (
+            r#"{"private_key": "abc"}"#,
+            r#"{"private_key": "[redacted]"}"#,
+        ),
+        (
+            r#"{"client_secret":"abc"}"#,
+            r#"{"client_secret":"[redacted]"}"#,
+        ),
+        (
+            r#"{"refresh_token":"abc"}"#,
+            r#"{"refresh_token":"[redacted]"}"#,
+        ),
+        ("sessionId=abc", "sessionId=[redacted]"),
+        ("X-Signature: v1=abc", "X-Signature: [redacted]"),
+        ("Cookie: a=1; b=2\nE42", "Cookie: [redacted]\nE42"),
+        (
+            "Set-Cookie: sid=abc; Path=/; HttpOnly\r\nE42",
+            "Set-Cookie: [redacted]\r\nE42",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+    let plain = [
+        "author: Ann",
+        "unauthorized: missing header",
+        "authority=example.com",
+        "passage=3",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn keeps_a_key_word_inside_a_sentence_readable() {
+    let plain = [
+        "error: invalid token: E42",
+        "invalid token format",
+        "error: invalid token: expired.",
+        "the signature: Missing (E42)",
+        "invalid token: ERR_42",
+        "retry session: 3 of 5",
+        "HTTP 500",
+        "amount must be positive",
+        "invalid amount",
+        "E42",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_a_key_word_value_inside_a_sentence_when_it_looks_secret() {
+    let cases = [
+        (
+            "the password: hunter2 was wrong",
+            "the password: [redacted]",
+        ),
+        ("sent token: abc123XYZ, E42", "sent token: [redacted], E42"),
+        ("Token: E42", "Token: [redacted]"),
+        ("failed; token: E42", "failed; token: [redacted]"),
+        ("{token: E42}", "{token: [redacted]}"),
+        ("rejected X-Api-Key: abc", "rejected X-Api-Key: [redacted]"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
 }
 
 #[test]
@@ -137,7 +375,12 @@ fn secret() -> impl Strategy<Value = String> {
 fn plain() -> impl Strategy<Value = String> {
     "[A-Za-z0-9 ,.!?()é-]{0,60}".prop_filter("no secret marker", |text| {
         let lower = text.to_ascii_lowercase();
-        !text.contains("eyJ") && !lower.contains("bearer")
+        !text.contains("eyJ")
+            && !text.contains("AKIA")
+            && !text.contains("ASIA")
+            && !lower.contains("bearer")
+            && !lower.contains("basic")
+            && !lower.contains("xox")
     })
 }
 
@@ -185,5 +428,22 @@ proptest! {
     fn plain_text_is_kept(before in plain(), after in plain()) {
         let text = format!("{before} E42 {after}");
         prop_assert_eq!(redacted(&text), text);
+    }
+
+    #[test]
+    fn an_embedded_secret_never_shows(
+        before in "[ -~\n\té€]{0,40}",
+        after in "[ -~\n\té€]{0,40}",
+        secret in "[A-Za-z0-9]{16,48}",
+        form in 0usize..3,
+    ) {
+        let shown = match form {
+            0 => format!(r#"{{"api_key":"{secret}"}}"#),
+            1 => format!("token={secret}"),
+            _ => format!("Authorization: Bearer {secret}"),
+        };
+        let text = format!("{before}{shown}{after}");
+        let excerpt = redacted(&text);
+        prop_assert!(!excerpt.contains(&secret), "{:?} -> {:?}", text, excerpt);
     }
 }
