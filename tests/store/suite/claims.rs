@@ -157,13 +157,16 @@ pub async fn concurrent_claims_are_disjoint(store: SharedStore) {
             let store = store.clone();
             tokio::spawn(async move {
                 let mut mine = Vec::new();
-                loop {
+                // Bounded (100 jobs need at most 15 batches of 7) so a store that hands
+                // out the same jobs again fails the test instead of hanging it.
+                for _ in 0..100 {
                     let batch = claim_as(&store, &format!("worker-{w}"), at(0), 7).await;
                     if batch.is_empty() {
-                        return mine;
+                        break;
                     }
                     mine.extend(claimed_ids(&batch));
                 }
+                mine
             })
         })
         .collect();

@@ -105,7 +105,8 @@ pub async fn list_pages_newest_first_without_repeats(store: SharedStore) {
     let mut seen = Vec::new();
     let mut after = None;
     let mut sizes = Vec::new();
-    loop {
+    // Bounded, so a cursor that repeats fails the test instead of hanging it.
+    for _ in 0..10 {
         let page = PageRequest { after, limit: 10 };
         let items = store.list_jobs(&only_s1, page).await.unwrap();
         sizes.push(items.len());
