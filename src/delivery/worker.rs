@@ -64,6 +64,12 @@ impl Worker {
             settings.lease_ms,
             renewer_stop.clone(),
         ));
+        // Wake-ups when another instance creates a job (PostgreSQL NOTIFY).
+        let listener = {
+            let store = self.ctx.store.clone();
+            let (wake, stop) = (self.wake.clone(), renewer_stop.clone());
+            tokio::spawn(async move { store.listen_for_jobs(wake, stop).await })
+        };
         let mut attempts = JoinSet::new();
         tracing::info!(owner = %settings.owner, max_in_flight = settings.max_in_flight,
             "delivery worker started");
@@ -132,6 +138,7 @@ impl Worker {
         self.drain(attempts, hard_stop).await;
         renewer_stop.cancel();
         let _ = renewer.await;
+        let _ = listener.await;
         tracing::info!("delivery worker stopped");
     }
 

@@ -6,13 +6,16 @@
 //! Every time-dependent call takes `now`; no implementation reads a clock.
 
 mod error;
+pub mod postgres;
 pub mod records;
-mod rows;
+pub(crate) mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use error::StoreError;
@@ -96,6 +99,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// job (enabled subscriber) or deadline of a non-terminal job; `None` when idle.
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError>;
 
+    /// Wakes `wake` whenever another instance creates a job, until `stop`. A backend
+    /// without such notifications returns at once (workers then rely on their poll).
+    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
+        let _ = (wake, stop);
+    }
+
     /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
 
@@ -110,8 +119,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
 /// Opens the store that `database_url` names and brings its schema up to date.
 ///
-/// `sqlite://path` (created when missing) selects SQLite. Errors name the URL's
-/// scheme, never its credentials.
+/// `sqlite://path` (created when missing) selects SQLite, `postgres://…` PostgreSQL.
+/// Errors never include the URL's credentials.
 pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
     if database_url.starts_with("sqlite:") {
         let store = sqlite::SqliteStore::open(database_url).await?;
@@ -119,11 +128,13 @@ pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        return Err(StoreError::Config(
-            "PostgreSQL is not supported by this build yet; use sqlite://PATH".into(),
-        ));
+        let store = postgres::PostgresStore::open(database_url).await?;
+        store.migrate().await?;
+        return Ok(Arc::new(store));
     }
     Err(StoreError::Config(
-        "--database-url must start with sqlite:// (e.g. sqlite://deferhook.db)".into(),
+        "--database-url must start with sqlite:// (e.g. sqlite://deferhook.db) or \
+         postgres:// (e.g. postgres://user@127.0.0.1:5432/deferhook)"
+            .into(),
     ))
 }

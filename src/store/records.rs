@@ -232,7 +232,8 @@ pub struct ClaimedJob {
     pub lease_expires_at: Timestamp,
     /// This attempt's number (1-based).
     pub attempt: u32,
-    /// True when an earlier attempt's outcome is unknown.
+    /// True when the previous attempt's outcome is unknown (lease expired or released
+    /// at shutdown), so the receiver may already have the event.
     pub possible_duplicate: bool,
     /// True when the claim took over an expired lease.
     pub reclaimed_expired_lease: bool,
@@ -313,7 +314,8 @@ pub struct Attempt {
     pub lease_owner: String,
     /// Its lease's fencing token.
     pub lease_token: i64,
-    /// True when an earlier attempt's outcome was unknown.
+    /// True when the previous attempt's outcome was unknown, so the receiver may
+    /// already have had the event.
     pub possible_duplicate: bool,
 }
 

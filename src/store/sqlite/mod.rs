@@ -49,9 +49,13 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        // An in-memory database dies with its last connection: never retire it.
+        let lifetime = (!in_memory).then_some(Duration::from_secs(30 * 60));
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(BUSY_TIMEOUT)
+            .idle_timeout(lifetime.map(|_| Duration::from_secs(10 * 60)))
+            .max_lifetime(lifetime)
             .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?;

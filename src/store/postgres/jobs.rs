@@ -1,0 +1,134 @@
+//! Creating, reading and listing jobs, and their attempt history, in PostgreSQL.
+
+use sqlx::{AssertSqlSafe, PgPool, Postgres, QueryBuilder, Row};
+use uuid::Uuid;
+
+use super::JOBS_CHANNEL;
+use crate::store::StoreError;
+use crate::store::records::{Attempt, CreateOutcome, Job, JobFilter, NewJob, PageRequest};
+use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
+
+pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
+    let mut tx = pool.begin().await?;
+    let mut wanted: Vec<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    // FOR SHARE: a subscriber cannot vanish before the jobs that name it commit.
+    let known: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM subscribers WHERE id = ANY($1) FOR SHARE")
+            .bind(&wanted)
+            .fetch_all(&mut *tx)
+            .await?;
+    if let Some(missing) = wanted.iter().find(|id| !known.iter().any(|k| k == *id)) {
+        return Err(StoreError::UnknownSubscriber((*missing).to_owned()));
+    }
+    let find = format!(
+        "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
+         ON s.id = j.subscriber_id WHERE j.subscriber_id = $1 AND j.event_id = $2"
+    );
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    let mut created = 0;
+    for job in &jobs {
+        let inserted = sqlx::query(
+            "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
+             deliver_at, deadline, due_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'scheduled', $5, $6, $7, $6, $8, $8) \
+             ON CONFLICT (subscriber_id, event_id) DO NOTHING",
+        )
+        .bind(job.id.to_string())
+        .bind(&job.subscriber_id)
+        .bind(&job.event_id)
+        .bind(&job.payload)
+        .bind(job.max_attempts.map(i64::from))
+        .bind(job.deliver_at.as_millis())
+        .bind(job.deadline.as_millis())
+        .bind(job.created_at.as_millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        let row = sqlx::query(AssertSqlSafe(find.as_str()))
+            .bind(&job.subscriber_id)
+            .bind(&job.event_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let stored = rows::job(&row)?;
+        outcomes.push(if inserted {
+            created += 1;
+            CreateOutcome::Created(stored)
+        } else {
+            CreateOutcome::Existing {
+                job: stored,
+                payload: row.try_get("payload")?,
+            }
+        });
+    }
+    if created > 0 {
+        // Delivered at commit, to the workers of every instance.
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(JOBS_CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Job>, StoreError> {
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE j.id = $1"
+    )))
+    .bind(id.to_string())
+    .fetch_optional(pool)
+    .await?
+    .map(|row| rows::job(&row))
+    .transpose()
+}
+
+pub async fn list(
+    pool: &PgPool,
+    filter: &JobFilter,
+    page: PageRequest<Uuid>,
+) -> Result<Vec<Job>, StoreError> {
+    let mut query = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE TRUE"
+    ));
+    if let Some(event_id) = &filter.event_id {
+        query.push(" AND j.event_id = ").push_bind(event_id.clone());
+    }
+    if let Some(subscriber_id) = &filter.subscriber_id {
+        query
+            .push(" AND j.subscriber_id = ")
+            .push_bind(subscriber_id.clone());
+    }
+    if let Some(state) = filter.state {
+        query.push(" AND j.state = ").push_bind(state.as_str());
+    }
+    if let Some(after) = page.after {
+        query.push(" AND j.id < ").push_bind(after.to_string());
+    }
+    query
+        .push(" ORDER BY j.id DESC LIMIT ")
+        .push_bind(i64::from(page.limit));
+    query
+        .build()
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(rows::job)
+        .collect()
+}
+
+pub async fn attempts(pool: &PgPool, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id = $1 ORDER BY number"
+    )))
+    .bind(job_id.to_string())
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(rows::attempt)
+    .collect()
+}

@@ -1,0 +1,264 @@
+//! Claims, lease renewal, fenced outcomes and the sweep in PostgreSQL.
+//!
+//! The claim is one statement: it locks the due rows with `FOR UPDATE SKIP LOCKED`
+//! (concurrent claims take disjoint sets without waiting), marks them `in_flight` under
+//! a new fencing token, records the unknown outcome of an expired lease, inserts the
+//! new attempt rows and returns the batch with each subscriber's target.
+
+use std::collections::HashSet;
+
+use sqlx::PgPool;
+
+use crate::domain::secret::SigningSecret;
+use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::records::{
+    ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
+};
+use crate::store::rows::{self, Columns};
+
+const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
+
+pub async fn claim(pool: &PgPool, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+    let now = request.now;
+    let lease_until = now.plus_ms(request.lease_ms);
+    let rows = sqlx::query(
+        "WITH candidates AS ( \
+           SELECT j.id, j.state AS old_state, j.due_at AS due_since \
+           FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+           WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+             AND j.deadline > $1 AND s.enabled \
+             AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                      AND j.attempts >= j.max_attempts) \
+           ORDER BY j.due_at, j.id LIMIT $2 \
+           FOR UPDATE OF j SKIP LOCKED \
+         ), claimed AS ( \
+           UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
+             lease_token = j.lease_token + 1, lease_owner = $3, lease_expires_at = $4, \
+             due_at = $4, updated_at = $1, \
+             possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
+           FROM candidates c WHERE j.id = c.id \
+           RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
+             j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
+             c.old_state, c.due_since \
+         ), unknown AS ( \
+           UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
+           FROM claimed c \
+           WHERE a.job_id = c.id AND c.old_state = 'in_flight' AND a.outcome = 'in_progress' \
+         ), started AS ( \
+           INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
+             outcome, possible_duplicate) \
+           SELECT id, attempts, lease_token, $3, $1, 'in_progress', possible_duplicate \
+           FROM claimed \
+         ) \
+         SELECT c.*, s.url, s.secret FROM claimed c \
+         JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.due_since, c.id",
+    )
+    .bind(now.as_millis())
+    .bind(i64::from(request.limit))
+    .bind(&request.owner)
+    .bind(lease_until.as_millis())
+    .bind(LEASE_EXPIRED_REASON)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let attempts: i64 = row.int("attempts")?;
+            let attempt = u32::try_from(attempts)
+                .map_err(|_| StoreError::Internal(format!("attempts {attempts}")))?;
+            let secret = SigningSecret::parse(&row.text("secret")?)
+                .map_err(|e| StoreError::Internal(format!("stored secret unreadable: {e}")))?;
+            Ok(ClaimedJob {
+                job_id: rows::uuid(&row.text("id")?)?,
+                subscriber_id: row.text("subscriber_id")?,
+                event_id: row.text("event_id")?,
+                payload: row.text("payload")?,
+                url: row.text("url")?,
+                secret,
+                lease_token: row.int("lease_token")?,
+                lease_expires_at: lease_until,
+                attempt,
+                possible_duplicate: row.flag("possible_duplicate")?,
+                reclaimed_expired_lease: row.text("old_state")? == JobState::InFlight.as_str(),
+                due_since: Timestamp::from_millis(row.int("due_since")?),
+                snapshot: JobSnapshot {
+                    state: JobState::InFlight,
+                    attempts: attempt,
+                    max_attempts: row
+                        .opt_int("max_attempts")?
+                        .and_then(|n| u32::try_from(n).ok()),
+                    due_at: Some(lease_until),
+                    deadline: Timestamp::from_millis(row.int("deadline")?),
+                },
+            })
+        })
+        .collect()
+}
+
+pub async fn renew(
+    pool: &PgPool,
+    leases: &[LeaseRef],
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<Vec<bool>, StoreError> {
+    let ids: Vec<String> = leases.iter().map(|l| l.job_id.to_string()).collect();
+    let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+    let renewed: HashSet<(String, i64)> = sqlx::query(
+        "UPDATE jobs j SET lease_expires_at = $3, due_at = $3, updated_at = $4 \
+         FROM UNNEST($1::text[], $2::bigint[]) AS l(id, token) \
+         WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'in_flight' \
+         RETURNING j.id, j.lease_token",
+    )
+    .bind(&ids)
+    .bind(&tokens)
+    .bind(until.as_millis())
+    .bind(now.as_millis())
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|row| Ok((row.text("id")?, row.int("lease_token")?)))
+    .collect::<Result<_, StoreError>>()?;
+    Ok(ids
+        .into_iter()
+        .zip(tokens)
+        .map(|key| renewed.contains(&key))
+        .collect())
+}
+
+pub async fn record_outcomes(
+    pool: &PgPool,
+    records: &[OutcomeRecord],
+    now: Timestamp,
+) -> Result<Vec<Fenced>, StoreError> {
+    if let Some(bad) = records
+        .iter()
+        .find(|r| r.transition.to == JobState::InFlight)
+    {
+        return Err(StoreError::Internal(format!(
+            "an outcome must move job {} out of in_flight",
+            bad.lease.job_id
+        )));
+    }
+    let mut tx = pool.begin().await?;
+    let mut results = Vec::with_capacity(records.len());
+    for record in records {
+        let id = record.lease.job_id.to_string();
+        let result = &record.result;
+        sqlx::query(
+            "UPDATE attempts SET finished_at = $4, outcome = $5, status = $6, \
+             error_class = $7, reason = $8, body_excerpt = $9 \
+             WHERE job_id = $1 AND number = $2 AND lease_token = $3",
+        )
+        .bind(&id)
+        .bind(i64::from(record.attempt))
+        .bind(record.lease.token)
+        .bind(record.finished_at.as_millis())
+        .bind(result.outcome.as_str())
+        .bind(result.status.map(i64::from))
+        .bind(result.error_class.map(|c| c.as_str()))
+        .bind(&result.reason)
+        .bind(&result.body_excerpt)
+        .execute(&mut *tx)
+        .await?;
+        let transition = &record.transition;
+        let applied = sqlx::query(
+            "UPDATE jobs SET state = $3, due_at = $4, attempts = $5, dead_reason = $6, \
+             deadline = $7, possible_duplicate = $8, updated_at = $9, \
+             lease_owner = NULL, lease_expires_at = NULL, \
+             delivered_at = CASE WHEN $3 = 'delivered' THEN $10 ELSE delivered_at END, \
+             dead_at = CASE WHEN $3 = 'dead' THEN $9 ELSE dead_at END, \
+             last_error_class = COALESCE($11, last_error_class), \
+             last_error_status = CASE WHEN $11 IS NULL THEN last_error_status ELSE $12 END, \
+             last_error_reason = CASE WHEN $11 IS NULL THEN last_error_reason ELSE $13 END, \
+             last_error_body = CASE WHEN $11 IS NULL THEN last_error_body ELSE $14 END \
+             WHERE id = $1 AND lease_token = $2 AND state = 'in_flight'",
+        )
+        .bind(&id)
+        .bind(record.lease.token)
+        .bind(transition.to.as_str())
+        .bind(transition.due_at.map(Timestamp::as_millis))
+        .bind(i64::from(transition.attempts))
+        .bind(transition.dead_reason.map(DeadReason::as_str))
+        .bind(transition.deadline.as_millis())
+        .bind(transition.possible_duplicate)
+        .bind(now.as_millis())
+        .bind(record.finished_at.as_millis())
+        .bind(result.error_class.map(|c| c.as_str()))
+        .bind(result.status.map(i64::from))
+        .bind(&result.reason)
+        .bind(&result.body_excerpt)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        results.push(if applied == 1 {
+            Fenced::Applied
+        } else {
+            Fenced::Late
+        });
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+pub async fn expire_deadlines(
+    pool: &PgPool,
+    now: Timestamp,
+    limit: u32,
+) -> Result<ExpiredJobs, StoreError> {
+    let mut tx = pool.begin().await?;
+    let overdue = sqlx::query(
+        "SELECT j.id, j.state, j.deadline <= $1 AS past_deadline, \
+         (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts) AS used_up \
+         FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE (j.state IN ('scheduled', 'retrying') AND j.deadline <= $1) \
+         OR (j.state = 'in_flight' AND j.due_at <= $1 AND (j.deadline <= $1 OR NOT s.enabled \
+             OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts))) \
+         ORDER BY j.deadline LIMIT $2 FOR UPDATE OF j SKIP LOCKED",
+    )
+    .bind(now.as_millis())
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut expired = ExpiredJobs::default();
+    for job in overdue {
+        let id = job.text("id")?;
+        if job.text("state")? == JobState::InFlight.as_str() {
+            sqlx::query(
+                "UPDATE attempts SET outcome = 'unknown', finished_at = $2, reason = $3 \
+                 WHERE job_id = $1 AND outcome = 'in_progress'",
+            )
+            .bind(&id)
+            .bind(now.as_millis())
+            .bind(LEASE_EXPIRED_REASON)
+            .execute(&mut *tx)
+            .await?;
+            expired.lease_expired += 1;
+        }
+        let reason = if job.flag("past_deadline")? {
+            expired.dead += 1;
+            Some(DeadReason::DeadlineExceeded)
+        } else if job.flag("used_up")? {
+            expired.max_attempts += 1;
+            Some(DeadReason::MaxAttempts)
+        } else {
+            // An expired lease of a paused subscriber: back to waiting, due now.
+            expired.released += 1;
+            None
+        };
+        sqlx::query(
+            "UPDATE jobs SET state = CASE WHEN $3::text IS NULL THEN 'retrying' ELSE 'dead' END, \
+             dead_reason = $3, dead_at = CASE WHEN $3::text IS NULL THEN NULL ELSE $2 END, \
+             due_at = CASE WHEN $3::text IS NULL THEN $2 ELSE NULL END, \
+             lease_owner = NULL, lease_expires_at = NULL, updated_at = $2, \
+             possible_duplicate = possible_duplicate OR state = 'in_flight' \
+             WHERE id = $1",
+        )
+        .bind(&id)
+        .bind(now.as_millis())
+        .bind(reason.map(DeadReason::as_str))
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(expired)
+}

@@ -1,0 +1,182 @@
+//! The PostgreSQL store: production, and several instances sharing one database.
+//!
+//! Claims use `FOR UPDATE SKIP LOCKED` in one statement that marks and returns the
+//! batch, so concurrent workers take disjoint jobs without waiting on each other. A
+//! created job is announced with `NOTIFY deferhook_jobs` (sent at commit), which wakes
+//! the workers of every instance; polling stays as the fallback. Lost connections are
+//! replaced by the pool; calls made while the server is down fail as
+//! [`StoreError::Unavailable`].
+
+mod jobs;
+mod leases;
+mod rows;
+mod stats;
+mod subscribers;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::records::*;
+use super::{Store, StoreError};
+use crate::domain::Timestamp;
+
+/// The channel a job creation is announced on.
+pub const JOBS_CHANNEL: &str = "deferhook_jobs";
+/// Connections per instance.
+const MAX_CONNECTIONS: u32 = 16;
+/// How long a call waits for a connection before the store reports itself unavailable.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The PostgreSQL implementation of [`Store`].
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/db`). Does not migrate. Errors
+    /// never include the URL (it may carry a password).
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
+        Ok(PostgresStore { pool })
+    }
+
+    /// Applies the embedded migrations of `migrations/postgres` that are not applied
+    /// yet (sqlx takes an advisory lock, so instances starting together are safe).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn put_subscriber(
+        &self,
+        put: SubscriberPut,
+        now: Timestamp,
+    ) -> Result<PutSubscriberOutcome, StoreError> {
+        subscribers::put(&self.pool, put, now).await
+    }
+
+    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
+        subscribers::get(&self.pool, id).await
+    }
+
+    async fn list_subscribers(
+        &self,
+        page: PageRequest<String>,
+    ) -> Result<Vec<Subscriber>, StoreError> {
+        subscribers::list(&self.pool, page).await
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
+        jobs::create(&self.pool, jobs).await
+    }
+
+    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        jobs::get(&self.pool, id).await
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Job>, StoreError> {
+        jobs::list(&self.pool, filter, page).await
+    }
+
+    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
+        jobs::attempts(&self.pool, job_id).await
+    }
+
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+        leases::claim(&self.pool, request).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError> {
+        leases::renew(&self.pool, leases, until, now).await
+    }
+
+    async fn record_outcomes(
+        &self,
+        records: &[OutcomeRecord],
+        now: Timestamp,
+    ) -> Result<Vec<Fenced>, StoreError> {
+        leases::record_outcomes(&self.pool, records, now).await
+    }
+
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        stats::next_wake_at(&self.pool).await
+    }
+
+    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
+        stats::gauges(&self.pool, now, slo_ms).await
+    }
+
+    async fn expire_deadlines(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ExpiredJobs, StoreError> {
+        leases::expire_deadlines(&self.pool, now, limit).await
+    }
+
+    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
+        let mut pause = Duration::from_millis(100);
+        while !stop.is_cancelled() {
+            let listening = forward_notifications(&self.pool, &wake);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                result = listening => {
+                    let Err(error) = result;
+                    tracing::warn!(%error, "job notifications interrupted; reconnecting");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// Listens on [`JOBS_CHANNEL`] and wakes the worker for every notification, and once
+/// when listening starts (anything created meanwhile is found by that wake-up).
+async fn forward_notifications(
+    pool: &PgPool,
+    wake: &Notify,
+) -> Result<std::convert::Infallible, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(JOBS_CHANNEL).await?;
+    wake.notify_one();
+    loop {
+        listener.recv().await?;
+        wake.notify_one();
+    }
+}

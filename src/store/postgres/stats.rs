@@ -1,0 +1,63 @@
+//! Read-only figures in PostgreSQL: the worker's next wake-up and the metrics gauges.
+
+use sqlx::PgPool;
+
+use crate::domain::{JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::records::StoreGauges;
+use crate::store::rows::Columns;
+
+pub async fn next_wake_at(pool: &PgPool) -> Result<Option<Timestamp>, StoreError> {
+    // Due work of enabled subscribers, any expiring lease (reclaim or sweep), and the
+    // deadline of every waiting job (the sweep).
+    let row = sqlx::query(
+        "SELECT LEAST( \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying') AND s.enabled), \
+           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
+           (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
+         ) AS next",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(row.opt_int("next")?.map(Timestamp::from_millis))
+}
+
+pub async fn gauges(pool: &PgPool, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
+    let mut gauges = StoreGauges::default();
+    for row in sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+        .fetch_all(pool)
+        .await?
+    {
+        let state = row
+            .text("state")?
+            .parse::<JobState>()
+            .map_err(|e| StoreError::Internal(format!("column state: {e}")))?;
+        gauges
+            .jobs_by_state
+            .push((state, row.int("n")?.max(0) as u64));
+    }
+    let slo_cutoff = now
+        .as_millis()
+        .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
+    let row = sqlx::query(
+        "SELECT \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= $1 \
+             AND s.enabled) AS oldest_eligible, \
+           (SELECT MIN(deliver_at) FROM jobs WHERE state = 'retrying') AS oldest_retrying, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND deliver_at <= $2) AS past_slo, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND (deadline - $1) * 10 <= (deadline - deliver_at)) AS near_deadline",
+    )
+    .bind(now.as_millis())
+    .bind(slo_cutoff)
+    .fetch_one(pool)
+    .await?;
+    gauges.oldest_eligible_since = row.opt_int("oldest_eligible")?.map(Timestamp::from_millis);
+    gauges.oldest_retrying_since = row.opt_int("oldest_retrying")?.map(Timestamp::from_millis);
+    gauges.past_slo = row.int("past_slo")?.max(0) as u64;
+    gauges.near_deadline = row.int("near_deadline")?.max(0) as u64;
+    Ok(gauges)
+}
