@@ -2,16 +2,17 @@
 //!
 //! `store_suite!(backend, factory)` expands to one `#[tokio::test]` per case, named
 //! `backend::module::case`; each test builds a fresh store with `factory` (an
-//! expression, may `.await`, giving a `SharedStore` or a [`support::Backend`] that
-//! also keeps what the store needs alive) and runs `suite::module::case(store)`.
-//! Another backend is one more invocation, e.g.
-//! `store_suite!(postgres, pg_store().await);`.
+//! expression, may `.await`, giving an `Option<`[`support::Backend`]`>` that also keeps
+//! what the store needs alive; `None` skips a backend that is not available) and runs
+//! `suite::module::case(store)`. The same cases run on SQLite and PostgreSQL.
 //!
 //! Cases marked `#[ignore = "bug: …"]` pin a known defect: they fail today and are
 //! run with `cargo test --test store -- --ignored`.
 //!
 //! [`Store`]: deferhook::store::Store
 
+#[path = "../common/pg.rs"]
+mod pg;
 mod suite;
 mod support;
 
@@ -100,7 +101,8 @@ macro_rules! store_suite {
                         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                         $(#[$meta])*
                         async fn $case() {
-                            let backend = crate::support::Backend::from($factory);
+                            // `None`: the backend is not available here (said once).
+                            let Some(backend) = $factory else { return };
                             let case = crate::suite::$module::$case(backend.store.clone());
                             tokio::time::timeout(crate::CASE_TIMEOUT, case)
                                 .await
@@ -115,13 +117,24 @@ macro_rules! store_suite {
 
 /// A fresh, migrated SQLite store in its own temporary directory, removed when the
 /// test ends.
-async fn sqlite_store() -> support::Backend {
+async fn sqlite_store() -> Option<support::Backend> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let url = format!("sqlite://{}", dir.path().join("deferhook.db").display());
     let store = deferhook::store::open(&url)
         .await
         .expect("open the SQLite store");
-    support::Backend::with_guard(store, dir)
+    Some(support::Backend::with_guard(store, dir))
+}
+
+/// A fresh, migrated PostgreSQL store in its own database, dropped when the test ends;
+/// `None` when no server is reachable (see `common/pg.rs`).
+async fn postgres_store() -> Option<support::Backend> {
+    let database = pg::TestDatabase::create().await?;
+    let store = deferhook::store::open(&database.url)
+        .await
+        .expect("open the PostgreSQL store");
+    Some(support::Backend::with_guard(store, database))
 }
 
 store_suite!(sqlite, sqlite_store().await);
+store_suite!(postgres, postgres_store().await);
