@@ -16,6 +16,43 @@ pub fn admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
+/// True when the server answers; otherwise says so once (a skip), or panics under
+/// `CI=true`. Cached for the whole test binary.
+pub async fn reachable() -> bool {
+    static REACHABLE: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
+    *REACHABLE
+        .get_or_init(|| async {
+            let connected =
+                tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin_url()))
+                    .await;
+            match connected {
+                Ok(Ok(connection)) => {
+                    let _ = connection.close().await;
+                    true
+                }
+                Ok(Err(error)) => unreachable_server(&error.to_string()),
+                Err(_) => unreachable_server("timed out"),
+            }
+        })
+        .await
+}
+
+fn unreachable_server(why: &str) -> bool {
+    let message = format!(
+        "PostgreSQL is not reachable at DEFERHOOK_TEST_POSTGRES_URL ({why}); \
+         its tests are skipped: start it or set the variable"
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{message}");
+    }
+    // Straight to the process's stderr: libtest captures eprintln! of passing tests.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping the PostgreSQL tests: {message}"
+    );
+    false
+}
+
 /// A database created for one test and dropped when this is dropped.
 pub struct TestDatabase {
     /// Its URL.
@@ -27,28 +64,13 @@ impl TestDatabase {
     /// Creates `deferhook_test_<random>`; `None` (after one line saying why) when no
     /// PostgreSQL server answers and `CI` is not `true`.
     pub async fn create() -> Option<TestDatabase> {
+        if !reachable().await {
+            return None;
+        }
         let admin = admin_url();
-        let connected =
-            tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin)).await;
-        let mut connection = match connected {
-            Ok(Ok(connection)) => connection,
-            failure => {
-                let why = match failure {
-                    Ok(Err(error)) => error.to_string(),
-                    _ => "timed out".to_owned(),
-                };
-                let message = format!(
-                    "PostgreSQL is not reachable at DEFERHOOK_TEST_POSTGRES_URL ({why}); \
-                     start it or set the variable"
-                );
-                if std::env::var("CI").is_ok_and(|v| v == "true") {
-                    panic!("{message}");
-                }
-                // Straight to the process's stderr: libtest captures eprintln! of passing tests.
-                let _ = writeln!(std::io::stderr(), "skipping a PostgreSQL test: {message}");
-                return None;
-            }
-        };
+        let mut connection = PgConnection::connect(&admin)
+            .await
+            .expect("connect to PostgreSQL");
         let name = format!("deferhook_test_{}", uuid::Uuid::new_v4().simple());
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut connection)

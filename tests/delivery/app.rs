@@ -9,7 +9,6 @@ use deferhook::config::{Cli, Command, ServeArgs};
 use deferhook::domain::SystemClock;
 use deferhook::server::Server;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
 /// Short settings so retries happen in milliseconds, not seconds.
 pub const FAST: &[&str] = &[
@@ -25,13 +24,75 @@ pub const FAST: &[&str] = &[
     "1000",
 ];
 
-/// One deferhook instance (API + worker) on a fresh SQLite file.
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh database and what keeps it alive (a temporary directory, or a PostgreSQL
+/// database dropped at the end).
+pub struct Database {
+    pub url: String,
+    _guard: Box<dyn std::any::Any + Send>,
+}
+
+impl Db {
+    /// A fresh, empty database on this backend.
+    pub async fn database(self) -> Database {
+        match self {
+            Db::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("d.db").display());
+                Database {
+                    url,
+                    _guard: Box::new(dir),
+                }
+            }
+            Db::Postgres => {
+                let database = crate::pg::TestDatabase::create()
+                    .await
+                    .expect("PostgreSQL was reachable a moment ago");
+                Database {
+                    url: database.url.clone(),
+                    _guard: Box::new(database),
+                }
+            }
+        }
+    }
+}
+
+/// Runs each named `async fn name(db: Db)` as two tests, `name::sqlite` and
+/// `name::postgres`; the latter is skipped (said once) where no PostgreSQL answers.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn sqlite() {
+                    super::$name($crate::app::Db::Sqlite).await
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    if $crate::pg::reachable().await {
+                        super::$name($crate::app::Db::Postgres).await
+                    }
+                }
+            }
+        )+
+    };
+}
+
+/// One deferhook instance (API + worker) on a fresh database.
 pub struct App {
     pub base: String,
     pub client: reqwest::Client,
     pub database_url: String,
     server: Option<Server>,
-    _dir: Option<TempDir>,
+    database: Option<Database>,
 }
 
 pub fn serve_args(database_url: &str, flags: &[&str]) -> ServeArgs {
@@ -57,12 +118,11 @@ pub fn serve_args(database_url: &str, flags: &[&str]) -> ServeArgs {
 }
 
 impl App {
-    /// A fresh database with FAST settings overridden by `flags`.
-    pub async fn start(flags: &[&str]) -> App {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("d.db").display());
-        let mut app = App::on(&url, flags).await;
-        app._dir = Some(dir);
+    /// A fresh database on `db` with FAST settings overridden by `flags`.
+    pub async fn start(db: Db, flags: &[&str]) -> App {
+        let database = db.database().await;
+        let mut app = App::on(&database.url, flags).await;
+        app.database = Some(database);
         app
     }
 
@@ -80,13 +140,13 @@ impl App {
             client: reqwest::Client::new(),
             database_url: database_url.to_owned(),
             server: Some(server),
-            _dir: None,
+            database: None,
         }
     }
 
-    /// Takes the temporary directory out, so the database outlives this instance.
-    pub fn keep_dir(&mut self) -> Option<TempDir> {
-        self._dir.take()
+    /// Takes the database out, so it outlives this instance.
+    pub fn keep_database(&mut self) -> Option<Database> {
+        self.database.take()
     }
 
     /// Stops the instance gracefully (drain, then release leases).

@@ -4,13 +4,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::app::{App, metric};
+use crate::app::{App, Db, metric};
 use crate::receiver::Receiver;
 
-#[tokio::test]
-async fn a_job_due_now_is_delivered_once() {
+async fn a_job_due_now_is_delivered_once(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/hook"), None).await;
     let job = app.job("s", "evt-now", json!({})).await;
     let done = app
@@ -34,10 +33,9 @@ async fn a_job_due_now_is_delivered_once() {
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() >= 0);
 }
 
-#[tokio::test]
-async fn a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly() {
+async fn a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let created = Instant::now();
     let job = app.job("s", "evt-later", json!({ "delay_ms": 1500 })).await;
@@ -57,10 +55,9 @@ async fn a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly() {
         .await;
 }
 
-#[tokio::test]
-async fn metrics_count_accepted_jobs_and_attempts() {
+async fn metrics_count_accepted_jobs_and_attempts(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     let before = app.metrics().await;
     for series in [
         "deferhook_jobs_accepted_total",
@@ -94,3 +91,9 @@ async fn metrics_count_accepted_jobs_and_attempts() {
     assert!(after.contains("deferhook_claim_delay_seconds_bucket"));
     assert!(after.contains("deferhook_retry_depth_bucket"));
 }
+
+crate::on_both_backends!(
+    a_job_due_now_is_delivered_once,
+    a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly,
+    metrics_count_accepted_jobs_and_attempts,
+);

@@ -13,7 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::json;
 
-use crate::app::App;
+use crate::app::{App, Db};
 use crate::receiver::Receiver;
 
 const VERIFY: &str = r#"
@@ -60,7 +60,7 @@ fn python() -> Option<String> {
 async fn the_reference_verifier_accepts_a_captured_request() {
     let Some(python) = python() else { return };
     let receiver = Receiver::ok().await;
-    let app = App::start(&[]).await;
+    let app = App::start(Db::Sqlite, &[]).await;
     let secret = app.subscriber("s", &receiver.url("/"), None).await;
     let payload = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
     let job = app

@@ -9,7 +9,7 @@ use deferhook::domain::SystemClock;
 use deferhook::server::Server;
 use serde_json::json;
 
-use crate::app::{App, metric, serve_args};
+use crate::app::{App, Db, metric, serve_args};
 use crate::receiver::{Receiver, Reply};
 
 #[tokio::test]
@@ -30,12 +30,11 @@ async fn c01_an_attempt_timeout_not_below_the_lease_is_refused_at_start() {
     );
 }
 
-#[tokio::test]
-async fn c01_two_workers_never_send_one_job_twice_while_it_is_open() {
+async fn c01_two_workers_never_send_one_job_twice_while_it_is_open(db: Db) {
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(1200))]).await;
     let flags = ["--lease-ms", "1500", "--attempt-timeout-ms", "1400"];
-    let first = App::start(&flags).await;
+    let first = App::start(db, &flags).await;
     let second = App::on(&first.database_url, &flags).await;
     first.subscriber("s", &receiver.url("/"), None).await;
     let before = metric(&first.metrics().await, "deferhook_lease_extensions_total");
@@ -58,8 +57,7 @@ async fn c01_two_workers_never_send_one_job_twice_while_it_is_open() {
     assert_eq!(attempts[0]["outcome"], "delivered");
 }
 
-#[tokio::test]
-async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown() {
+async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(200).after(Duration::from_secs(10)),
         Reply::status(200),
@@ -73,13 +71,13 @@ async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown() {
         "--lease-ms",
         "20000",
     ];
-    let first = App::start(&flags).await;
+    let first = App::start(db, &flags).await;
     first.subscriber("s", &receiver.url("/"), None).await;
     let job = first.job("s", "evt-c02", json!({})).await;
     receiver.wait_for(1, Duration::from_secs(3)).await;
     let url = first.database_url.clone();
     let mut first = first;
-    let dir = first.keep_dir();
+    let database = first.keep_database();
     let stopping = std::time::Instant::now();
     first.stop().await;
     assert!(
@@ -106,14 +104,13 @@ async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown() {
         requests[1].header("webhook-id")
     );
     assert_eq!(requests[0].body, requests[1].body);
-    drop(dir);
+    drop(database);
 }
 
-#[tokio::test]
-async fn a_worker_limits_its_attempts_to_max_in_flight() {
+async fn a_worker_limits_its_attempts_to_max_in_flight(db: Db) {
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(300))]).await;
-    let app = App::start(&["--max-in-flight", "3"]).await;
+    let app = App::start(db, &["--max-in-flight", "3"]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let mut jobs = Vec::new();
     for n in 0..9 {
@@ -134,3 +131,9 @@ async fn a_worker_limits_its_attempts_to_max_in_flight() {
         "attempts did not run concurrently"
     );
 }
+
+crate::on_both_backends!(
+    c01_two_workers_never_send_one_job_twice_while_it_is_open,
+    c02_shutdown_releases_the_lease_with_the_outcome_unknown,
+    a_worker_limits_its_attempts_to_max_in_flight,
+);

@@ -2,9 +2,12 @@
 //! answers as each test scripts it. Settings are short so the suite stays fast; every
 //! wait is a bounded poll.
 
+#[macro_use]
 mod app;
 #[path = "../common/log_wait.rs"]
 mod log_wait;
+#[path = "../common/pg.rs"]
+mod pg;
 mod receiver;
 
 mod basics;

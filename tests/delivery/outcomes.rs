@@ -4,18 +4,17 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::app::App;
+use crate::app::{App, Db};
 use crate::receiver::{Receiver, Reply};
 
-#[tokio::test]
-async fn two_503s_then_200_is_three_attempts_of_the_same_bytes() {
+async fn two_503s_then_200_is_three_attempts_of_the_same_bytes(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(503).body("down"),
         Reply::status(503).body("down"),
         Reply::status(200),
     ])
     .await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app
         .job_raw(r#"{"subscriber_id":"s","event_id":"evt-3","payload":{"z": 1,  "a":[1.50, "x"]}}"#)
@@ -45,10 +44,9 @@ async fn two_503s_then_200_is_three_attempts_of_the_same_bytes() {
     assert!(requests[2].at - requests[1].at >= Duration::from_millis(100));
 }
 
-#[tokio::test]
-async fn a_400_is_dead_at_once() {
+async fn a_400_is_dead_at_once(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(400).body("bad field x")]).await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-400", json!({})).await;
     let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
@@ -61,14 +59,13 @@ async fn a_400_is_dead_at_once() {
     assert_eq!(receiver.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn a_redirect_is_dead_and_never_followed() {
+async fn a_redirect_is_dead_and_never_followed(db: Db) {
     let target = Receiver::ok().await;
     let receiver = Receiver::start(vec![
         Reply::status(302).header("location", &target.url("/elsewhere")),
     ])
     .await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-302", json!({})).await;
     let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
@@ -82,10 +79,9 @@ async fn a_redirect_is_dead_and_never_followed() {
     );
 }
 
-#[tokio::test]
-async fn max_attempts_makes_a_dead_letter() {
+async fn max_attempts_makes_a_dead_letter(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(500)]).await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-max", json!({ "max_attempts": 2 })).await;
     let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
@@ -95,10 +91,13 @@ async fn max_attempts_makes_a_dead_letter() {
 }
 
 /// C-06: deadline 6 s, attempt timeout 2 s, receiver always 500 with body `E42`.
-#[tokio::test]
-async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error() {
+async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(500).body("E42")]).await;
-    let app = App::start(&["--backoff-base-ms", "500", "--backoff-max-ms", "2000"]).await;
+    let app = App::start(
+        db,
+        &["--backoff-base-ms", "500", "--backoff-max-ms", "2000"],
+    )
+    .await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-c06", json!({ "ttl_ms": 6000 })).await;
     let deadline = std::time::SystemTime::now() + Duration::from_millis(6000);
@@ -128,14 +127,13 @@ async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error() {
     }
 }
 
-#[tokio::test]
-async fn a_timeout_is_retried_and_the_attempt_says_so() {
+async fn a_timeout_is_retried_and_the_attempt_says_so(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(200).after(Duration::from_millis(1500)),
         Reply::status(200),
     ])
     .await;
-    let app = App::start(&["--attempt-timeout-ms", "500"]).await;
+    let app = App::start(db, &["--attempt-timeout-ms", "500"]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-timeout", json!({})).await;
     let done = app
@@ -149,15 +147,14 @@ async fn a_timeout_is_retried_and_the_attempt_says_so() {
     assert_eq!(receiver.max_open_per_id(), 1);
 }
 
-#[tokio::test]
-async fn a_connection_refused_is_retried() {
+async fn a_connection_refused_is_retried(db: Db) {
     // Bind then drop a listener: nothing answers on that port.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &format!("http://127.0.0.1:{port}/"), None)
         .await;
     let job = app
@@ -172,14 +169,13 @@ async fn a_connection_refused_is_retried() {
     assert_eq!(retrying["last_error"]["status"], serde_json::Value::Null);
 }
 
-#[tokio::test]
-async fn an_endless_body_is_read_only_up_to_the_cap() {
+async fn an_endless_body_is_read_only_up_to_the_cap(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(500).endless(),
         Reply::status(200).endless(),
     ])
     .await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-huge", json!({})).await;
     let done = app
@@ -191,10 +187,9 @@ async fn an_endless_body_is_read_only_up_to_the_cap() {
     assert!(excerpt.starts_with("xxxx"));
 }
 
-#[tokio::test]
-async fn a_200_whose_body_stalls_is_delivered_not_retried() {
+async fn a_200_whose_body_stalls_is_delivered_not_retried(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(200).stalled()]).await;
-    let app = App::start(&["--attempt-timeout-ms", "500"]).await;
+    let app = App::start(db, &["--attempt-timeout-ms", "500"]).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-stall", json!({})).await;
     let done = app
@@ -210,3 +205,15 @@ async fn a_200_whose_body_stalls_is_delivered_not_retried() {
     // The attempt ended at the timeout: the stalled body was cut short.
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() < 1500);
 }
+
+crate::on_both_backends!(
+    two_503s_then_200_is_three_attempts_of_the_same_bytes,
+    a_400_is_dead_at_once,
+    a_redirect_is_dead_and_never_followed,
+    max_attempts_makes_a_dead_letter,
+    c06_retries_stop_at_the_deadline_and_keep_the_real_error,
+    a_timeout_is_retried_and_the_attempt_says_so,
+    a_connection_refused_is_retried,
+    an_endless_body_is_read_only_up_to_the_cap,
+    a_200_whose_body_stalls_is_delivered_not_retried,
+);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::app::Db;
 use crate::receiver::{Receiver, Reply};
 
 /// A `deferhook serve` process, killed when dropped.
@@ -110,15 +111,15 @@ const FLAGS: &[&str] = &[
     "100",
 ];
 
-async fn killed_mid_attempt(signal_name: &str, event: &str) -> (Vec<Value>, Duration) {
+async fn killed_mid_attempt(db: Db, signal_name: &str, event: &str) -> (Vec<Value>, Duration) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let receiver = Receiver::start(vec![
         Reply::status(200).after(Duration::from_secs(30)),
         Reply::status(200),
     ])
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let database = db.database().await;
+    let url = database.url.clone();
     let first = spawn(&url, FLAGS);
     let id = schedule(&first, &receiver, event).await;
     receiver.wait_for(1, Duration::from_secs(5)).await;
@@ -155,17 +156,15 @@ async fn killed_mid_attempt(signal_name: &str, event: &str) -> (Vec<Value>, Dura
     (attempts["items"].as_array().unwrap().clone(), took)
 }
 
-#[tokio::test]
-async fn sigkill_mid_attempt_loses_nothing() {
-    let (attempts, _) = killed_mid_attempt("-KILL", "evt-kill9").await;
+async fn sigkill_mid_attempt_loses_nothing(db: Db) {
+    let (attempts, _) = killed_mid_attempt(db, "-KILL", "evt-kill9").await;
     assert_eq!(attempts[0]["outcome"], "unknown");
     assert_eq!(attempts[1]["outcome"], "delivered");
     assert_eq!(attempts[1]["possible_duplicate"], true);
 }
 
-#[tokio::test]
-async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance() {
-    let (attempts, took) = killed_mid_attempt("-TERM", "evt-sigterm").await;
+async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance(db: Db) {
+    let (attempts, took) = killed_mid_attempt(db, "-TERM", "evt-sigterm").await;
     assert_eq!(attempts[0]["outcome"], "unknown");
     assert!(
         attempts[0]["reason"].as_str().unwrap().contains("shutdown"),
@@ -178,10 +177,9 @@ async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance() {
     assert!(took < Duration::from_millis(1800), "took {took:?}");
 }
 
-#[tokio::test]
-async fn a_worker_only_instance_delivers_what_an_api_only_instance_accepted() {
+async fn a_worker_only_instance_delivers_what_an_api_only_instance_accepted(db: Db) {
     let receiver = Receiver::ok().await;
-    let api = crate::app::App::start(&["--no-worker"]).await;
+    let api = crate::app::App::start(db, &["--no-worker"]).await;
     api.subscriber("s", &receiver.url("/"), None).await;
     let job = api.job("s", "evt-split", json!({})).await;
     let _worker = spawn_until(&api.database_url, &["--no-api"], "delivery worker started");
@@ -191,3 +189,9 @@ async fn a_worker_only_instance_delivers_what_an_api_only_instance_accepted() {
     assert_eq!(done["attempts"], 1);
     assert_eq!(receiver.requests().len(), 1);
 }
+
+crate::on_both_backends!(
+    sigkill_mid_attempt_loses_nothing,
+    c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance,
+    a_worker_only_instance_delivers_what_an_api_only_instance_accepted,
+);

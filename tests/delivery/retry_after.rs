@@ -5,19 +5,18 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::app::App;
+use crate::app::{App, Db};
 use crate::receiver::{Receiver, Reply};
 
 const FLAGS: &[&str] = &["--backoff-base-ms", "200", "--backoff-max-ms", "400"];
 
-#[tokio::test]
-async fn c05_retry_after_seconds_delays_the_next_attempt() {
+async fn c05_retry_after_seconds_delays_the_next_attempt(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(429).header("retry-after", "3"),
         Reply::status(200),
     ])
     .await;
-    let app = App::start(FLAGS).await;
+    let app = App::start(db, FLAGS).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-ra-seconds", json!({})).await;
     let retrying = app
@@ -33,15 +32,14 @@ async fn c05_retry_after_seconds_delays_the_next_attempt() {
         .await;
 }
 
-#[tokio::test]
-async fn c05_retry_after_http_date_delays_the_next_attempt() {
+async fn c05_retry_after_http_date_delays_the_next_attempt(db: Db) {
     let at = SystemTime::now() + Duration::from_secs(4);
     let receiver = Receiver::start(vec![
         Reply::status(503).header("retry-after", &httpdate::fmt_http_date(at)),
         Reply::status(200),
     ])
     .await;
-    let app = App::start(FLAGS).await;
+    let app = App::start(db, FLAGS).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-ra-date", json!({})).await;
     let requests = receiver.wait_for(2, Duration::from_secs(7)).await;
@@ -52,14 +50,13 @@ async fn c05_retry_after_http_date_delays_the_next_attempt() {
         .await;
 }
 
-#[tokio::test]
-async fn c05_a_malformed_retry_after_falls_back_to_the_backoff() {
+async fn c05_a_malformed_retry_after_falls_back_to_the_backoff(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(429).header("retry-after", "abc"),
         Reply::status(200),
     ])
     .await;
-    let app = App::start(FLAGS).await;
+    let app = App::start(db, FLAGS).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-ra-abc", json!({})).await;
     let done = app
@@ -73,10 +70,9 @@ async fn c05_a_malformed_retry_after_falls_back_to_the_backoff() {
     assert!(gap < Duration::from_millis(1500), "retried after {gap:?}");
 }
 
-#[tokio::test]
-async fn c05_a_retry_after_beyond_the_deadline_is_a_dead_letter_now() {
+async fn c05_a_retry_after_beyond_the_deadline_is_a_dead_letter_now(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(429).header("retry-after", "86400")]).await;
-    let app = App::start(FLAGS).await;
+    let app = App::start(db, FLAGS).await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-ra-long", json!({ "ttl_ms": 5000 })).await;
     let dead = app.wait_state(&job, "dead", Duration::from_secs(3)).await;
@@ -91,3 +87,10 @@ async fn c05_a_retry_after_beyond_the_deadline_is_a_dead_letter_now() {
         "no attempt after the deadline"
     );
 }
+
+crate::on_both_backends!(
+    c05_retry_after_seconds_delays_the_next_attempt,
+    c05_retry_after_http_date_delays_the_next_attempt,
+    c05_a_malformed_retry_after_falls_back_to_the_backoff,
+    c05_a_retry_after_beyond_the_deadline_is_a_dead_letter_now,
+);

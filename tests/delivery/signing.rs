@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::app::App;
+use crate::app::{App, Db};
 use crate::receiver::{Receiver, Recorded, Reply};
 
 const C07_PAYLOAD: &str = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
@@ -35,10 +35,9 @@ fn verifies(secret: &str, request: &Recorded) -> bool {
     })
 }
 
-#[tokio::test]
-async fn c07_the_exact_bytes_are_sent_and_signed_on_every_attempt() {
+async fn c07_the_exact_bytes_are_sent_and_signed_on_every_attempt(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(500), Reply::status(200)]).await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     let secret = app.subscriber("s", &receiver.url("/"), None).await;
     let body = format!(r#"{{"subscriber_id":"s","event_id":"evt-c07","payload":{C07_PAYLOAD}}}"#);
     let job = app.job_raw(&body).await;
@@ -66,10 +65,9 @@ async fn c07_the_exact_bytes_are_sent_and_signed_on_every_attempt() {
     assert!(!verifies(other.expose(), &requests[0]));
 }
 
-#[tokio::test]
-async fn the_example_secret_of_the_spec_signs_as_the_spec_says() {
+async fn the_example_secret_of_the_spec_signs_as_the_spec_says(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(&[]).await;
+    let app = App::start(db, &[]).await;
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     app.subscriber("s", &receiver.url("/"), Some(secret)).await;
     let job = app
@@ -81,3 +79,8 @@ async fn the_example_secret_of_the_spec_signs_as_the_spec_says() {
     assert_eq!(&request.body[..], br#"{"test": 2432232314}"#);
     assert!(verifies(secret, request));
 }
+
+crate::on_both_backends!(
+    c07_the_exact_bytes_are_sent_and_signed_on_every_attempt,
+    the_example_secret_of_the_spec_signs_as_the_spec_says,
+);

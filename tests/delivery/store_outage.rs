@@ -13,7 +13,7 @@ use deferhook::store::*;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::app::serve_args;
+use crate::app::{Db, serve_args};
 use crate::receiver::Receiver;
 
 /// Delegates to `inner`, but answers `Unavailable` to every call for `outage` from the
@@ -124,12 +124,11 @@ impl Store for Outage {
     }
 }
 
-#[tokio::test]
-async fn c03_an_outcome_is_stored_once_the_store_is_back() {
+async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let receiver = Receiver::ok().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("d.db").display());
+    let database = db.database().await;
+    let url = database.url.clone();
     let inner = deferhook::store::open(&url).await.unwrap();
     let outage = Duration::from_secs(2);
     let store: SharedStore = Arc::new(Outage {
@@ -202,3 +201,5 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back() {
     );
     server.stop().await.unwrap();
 }
+
+crate::on_both_backends!(c03_an_outcome_is_stored_once_the_store_is_back);
