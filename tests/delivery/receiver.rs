@@ -21,6 +21,8 @@ pub struct Reply {
     pub body: String,
     /// Wait this long before answering.
     pub delay: Duration,
+    /// Wait a further random time up to this long.
+    pub jitter: Duration,
     /// Stream an endless body after the headers.
     pub endless_body: bool,
     /// Send the headers, then never a byte of the body.
@@ -34,6 +36,7 @@ impl Reply {
             headers: Vec::new(),
             body: String::new(),
             delay: Duration::ZERO,
+            jitter: Duration::ZERO,
             endless_body: false,
             stalled_body: false,
         }
@@ -51,6 +54,11 @@ impl Reply {
 
     pub fn after(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    pub fn jitter(mut self, up_to: Duration) -> Self {
+        self.jitter = up_to;
         self
     }
 
@@ -137,6 +145,17 @@ impl Receiver {
         format!("http://{}{path}", self.addr)
     }
 
+    /// How many requests each `webhook-id` received.
+    pub fn counts_by_id(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for request in self.shared.lock().unwrap().requests.iter() {
+            *counts
+                .entry(request.header("webhook-id").to_owned())
+                .or_default() += 1;
+        }
+        counts
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.lock().unwrap().requests.clone()
     }
@@ -219,7 +238,7 @@ async fn answer(
         shared: shared.clone(),
         id,
     };
-    tokio::time::sleep(reply.delay).await;
+    tokio::time::sleep(reply.delay + reply.jitter.mul_f64(rand::random::<f64>())).await;
     let mut builder = Response::builder().status(StatusCode::from_u16(reply.status).unwrap());
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);

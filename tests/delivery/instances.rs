@@ -1,0 +1,227 @@
+//! Several `deferhook` processes sharing one PostgreSQL database: every job delivered,
+//! never two requests for one job at once, no duplicates without a crash, both
+//! instances taking a share; and a SIGKILL of one mid-run loses nothing, with
+//! duplicates only for the jobs whose attempt was open at the kill.
+
+use std::collections::HashSet;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::Row;
+use tokio::sync::Semaphore;
+
+use crate::app::Db;
+use crate::receiver::{Receiver, Reply};
+
+const JOBS: usize = 2000;
+const FLAGS: &[&str] = &[
+    "--lease-ms",
+    "2000",
+    "--attempt-timeout-ms",
+    "1500",
+    "--backoff-base-ms",
+    "100",
+];
+
+struct Instance {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn instance(database_url: &str) -> Instance {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deferhook"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ])
+        .args(FLAGS)
+        .env("RUST_LOG", "info");
+    let (child, after) = crate::log_wait::spawn_until(command, "local_addr=");
+    let addr = after
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    Instance {
+        child,
+        base: format!("http://{addr}"),
+    }
+}
+
+/// Creates `JOBS` jobs, alternating between the two instances' APIs, 32 at a time.
+async fn create_jobs(bases: [&str; 2], subscriber: &str) {
+    let client = reqwest::Client::new();
+    let slots = Arc::new(Semaphore::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..JOBS {
+        let permit = slots.clone().acquire_owned().await.unwrap();
+        let url = format!("{}/v1/jobs", bases[n % 2]);
+        let body = json!({ "subscriber_id": subscriber, "event_id": format!("evt-{n}"), "payload": {"n": n} });
+        let client = client.clone();
+        tasks.spawn(async move {
+            let response = client.post(url).json(&body).send().await.unwrap();
+            assert_eq!(response.status(), 201);
+            drop(permit);
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+async fn wait_all_delivered(pool: &sqlx::PgPool, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let delivered: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE state = 'delivered'")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        if delivered == JOBS as i64 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{delivered} of {JOBS} delivered in time"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn setup(
+    receiver: &Receiver,
+) -> Option<(crate::app::Database, Instance, Instance, sqlx::PgPool)> {
+    if !crate::pg::reachable().await {
+        return None;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let database = Db::Postgres.database().await;
+    let a = instance(&database.url);
+    let b = instance(&database.url);
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{}/v1/subscribers/s", a.base))
+        .json(&json!({ "url": receiver.url("/"), "max_in_flight": 10000 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+    Some((database, a, b, pool))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_the_work_without_duplicates() {
+    let receiver =
+        Receiver::start(vec![Reply::status(200).jitter(Duration::from_millis(50))]).await;
+    let Some((_database, a, b, pool)) = setup(&receiver).await else {
+        return;
+    };
+    create_jobs([&a.base, &b.base], "s").await;
+    wait_all_delivered(&pool, Duration::from_secs(60)).await;
+
+    let counts = receiver.counts_by_id();
+    assert_eq!(counts.len(), JOBS);
+    let duplicated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "duplicates: {duplicated:?}");
+    assert_eq!(receiver.max_open_per_id(), 1);
+    let expirations: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM attempts WHERE outcome <> 'delivered'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(expirations, 0, "an attempt other than delivered");
+    let shares: Vec<(String, i64)> = sqlx::query(
+        "SELECT split_part(lease_owner, ':', 2) AS pid, COUNT(*) AS n FROM attempts GROUP BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| (row.get("pid"), row.get("n")))
+    .collect();
+    let pids: HashSet<String> = [a.child.id(), b.child.id()]
+        .iter()
+        .map(u32::to_string)
+        .collect();
+    assert_eq!(shares.len(), 2, "both instances deliver: {shares:?}");
+    for (pid, n) in &shares {
+        assert!(pids.contains(pid), "unknown owner {pid}");
+        assert!(*n > 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_of_one_instance_loses_nothing() {
+    let receiver =
+        Receiver::start(vec![Reply::status(200).jitter(Duration::from_millis(50))]).await;
+    let Some((_database, mut a, b, pool)) = setup(&receiver).await else {
+        return;
+    };
+    create_jobs([&b.base, &b.base], "s").await;
+    // Kill A once it has delivered some of its share.
+    let a_pid = a.child.id().to_string();
+    let started = Instant::now();
+    loop {
+        let by_a: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM attempts WHERE split_part(lease_owner, ':', 2) = $1",
+        )
+        .bind(&a_pid)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if by_a >= 50 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "A took no work"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_all_delivered(&pool, Duration::from_secs(60)).await;
+
+    assert_eq!(
+        receiver.max_open_per_id(),
+        1,
+        "two requests for one job at once"
+    );
+    let counts = receiver.counts_by_id();
+    assert_eq!(counts.len(), JOBS);
+    let duplicated: HashSet<String> = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(id, _)| id)
+        .collect();
+    // The jobs whose attempt by A was open at the kill: recorded as unknown.
+    let interrupted: HashSet<String> = sqlx::query_scalar(
+        "SELECT j.event_id FROM attempts a JOIN jobs j ON j.id = a.job_id \
+         WHERE a.outcome = 'unknown' AND split_part(a.lease_owner, ':', 2) = $1",
+    )
+    .bind(&a_pid)
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
+    assert!(
+        duplicated.is_subset(&interrupted),
+        "duplicates {duplicated:?} beyond the interrupted {interrupted:?}"
+    );
+    drop(b);
+}
