@@ -5,4 +5,6 @@
 mod log_wait;
 
 mod commands;
+mod deploy_files;
+mod migrations;
 mod openapi;
