@@ -35,7 +35,7 @@ pub enum Db {
 /// database dropped at the end).
 pub struct Database {
     pub url: String,
-    _guard: Box<dyn std::any::Any + Send>,
+    _guard: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl Db {

@@ -11,6 +11,7 @@ mod pg;
 mod receiver;
 
 mod basics;
+mod burst;
 mod instances;
 mod interop;
 mod leases;
