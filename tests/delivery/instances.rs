@@ -225,3 +225,32 @@ async fn a_sigkill_of_one_instance_loses_nothing() {
     );
     drop(b);
 }
+
+/// A job created through an API-only instance is claimed by another instance's worker
+/// at once (NOTIFY), not at its 1 s poll.
+#[tokio::test]
+async fn a_job_created_through_one_instance_wakes_another_instance_worker() {
+    if !crate::pg::reachable().await {
+        return;
+    }
+    let receiver = Receiver::ok().await;
+    let api = crate::app::App::start(Db::Postgres, &["--no-worker"]).await;
+    let worker = crate::app::App::on(&api.database_url, &[]).await;
+    api.subscriber("s", &receiver.url("/"), None).await;
+    // Let the worker go idle, sleeping until its poll.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut lateness = Vec::new();
+    for n in 0..5 {
+        let created = Instant::now();
+        api.job("s", &format!("evt-wake-{n}"), json!({})).await;
+        let requests = receiver.wait_for(n + 1, Duration::from_secs(3)).await;
+        lateness.push(requests[n].at.duration_since(created));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let worst = lateness.iter().max().unwrap();
+    assert!(
+        *worst < Duration::from_millis(500),
+        "claimed by the poll, not woken: {lateness:?}"
+    );
+    drop(worker);
+}
