@@ -16,6 +16,7 @@ mod instances;
 mod interop;
 mod leases;
 mod outcomes;
+mod pg_restart;
 mod process;
 mod retry_after;
 mod signing;
