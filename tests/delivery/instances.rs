@@ -4,7 +4,6 @@
 //! duplicates only for the jobs whose attempt was open at the kill.
 
 use std::collections::HashSet;
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use sqlx::Row;
 use tokio::sync::Semaphore;
 
 use crate::app::Db;
+use crate::process::Process as Instance;
 use crate::receiver::{Receiver, Reply};
 
 const JOBS: usize = 2000;
@@ -25,40 +25,8 @@ const FLAGS: &[&str] = &[
     "100",
 ];
 
-struct Instance {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn instance(database_url: &str) -> Instance {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_deferhook"));
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            database_url,
-        ])
-        .args(FLAGS)
-        .env("RUST_LOG", "info");
-    let (child, after) = crate::log_wait::spawn_until(command, "local_addr=");
-    let addr = after
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    Instance {
-        child,
-        base: format!("http://{addr}"),
-    }
+    crate::process::spawn(database_url, FLAGS)
 }
 
 /// Creates `JOBS` jobs, alternating between the two instances' APIs, 32 at a time.

@@ -8,7 +8,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -116,15 +116,6 @@ impl Drop for Cluster {
     }
 }
 
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 async fn status(client: &reqwest::Client, url: String) -> u16 {
     match client.get(url).send().await {
         Ok(response) => response.status().as_u16(),
@@ -156,27 +147,18 @@ async fn a_postgres_restart_mid_delivery_loses_nothing() {
     drop(admin);
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(400))]).await;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_deferhook"));
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &cluster.url("dh"),
-        ])
-        .args([
+    let process = crate::process::spawn(
+        &cluster.url("dh"),
+        &[
             "--lease-ms",
             "8000",
             "--attempt-timeout-ms",
             "3000",
             "--backoff-base-ms",
             "200",
-        ])
-        .env("RUST_LOG", "info");
-    let (child, after) = crate::log_wait::spawn_until(command, "local_addr=");
-    let _process = Process(child);
-    let base = format!("http://{}", after.split_whitespace().next().unwrap());
+        ],
+    );
+    let base = process.base.clone();
     let client = reqwest::Client::new();
     let put = client
         .put(format!("{base}/v1/subscribers/s"))

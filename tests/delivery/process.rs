@@ -10,9 +10,10 @@ use crate::app::Db;
 use crate::receiver::{Receiver, Reply};
 
 /// A `deferhook serve` process, killed when dropped.
-struct Process {
-    child: Child,
-    base: String,
+pub struct Process {
+    pub child: Child,
+    /// `http://addr` of its API.
+    pub base: String,
 }
 
 impl Drop for Process {
@@ -22,7 +23,8 @@ impl Drop for Process {
     }
 }
 
-fn spawn(database_url: &str, flags: &[&str]) -> Process {
+/// Starts `serve` on `database_url` with `flags` and waits for its API address.
+pub fn spawn(database_url: &str, flags: &[&str]) -> Process {
     spawn_until(database_url, flags, "local_addr=")
 }
 
