@@ -55,7 +55,6 @@ macro_rules! store_suite {
                 a_paused_subscriber_jobs_wait,
                 concurrent_claims_are_disjoint,
                 each_claimed_job_carries_its_subscriber_target,
-                #[ignore = "not built yet: per-subscriber limits in the claim are issue 5 (DESIGN §3)"]
                 claim_respects_max_in_flight,
             ],
             reclaims: [

@@ -19,48 +19,103 @@ use crate::store::rows::{self, Columns};
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
+/// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
+/// work and room under their limits, oldest due work first. Holding these locks, a
+/// claim's count of a subscriber's open attempts cannot race another instance's claim:
+/// a subscriber locked elsewhere is skipped this time.
+const LOCK_SUBSCRIBERS: &str = "\
+    WITH due AS ( \
+      SELECT j.subscriber_id, MIN(j.due_at) AS oldest FROM jobs j \
+      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+        AND j.deadline > $1 \
+        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                 AND j.attempts >= j.max_attempts) \
+      GROUP BY j.subscriber_id \
+    ) \
+    SELECT s.id FROM subscribers s JOIN due d ON d.subscriber_id = s.id \
+    WHERE s.enabled \
+      AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+                             AND o.state = 'in_flight' AND o.due_at > $1) \
+      AND (s.rate_limit_per_second IS NULL OR s.rate_limit_per_second > \
+           (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+            AND a.started_at > $1 - 1000)) \
+    ORDER BY d.oldest, s.id LIMIT $2 \
+    FOR NO KEY UPDATE OF s SKIP LOCKED";
+
+/// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
+/// (`max_in_flight` minus its live leases, `rate_limit_per_second` minus the attempts
+/// it started in the last second), round-robin across subscribers, at most `$2`; marks
+/// them in flight, records an expired lease's attempt as unknown, starts the new
+/// attempts, and returns the batch with each subscriber's target.
+const CLAIM: &str = "\
+    WITH allowance AS ( \
+      SELECT s.id AS subscriber_id, LEAST( \
+        s.max_in_flight - (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+                           AND o.state = 'in_flight' AND o.due_at > $1), \
+        COALESCE(s.rate_limit_per_second - (SELECT COUNT(*) FROM attempts a \
+                 WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000), 2147483647) \
+      ) AS allowed \
+      FROM subscribers s WHERE s.id = ANY($6) \
+    ), ranked AS ( \
+      SELECT j.id, j.state AS old_state, j.due_at AS due_since, al.allowed, \
+        ROW_NUMBER() OVER (PARTITION BY j.subscriber_id ORDER BY j.due_at, j.id) AS rn \
+      FROM jobs j JOIN allowance al ON al.subscriber_id = j.subscriber_id \
+      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+        AND j.deadline > $1 \
+        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                 AND j.attempts >= j.max_attempts) \
+    ), candidates AS ( \
+      SELECT j.id, r.old_state, r.due_since, r.rn FROM ranked r JOIN jobs j ON j.id = r.id \
+      WHERE r.rn <= r.allowed \
+      ORDER BY r.rn, r.due_since, r.id LIMIT $2 \
+      FOR UPDATE OF j SKIP LOCKED \
+    ), claimed AS ( \
+      UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
+        lease_token = j.lease_token + 1, lease_owner = $3, lease_expires_at = $4, \
+        due_at = $4, updated_at = $1, \
+        possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
+      FROM candidates c WHERE j.id = c.id \
+      RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
+        j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
+        c.old_state, c.due_since, c.rn \
+    ), unknown AS ( \
+      UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
+      FROM claimed c \
+      WHERE a.job_id = c.id AND c.old_state = 'in_flight' AND a.outcome = 'in_progress' \
+    ), started AS ( \
+      INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
+        outcome, possible_duplicate, subscriber_id) \
+      SELECT id, attempts, lease_token, $3, $1, 'in_progress', possible_duplicate, \
+        subscriber_id \
+      FROM claimed \
+    ) \
+    SELECT c.*, s.url, s.secret FROM claimed c \
+    JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
+
 pub async fn claim(pool: &PgPool, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
-    let rows = sqlx::query(
-        "WITH candidates AS ( \
-           SELECT j.id, j.state AS old_state, j.due_at AS due_since \
-           FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-           WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-             AND j.deadline > $1 AND s.enabled \
-             AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
-                      AND j.attempts >= j.max_attempts) \
-           ORDER BY j.due_at, j.id LIMIT $2 \
-           FOR UPDATE OF j SKIP LOCKED \
-         ), claimed AS ( \
-           UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
-             lease_token = j.lease_token + 1, lease_owner = $3, lease_expires_at = $4, \
-             due_at = $4, updated_at = $1, \
-             possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
-           FROM candidates c WHERE j.id = c.id \
-           RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
-             j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
-             c.old_state, c.due_since \
-         ), unknown AS ( \
-           UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
-           FROM claimed c \
-           WHERE a.job_id = c.id AND c.old_state = 'in_flight' AND a.outcome = 'in_progress' \
-         ), started AS ( \
-           INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
-             outcome, possible_duplicate) \
-           SELECT id, attempts, lease_token, $3, $1, 'in_progress', possible_duplicate \
-           FROM claimed \
-         ) \
-         SELECT c.*, s.url, s.secret FROM claimed c \
-         JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.due_since, c.id",
-    )
-    .bind(now.as_millis())
-    .bind(i64::from(request.limit))
-    .bind(&request.owner)
-    .bind(lease_until.as_millis())
-    .bind(LEASE_EXPIRED_REASON)
-    .fetch_all(pool)
-    .await?;
+    let mut tx = pool.begin().await?;
+    let subscribers: Vec<String> = sqlx::query_scalar(LOCK_SUBSCRIBERS)
+        .bind(now.as_millis())
+        .bind(i64::from(request.limit))
+        .fetch_all(&mut *tx)
+        .await?;
+    if subscribers.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    // A second statement: its snapshot sees every claim committed before the locks.
+    let rows = sqlx::query(CLAIM)
+        .bind(now.as_millis())
+        .bind(i64::from(request.limit))
+        .bind(&request.owner)
+        .bind(lease_until.as_millis())
+        .bind(LEASE_EXPIRED_REASON)
+        .bind(&subscribers)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
     rows.iter()
         .map(|row| {
             let attempts: i64 = row.int("attempts")?;

@@ -19,6 +19,37 @@ use crate::store::rows;
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
+/// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
+/// has come, `in_flight` whose lease expired, unless that was its last allowed
+/// attempt), before the deadline, of enabled subscribers, and within each subscriber's
+/// allowance: `max_in_flight` minus its live leases, and `rate_limit_per_second` minus
+/// the attempts it started in the last second (DESIGN §3). Jobs are taken round-robin
+/// across subscribers (each one's oldest first), so a large backlog cannot starve the
+/// others.
+const CLAIM_CANDIDATES: &str = "\
+    WITH due AS ( \
+      SELECT j.id, j.state, j.due_at, j.subscriber_id FROM jobs j \
+      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
+        AND j.deadline > ?1 \
+        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                 AND j.attempts >= j.max_attempts) \
+    ), allowance AS ( \
+      SELECT s.id AS subscriber_id, MIN( \
+        s.max_in_flight - (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+                           AND o.state = 'in_flight' AND o.due_at > ?1), \
+        COALESCE(s.rate_limit_per_second - (SELECT COUNT(*) FROM attempts a \
+                 WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000), 2147483647) \
+      ) AS allowed \
+      FROM subscribers s \
+      WHERE s.enabled = 1 AND s.id IN (SELECT subscriber_id FROM due) \
+    ), ranked AS ( \
+      SELECT d.id, d.state, d.due_at, al.allowed, \
+        ROW_NUMBER() OVER (PARTITION BY d.subscriber_id ORDER BY d.due_at, d.id) AS rn \
+      FROM due d JOIN allowance al ON al.subscriber_id = d.subscriber_id \
+    ) \
+    SELECT id, state, due_at FROM ranked WHERE rn <= allowed \
+    ORDER BY rn, due_at, id LIMIT ?2";
+
 pub async fn claim(
     writer: &SqlitePool,
     request: ClaimRequest,
@@ -26,17 +57,11 @@ pub async fn claim(
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let candidates = sqlx::query(
-        "SELECT j.id, j.state, j.due_at FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-         WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
-         AND j.deadline > ?1 AND s.enabled = 1 \
-         AND NOT (j.state = 'in_flight' AND j.attempts >= COALESCE(j.max_attempts, -1 + 0 * j.attempts + 4294967296)) \
-         ORDER BY j.due_at, j.id LIMIT ?2",
-    )
-    .bind(now.as_millis())
-    .bind(i64::from(request.limit))
-    .fetch_all(&mut *tx)
-    .await?;
+    let candidates = sqlx::query(CLAIM_CANDIDATES)
+        .bind(now.as_millis())
+        .bind(i64::from(request.limit))
+        .fetch_all(&mut *tx)
+        .await?;
 
     let mut targets: HashMap<String, (String, SigningSecret)> = HashMap::new();
     let mut claimed = Vec::with_capacity(candidates.len());
@@ -80,7 +105,8 @@ pub async fn claim(
         let possible_duplicate: bool = row.try_get("possible_duplicate")?;
         sqlx::query(
             "INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
-             outcome, possible_duplicate) VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6)",
+             outcome, possible_duplicate, subscriber_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, ?7)",
         )
         .bind(&id)
         .bind(attempts)
@@ -88,6 +114,7 @@ pub async fn claim(
         .bind(&request.owner)
         .bind(now.as_millis())
         .bind(possible_duplicate)
+        .bind(&subscriber_id)
         .execute(&mut *tx)
         .await?;
         let max_attempts: Option<i64> = row.try_get("max_attempts")?;
