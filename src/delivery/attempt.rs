@@ -13,6 +13,7 @@ use super::sender::{Outgoing, Received, Sender};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::transition;
+use crate::domain::policy::pauses_subscriber;
 use crate::domain::{Clock, JobEvent, Timestamp};
 use crate::metrics;
 use crate::store::{AttemptResult, ClaimedJob, Fenced, LeaseRef, OutcomeRecord, SharedStore};
@@ -109,12 +110,19 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
             return;
         }
     };
+    let pause_subscriber = matches!(&answer,
+        Ok(Received::Response { status, .. }) if pauses_subscriber(*status));
+    if pause_subscriber {
+        tracing::warn!(subscriber_id = %job.subscriber_id,
+            "the receiver answered 410 Gone; pausing the subscriber");
+    }
     let record = OutcomeRecord {
         lease,
         attempt: job.attempt,
         finished_at,
         result,
         transition,
+        pause_subscriber,
     };
     let applied = record_until_stored(&ctx, &record, &hard_stop).await;
     ctx.leases.release(job.job_id);

@@ -201,6 +201,13 @@ pub fn classify_status(status: u16) -> Verdict {
     }
 }
 
+/// True when an answer pauses the subscriber: `410 Gone` (RFC 9110 §15.5.11) says the
+/// target is gone for good, so its other jobs wait (deadlines running) until an operator
+/// re-enables it, instead of each being sent and dead-lettered in turn (DESIGN §3).
+pub fn pauses_subscriber(status: u16) -> bool {
+    status == 410
+}
+
 /// An attempt that got no HTTP answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransportFailure {

@@ -70,6 +70,7 @@ macro_rules! store_suite {
                 a_stale_token_is_late_and_changes_only_its_attempt,
                 a_batch_of_outcomes_answers_in_order,
                 a_transition_into_in_flight_is_refused,
+                a_410_pauses_the_subscriber,
             ],
             leases: [
                 renewal_with_the_current_token_extends_the_lease,

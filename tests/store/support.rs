@@ -223,6 +223,7 @@ pub fn outcome(
         result,
         transition: transition(&claimed.snapshot, event, finished_at)
             .expect("the state machine allows the event"),
+        pause_subscriber: false,
     }
 }
 

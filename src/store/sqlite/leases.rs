@@ -252,6 +252,16 @@ pub async fn record_outcomes(
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        if record.pause_subscriber {
+            sqlx::query(
+                "UPDATE subscribers SET enabled = 0, updated_at = ?2 \
+                 WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1)",
+            )
+            .bind(&id)
+            .bind(now.as_millis())
+            .execute(&mut *tx)
+            .await?;
+        }
         results.push(if applied == 1 {
             Fenced::Applied
         } else {

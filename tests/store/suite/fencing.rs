@@ -7,7 +7,8 @@ use deferhook::domain::{DeadReason, JobEvent, JobState, Transition};
 use deferhook::store::{Fenced, LastError, SharedStore};
 
 use crate::support::{
-    OWNER, add_subscriber, at, claim_one, create_due, delivered, failed, job, outcome,
+    OWNER, add_subscriber, at, claim, claim_one, create, create_due, delivered, failed, job,
+    new_job, outcome,
 };
 
 pub async fn delivered_applies_with_the_current_token(store: SharedStore) {
@@ -257,4 +258,44 @@ pub async fn a_transition_into_in_flight_is_refused(store: SharedStore) {
     );
     let attempts = store.list_attempts(created.id).await.unwrap();
     assert_eq!(attempts[0].outcome, AttemptOutcome::InProgress);
+}
+
+/// DESIGN §3: `410 Gone` kills the job and pauses its subscriber; its other jobs wait.
+pub async fn a_410_pauses_the_subscriber(store: SharedStore) {
+    add_subscriber(&store, "gone").await;
+    let jobs = create(
+        &store,
+        vec![
+            new_job("gone", "first", at(-2), at(60_000)),
+            new_job("gone", "second", at(-1), at(60_000)),
+        ],
+    )
+    .await;
+    let claimed = claim(&store, at(0), 1).await;
+    let mut record = outcome(
+        &claimed[0],
+        JobEvent::TerminalFailure {
+            reason: DeadReason::NonRetryableResponse,
+        },
+        failed(
+            AttemptOutcome::Terminal,
+            ErrorClass::Http4xx,
+            Some(410),
+            "HTTP 410 Gone",
+            None,
+        ),
+        at(10),
+    );
+    record.pause_subscriber = true;
+    let fenced = store.record_outcomes(&[record], at(10)).await.unwrap();
+
+    assert_eq!(fenced, [Fenced::Applied]);
+    assert_eq!(job(&store, jobs[0].id).await.state, JobState::Dead);
+    let subscriber = store.get_subscriber("gone").await.unwrap().unwrap();
+    assert!(!subscriber.enabled);
+    assert!(
+        claim(&store, at(20), 10).await.is_empty(),
+        "paused: nothing claimed"
+    );
+    assert!(!job(&store, jobs[1].id).await.subscriber_enabled);
 }
