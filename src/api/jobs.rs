@@ -16,9 +16,12 @@ use super::job_input::{self, CreateJobRequest};
 use super::pagination::{self, Page};
 use super::problem::{ApiError, Problem};
 use super::views::{AttemptView, JobView};
-use crate::domain::JobState;
+use std::collections::HashMap;
+
 use crate::domain::payload::same_json_value;
-use crate::store::{CreateOutcome, JobFilter, PageRequest};
+use crate::domain::waiting::{SubscriberLoad, needs_load};
+use crate::domain::{JobState, Timestamp};
+use crate::store::{CreateOutcome, Job, JobFilter, PageRequest};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -67,7 +70,8 @@ pub async fn create_job(
             crate::metrics::jobs_accepted(1);
             let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let mut response = (StatusCode::CREATED, Json(JobView::new(job, now))).into_response();
+            let view = job_view(&state, job, now).await?;
+            let mut response = (StatusCode::CREATED, Json(view)).into_response();
             response.headers_mut().insert(header::LOCATION, location);
             Ok(response)
         }
@@ -76,7 +80,7 @@ pub async fn create_job(
             payload: stored,
         } => {
             if same_json_value(&stored, &payload) {
-                Ok((StatusCode::OK, Json(JobView::new(job, now))).into_response())
+                Ok((StatusCode::OK, Json(job_view(&state, job, now).await?)).into_response())
             } else {
                 Err(ApiError::Conflict(format!(
                     "job {} already exists for subscriber `{}` and event `{}` with a \
@@ -86,6 +90,39 @@ pub async fn create_job(
             }
         }
     }
+}
+
+/// The views of `jobs` at `now`, reading the load of each subscriber whose due jobs may
+/// be held back by its limits (once per subscriber).
+async fn job_views(
+    state: &AppState,
+    jobs: Vec<Job>,
+    now: Timestamp,
+) -> Result<Vec<JobView>, ApiError> {
+    let mut loads: HashMap<String, Option<SubscriberLoad>> = HashMap::new();
+    for job in &jobs {
+        if needs_load(job.state, job.due_at, job.subscriber_enabled, now)
+            && !loads.contains_key(&job.subscriber_id)
+        {
+            let load = state.store.subscriber_load(&job.subscriber_id, now).await?;
+            loads.insert(job.subscriber_id.clone(), load);
+        }
+    }
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            let load = loads.get(&job.subscriber_id).and_then(Option::as_ref);
+            JobView::new(job, load, now)
+        })
+        .collect())
+}
+
+/// The view of one job at `now`.
+async fn job_view(state: &AppState, job: Job, now: Timestamp) -> Result<JobView, ApiError> {
+    let mut views = job_views(state, vec![job], now).await?;
+    views
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no view for the job".into()))
 }
 
 fn job_id(raw: &str) -> Result<Uuid, ApiError> {
@@ -114,7 +151,7 @@ pub async fn get_job(
         .get_job(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
-    Ok(Json(JobView::new(job, state.clock.now())))
+    Ok(Json(job_view(&state, job, state.clock.now()).await?))
 }
 
 /// Query of the job listing; all given filters must match.
@@ -178,12 +215,11 @@ pub async fn list_jobs(
         )
         .await?;
     let now = state.clock.now();
-    Ok(Json(pagination::page(
-        fetched,
-        limit,
-        |job| job.id.to_string(),
-        |job| JobView::new(job, now),
-    )))
+    let (jobs, next_cursor) = pagination::split(fetched, limit, |job| job.id.to_string());
+    Ok(Json(Page {
+        items: job_views(&state, jobs, now).await?,
+        next_cursor,
+    }))
 }
 
 /// A job's attempt history, oldest first.

@@ -55,21 +55,31 @@ pub fn decode_cursor<K>(
         .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this listing returned"))
 }
 
-/// Builds a page from up to `limit + 1` fetched items: the extra one only proves that
-/// a next page exists.
-pub fn page<R, T: ToSchema>(
+/// Splits up to `limit + 1` fetched items into this page's items and the cursor of the
+/// next page: the extra item only proves that a next page exists.
+pub fn split<R>(
     mut fetched: Vec<R>,
     limit: u32,
     key: impl Fn(&R) -> String,
-    view: impl Fn(R) -> T,
-) -> Page<T> {
+) -> (Vec<R>, Option<String>) {
     let more = fetched.len() > limit as usize;
     fetched.truncate(limit as usize);
     let next_cursor = more
         .then(|| fetched.last().map(|last| encode_cursor(&key(last))))
         .flatten();
+    (fetched, next_cursor)
+}
+
+/// A page from up to `limit + 1` fetched items (see [`split`]), each shown by `view`.
+pub fn page<R, T: ToSchema>(
+    fetched: Vec<R>,
+    limit: u32,
+    key: impl Fn(&R) -> String,
+    view: impl Fn(R) -> T,
+) -> Page<T> {
+    let (items, next_cursor) = split(fetched, limit, key);
     Page {
-        items: fetched.into_iter().map(view).collect(),
+        items: items.into_iter().map(view).collect(),
         next_cursor,
     }
 }

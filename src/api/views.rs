@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::ErrorClass;
-use crate::domain::waiting::{WaitingReason, waiting_reason};
+use crate::domain::waiting::{SubscriberLoad, WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::{Attempt, Job, LastError, LeaseInfo, Subscriber};
 
@@ -131,10 +131,17 @@ pub struct JobView {
 }
 
 impl JobView {
-    /// The view of `job` at `now` (which decides `waiting_reason`).
-    pub fn new(job: Job, now: Timestamp) -> Self {
+    /// The view of `job` at `now`; `load`, its subscriber's load, explains a due job
+    /// held back by the subscriber's limits.
+    pub fn new(job: Job, load: Option<&SubscriberLoad>, now: Timestamp) -> Self {
         JobView {
-            waiting_reason: waiting_reason(job.state, job.due_at, job.subscriber_enabled, now),
+            waiting_reason: waiting_reason(
+                job.state,
+                job.due_at,
+                job.subscriber_enabled,
+                load,
+                now,
+            ),
             next_attempt_at: job.next_attempt_at(),
             id: job.id,
             event_id: job.event_id,

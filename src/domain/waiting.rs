@@ -24,12 +24,43 @@ pub enum WaitingReason {
     InFlight,
 }
 
+/// How busy a subscriber is right now, against its limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscriberLoad {
+    /// Attempts open for it (live leases), across all instances.
+    pub open_attempts: u32,
+    /// Its `max_in_flight`.
+    pub max_in_flight: u32,
+    /// Attempts started for it in the last second.
+    pub started_last_second: u32,
+    /// Its `rate_limit_per_second`, if any.
+    pub rate_limit_per_second: Option<u32>,
+}
+
+impl SubscriberLoad {
+    /// Why a due job of this subscriber is held back, if it is.
+    pub fn holds_back(&self) -> Option<WaitingReason> {
+        if self.open_attempts >= self.max_in_flight {
+            Some(WaitingReason::SubscriberAtLimit)
+        } else if self
+            .rate_limit_per_second
+            .is_some_and(|rate| self.started_last_second >= rate)
+        {
+            Some(WaitingReason::SubscriberRateLimited)
+        } else {
+            None
+        }
+    }
+}
+
 /// The waiting reason of a job in `state`, due at `due_at`, at `now`. Terminal jobs
-/// wait for nothing. A paused subscriber explains a due job before anything else.
+/// wait for nothing. A due job waits for its paused subscriber first, then for its
+/// subscriber's limits (`load`, when known); otherwise only for a free worker (`None`).
 pub fn waiting_reason(
     state: JobState,
     due_at: Option<Timestamp>,
     subscriber_enabled: bool,
+    load: Option<&SubscriberLoad>,
     now: Timestamp,
 ) -> Option<WaitingReason> {
     let due = due_at.is_some_and(|at| at <= now);
@@ -41,8 +72,21 @@ pub fn waiting_reason(
         JobState::Scheduled | JobState::Retrying if !subscriber_enabled => {
             Some(WaitingReason::SubscriberPaused)
         }
-        JobState::Scheduled | JobState::Retrying => None,
+        JobState::Scheduled | JobState::Retrying => load.and_then(SubscriberLoad::holds_back),
     }
+}
+
+/// True when the job's waiting reason depends on its subscriber's load: due, waiting
+/// for a claim, subscriber enabled.
+pub fn needs_load(
+    state: JobState,
+    due_at: Option<Timestamp>,
+    subscriber_enabled: bool,
+    now: Timestamp,
+) -> bool {
+    matches!(state, JobState::Scheduled | JobState::Retrying)
+        && subscriber_enabled
+        && due_at.is_some_and(|at| at <= now)
 }
 
 #[cfg(test)]
@@ -55,7 +99,7 @@ mod tests {
     fn each_state_explains_itself() {
         let later = Some(Timestamp::from_millis(20_000));
         let past = Some(Timestamp::from_millis(5_000));
-        let w = |state, due, enabled| waiting_reason(state, due, enabled, NOW);
+        let w = |state, due, enabled| waiting_reason(state, due, enabled, None, NOW);
         assert_eq!(
             w(JobState::Scheduled, later, true),
             Some(WaitingReason::Scheduled)
@@ -76,5 +120,34 @@ mod tests {
         for terminal in [JobState::Delivered, JobState::Dead, JobState::Cancelled] {
             assert_eq!(w(terminal, None, false), None);
         }
+    }
+
+    #[test]
+    fn a_due_job_explains_its_subscribers_limits() {
+        let past = Some(Timestamp::from_millis(5_000));
+        let load = |open, started| SubscriberLoad {
+            open_attempts: open,
+            max_in_flight: 2,
+            started_last_second: started,
+            rate_limit_per_second: Some(5),
+        };
+        let w =
+            |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);
+        assert_eq!(w(load(2, 0)), Some(WaitingReason::SubscriberAtLimit));
+        assert_eq!(w(load(1, 5)), Some(WaitingReason::SubscriberRateLimited));
+        assert_eq!(w(load(1, 4)), None);
+        // Paused wins; not yet due wins.
+        assert_eq!(
+            waiting_reason(JobState::Scheduled, past, false, Some(&load(2, 9)), NOW),
+            Some(WaitingReason::SubscriberPaused)
+        );
+        let later = Some(Timestamp::from_millis(20_000));
+        assert_eq!(
+            waiting_reason(JobState::Scheduled, later, true, Some(&load(2, 9)), NOW),
+            Some(WaitingReason::Scheduled)
+        );
+        assert!(needs_load(JobState::Scheduled, past, true, NOW));
+        assert!(!needs_load(JobState::Scheduled, later, true, NOW));
+        assert!(!needs_load(JobState::InFlight, past, true, NOW));
     }
 }

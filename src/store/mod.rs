@@ -22,6 +22,7 @@ pub use error::StoreError;
 pub use records::*;
 
 use crate::domain::Timestamp;
+use crate::domain::waiting::SubscriberLoad;
 
 /// A shared handle to a store.
 pub type SharedStore = Arc<dyn Store>;
@@ -104,6 +105,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
         let _ = (wake, stop);
     }
+
+    /// How busy subscriber `id` is at `now` (open attempts, attempts started in the
+    /// last second) against its limits; `None` when it does not exist.
+    async fn subscriber_load(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberLoad>, StoreError>;
 
     /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;

@@ -210,3 +210,43 @@ async fn a_paused_subscriber_explains_a_due_job() {
         .await;
     assert_eq!(later["waiting_reason"], "scheduled");
 }
+
+#[tokio::test]
+async fn a_due_job_explains_its_subscribers_limits() {
+    let app = spawn_app().await;
+    app.put_json(
+        "/v1/subscribers/s",
+        &json!({"url": "https://example.com/h", "max_in_flight": 1, "rate_limit_per_second": 1}),
+    )
+    .await;
+    let first = app.create_job(&job("s", "e1", json!({}))).await;
+    assert_eq!(first["waiting_reason"], serde_json::Value::Null);
+    app.create_job(&job("s", "e2", json!({}))).await;
+    assert_eq!(app.claim().await.len(), 1, "max_in_flight 1");
+    let second = expect_json(&app.get("/v1/jobs?event_id=e2").await, 200);
+    assert_eq!(second["items"][0]["waiting_reason"], "subscriber_at_limit");
+    let first = expect_json(
+        &app.get(&format!("/v1/jobs/{}", first["id"].as_str().unwrap()))
+            .await,
+        200,
+    );
+    assert_eq!(first["waiting_reason"], "in_flight");
+
+    // Room again (max_in_flight 5), but one attempt started within the last second.
+    app.put_json(
+        "/v1/subscribers/s",
+        &json!({"url": "https://example.com/h", "max_in_flight": 5}),
+    )
+    .await;
+    let second = expect_json(&app.get("/v1/jobs?event_id=e2").await, 200);
+    assert_eq!(
+        second["items"][0]["waiting_reason"],
+        "subscriber_rate_limited"
+    );
+    app.clock.advance_ms(1_000);
+    let second = expect_json(&app.get("/v1/jobs?event_id=e2").await, 200);
+    assert_eq!(
+        second["items"][0]["waiting_reason"],
+        serde_json::Value::Null
+    );
+}

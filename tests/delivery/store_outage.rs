@@ -110,6 +110,14 @@ impl Store for Outage {
         self.check()?;
         self.inner.next_wake_at().await
     }
+    async fn subscriber_load(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<deferhook::domain::waiting::SubscriberLoad>, StoreError> {
+        self.check()?;
+        self.inner.subscriber_load(id, now).await
+    }
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         self.check()?;
         self.inner.gauges(now, slo_ms).await

@@ -134,6 +134,14 @@ impl Store for PostgresStore {
         stats::next_wake_at(&self.pool).await
     }
 
+    async fn subscriber_load(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<crate::domain::waiting::SubscriberLoad>, StoreError> {
+        stats::subscriber_load(&self.pool, id, now).await
+    }
+
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         stats::gauges(&self.pool, now, slo_ms).await
     }

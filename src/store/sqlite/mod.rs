@@ -153,6 +153,14 @@ impl Store for SqliteStore {
         stats::next_wake_at(&self.readers).await
     }
 
+    async fn subscriber_load(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<crate::domain::waiting::SubscriberLoad>, StoreError> {
+        stats::subscriber_load(&self.readers, id, now).await
+    }
+
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         stats::gauges(&self.readers, now, slo_ms).await
     }

@@ -2,9 +2,11 @@
 
 use sqlx::{Row, SqlitePool};
 
+use crate::domain::waiting::SubscriberLoad;
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::records::StoreGauges;
+use crate::store::rows::Columns;
 
 pub async fn next_wake_at(readers: &SqlitePool) -> Result<Option<Timestamp>, StoreError> {
     // Due work of enabled subscribers, any expiring lease (reclaim or sweep), and the
@@ -73,4 +75,35 @@ pub async fn gauges(
     gauges.past_slo = row.try_get::<i64, _>("past_slo")?.max(0) as u64;
     gauges.near_deadline = row.try_get::<i64, _>("near_deadline")?.max(0) as u64;
     Ok(gauges)
+}
+
+pub async fn subscriber_load(
+    pool: &SqlitePool,
+    id: &str,
+    now: Timestamp,
+) -> Result<Option<SubscriberLoad>, StoreError> {
+    let row = sqlx::query(
+        "SELECT s.max_in_flight, s.rate_limit_per_second, \
+         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+          AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
+         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > ?2 - 1000) AS started_last_second \
+         FROM subscribers s WHERE s.id = ?1",
+    )
+    .bind(id)
+    .bind(now.as_millis())
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let count = |column: &str| -> Result<u32, StoreError> {
+        Ok(u32::try_from(row.int(column)?.max(0)).unwrap_or(u32::MAX))
+    };
+    Ok(Some(SubscriberLoad {
+        open_attempts: count("open_attempts")?,
+        max_in_flight: count("max_in_flight")?,
+        started_last_second: count("started_last_second")?,
+        rate_limit_per_second: row
+            .opt_int("rate_limit_per_second")?
+            .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
+    }))
 }
