@@ -18,7 +18,6 @@ use super::problem::{ApiError, Problem};
 use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
 
-use crate::domain::payload::same_json_value;
 use crate::domain::waiting::{SubscriberLoad, needs_load};
 use crate::domain::{JobState, Timestamp};
 use crate::store::{CreateOutcome, Job, JobFilter, PageRequest};
@@ -57,7 +56,6 @@ pub async fn create_job(
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
     let new = job_input::new_job(request, Uuid::now_v7(), now, state.job_limits)?;
-    let payload = new.payload.clone();
     let outcome = state
         .store
         .create_jobs(vec![new])
@@ -75,19 +73,8 @@ pub async fn create_job(
             response.headers_mut().insert(header::LOCATION, location);
             Ok(response)
         }
-        CreateOutcome::Existing {
-            job,
-            payload: stored,
-        } => {
-            if same_json_value(&stored, &payload) {
-                Ok((StatusCode::OK, Json(job_view(&state, job, now).await?)).into_response())
-            } else {
-                Err(ApiError::Conflict(format!(
-                    "job {} already exists for subscriber `{}` and event `{}` with a \
-                     different payload",
-                    job.id, job.subscriber_id, job.event_id
-                )))
-            }
+        CreateOutcome::Existing { job, .. } => {
+            Ok((StatusCode::OK, Json(job_view(&state, job, now).await?)).into_response())
         }
     }
 }

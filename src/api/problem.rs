@@ -167,6 +167,9 @@ impl From<StoreError> for ApiError {
                 "subscriber_id",
                 format!("subscriber `{id}` does not exist"),
             )),
+            conflict @ StoreError::PayloadConflict { .. } => {
+                ApiError::Conflict(conflict.to_string())
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -10,6 +10,19 @@ pub enum StoreError {
     /// A job names a subscriber that does not exist; nothing was written.
     #[error("subscriber `{0}` does not exist")]
     UnknownSubscriber(String),
+    /// A job with the same (subscriber_id, event_id) exists with a different payload
+    /// (compared as JSON values); nothing was written.
+    #[error(
+        "job {job_id} already exists for subscriber `{subscriber_id}` and event `{event_id}` with a different payload"
+    )]
+    PayloadConflict {
+        /// The job that exists.
+        job_id: uuid::Uuid,
+        /// Its subscriber.
+        subscriber_id: String,
+        /// Its event.
+        event_id: String,
+    },
     /// The database URL or options are unusable.
     #[error("{0}")]
     Config(String),

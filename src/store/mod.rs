@@ -50,9 +50,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<Subscriber>, StoreError>;
 
     /// Creates the jobs in one transaction: all or nothing. A job whose (subscriber_id,
-    /// event_id) exists is not written and comes back as [`CreateOutcome::Existing`].
-    /// Fails with [`StoreError::UnknownSubscriber`] (writing nothing) when a subscriber
-    /// does not exist. Outcomes are in the order of `jobs`.
+    /// event_id) exists with the same payload (as a JSON value) is not written and comes
+    /// back as [`CreateOutcome::Existing`]; with a different payload the whole call fails
+    /// with [`StoreError::PayloadConflict`]. Fails with
+    /// [`StoreError::UnknownSubscriber`] when a subscriber does not exist. Either failure
+    /// writes nothing. Outcomes are in the order of `jobs`.
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError>;
 
     /// One job, or `None`.

@@ -85,8 +85,8 @@ pub struct NewJob {
 pub enum CreateOutcome {
     /// A new job was stored.
     Created(Job),
-    /// A job with the same (subscriber_id, event_id) already existed; nothing was
-    /// written. Its stored payload text is given so the caller can compare.
+    /// A job with the same (subscriber_id, event_id) and the same payload (as a JSON
+    /// value) already existed; nothing was written. Its stored payload text is given.
     Existing {
         /// The job that already exists.
         job: Job,

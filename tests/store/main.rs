@@ -37,6 +37,7 @@ macro_rules! store_suite {
             jobs: [
                 create_returns_a_scheduled_job,
                 repeat_is_existing_with_the_stored_payload,
+                a_different_payload_is_a_conflict_and_writes_nothing,
                 unknown_subscriber_writes_nothing,
                 a_batch_creates_every_job_in_order,
                 a_batch_mixes_existing_and_created,

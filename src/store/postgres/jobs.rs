@@ -4,6 +4,7 @@ use sqlx::{AssertSqlSafe, PgPool, Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
+use crate::domain::payload::same_json_value;
 use crate::store::StoreError;
 use crate::store::records::{Attempt, CreateOutcome, Job, JobFilter, NewJob, PageRequest};
 use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
@@ -53,6 +54,17 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
             .fetch_one(&mut *tx)
             .await?;
         let stored = rows::job(&row)?;
+        if !inserted {
+            let payload: String = row.try_get("payload")?;
+            if !same_json_value(&payload, &job.payload) {
+                // Dropping the transaction rolls back what this call wrote.
+                return Err(StoreError::PayloadConflict {
+                    job_id: stored.id,
+                    subscriber_id: stored.subscriber_id,
+                    event_id: stored.event_id,
+                });
+            }
+        }
         outcomes.push(if inserted {
             created += 1;
             CreateOutcome::Created(stored)

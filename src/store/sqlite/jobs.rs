@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
+use crate::domain::payload::same_json_value;
 use crate::store::StoreError;
 use crate::store::records::{CreateOutcome, Job, JobFilter, NewJob, PageRequest};
 use crate::store::rows::{self, JOB_COLUMNS};
@@ -54,6 +55,17 @@ pub async fn create(
             .fetch_one(&mut *tx)
             .await?;
         let stored = rows::job(&row)?;
+        if !inserted {
+            let payload: String = row.try_get("payload")?;
+            if !same_json_value(&payload, &job.payload) {
+                // Dropping the transaction rolls back what this call wrote.
+                return Err(StoreError::PayloadConflict {
+                    job_id: stored.id,
+                    subscriber_id: stored.subscriber_id,
+                    event_id: stored.event_id,
+                });
+            }
+        }
         outcomes.push(if inserted {
             CreateOutcome::Created(stored)
         } else {

@@ -67,9 +67,11 @@ pub async fn repeat_is_existing_with_the_stored_payload(store: SharedStore) {
     };
     let created = create(&store, vec![first.clone()]).await.remove(0);
 
-    // Same (subscriber, event): another id, payload text and schedule change nothing.
+    // Same (subscriber, event) and the same JSON value written differently: another
+    // id, payload text and schedule change nothing.
     let repeat = NewJob {
-        payload: r#"{"a":"x","b":1}"#.into(),
+        payload: r#"{ "a": "\u001b é \u2028 😀", "b": 1, "f": 1.0, "n": 12345678901234567890 }"#
+            .into(),
         max_attempts: Some(9),
         ..new_job("orders", "order-1", at(5_000), at(70_000))
     };
@@ -85,6 +87,42 @@ pub async fn repeat_is_existing_with_the_stored_payload(store: SharedStore) {
     // The bytes that go out are the ones that came in.
     let claimed = claim_one(&store, "w", at(0)).await;
     assert_eq!(claimed.payload.as_bytes(), C07.as_bytes());
+}
+
+pub async fn a_different_payload_is_a_conflict_and_writes_nothing(store: SharedStore) {
+    add_subscriber(&store, "orders").await;
+    let first = create(
+        &store,
+        vec![new_job("orders", "order-1", at(0), at(60_000))],
+    )
+    .await
+    .remove(0);
+    let fresh = new_job("orders", "order-2", at(0), at(60_000));
+    let conflicting = NewJob {
+        payload: r#"{"n":2}"#.into(),
+        ..new_job("orders", "order-1", at(0), at(60_000))
+    };
+
+    let result = store.create_jobs(vec![fresh.clone(), conflicting]).await;
+
+    match result {
+        Err(StoreError::PayloadConflict {
+            job_id,
+            subscriber_id,
+            event_id,
+        }) => {
+            assert_eq!(job_id, first.id);
+            assert_eq!(subscriber_id, "orders");
+            assert_eq!(event_id, "order-1");
+        }
+        other => panic!("expected PayloadConflict, got {other:?}"),
+    }
+    assert_eq!(
+        store.get_job(fresh.id).await.unwrap(),
+        None,
+        "nothing written"
+    );
+    assert_eq!(ids(&list(&store, JobFilter::default()).await), [first.id]);
 }
 
 pub async fn unknown_subscriber_writes_nothing(store: SharedStore) {
