@@ -47,6 +47,162 @@ pub struct JobLimits {
     pub default_ttl_ms: u64,
 }
 
+/// The fields a job and a fan-out share, as received.
+#[derive(Debug, Clone, Copy)]
+pub struct JobFields<'a> {
+    /// `event_id`.
+    pub event_id: &'a str,
+    /// `payload`, as the producer wrote it.
+    pub payload: &'a RawValue,
+    /// `deliver_at`.
+    pub deliver_at: Option<&'a str>,
+    /// `delay_ms`.
+    pub delay_ms: Option<u64>,
+    /// `deadline`.
+    pub deadline: Option<&'a str>,
+    /// `ttl_ms`.
+    pub ttl_ms: Option<u64>,
+    /// `max_attempts`.
+    pub max_attempts: Option<u32>,
+}
+
+/// A checked job without its subscriber: what a single job and each job of a fan-out
+/// share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobTemplate {
+    /// The event id.
+    pub event_id: String,
+    /// The payload text, byte for byte.
+    pub payload: String,
+    /// When the jobs first become eligible.
+    pub deliver_at: Timestamp,
+    /// After it no attempt starts.
+    pub deadline: Timestamp,
+    /// Most attempts.
+    pub max_attempts: Option<u32>,
+    /// Now.
+    pub created_at: Timestamp,
+}
+
+impl JobTemplate {
+    /// Checks the shared fields at `now`. A payload over the limit is an immediate 413;
+    /// other problems are pushed onto `errors` (the caller answers 422 with all of
+    /// them) and give `None`.
+    pub fn check(
+        fields: JobFields<'_>,
+        now: Timestamp,
+        limits: JobLimits,
+        errors: &mut Vec<FieldError>,
+    ) -> Result<Option<JobTemplate>, ApiError> {
+        let payload = fields.payload.get();
+        if payload.len() > limits.max_payload_bytes {
+            return Err(ApiError::TooLarge(FieldError::new(
+                "payload",
+                format!(
+                    "is {} bytes; at most {} are accepted",
+                    payload.len(),
+                    limits.max_payload_bytes
+                ),
+            )));
+        }
+        let before = errors.len();
+        let mut check = |field: &str, result: Result<(), String>| {
+            if let Err(message) = result {
+                errors.push(FieldError::new(field, message));
+            }
+        };
+        check("event_id", validate::event_id(fields.event_id));
+        if payload == "null" {
+            check(
+                "payload",
+                Err("must be a JSON value other than null".into()),
+            );
+        } else if let Err(error) = serde_json::from_str::<serde_json::Value>(payload) {
+            // Repeats are compared as JSON values (idempotency), so the payload must be
+            // one: lone surrogate escapes and nesting deeper than 128 levels are refused.
+            check(
+                "payload",
+                Err(format!(
+                    "is not a JSON value deferhook can compare: {error}"
+                )),
+            );
+        }
+        if fields
+            .max_attempts
+            .is_some_and(|n| !(1..=MAX_ATTEMPTS_LIMIT).contains(&n))
+        {
+            check(
+                "max_attempts",
+                Err(format!("must be from 1 to {MAX_ATTEMPTS_LIMIT}")),
+            );
+        }
+        let deliver_at = match (fields.deliver_at, fields.delay_ms) {
+            (Some(_), Some(_)) => Err(FieldError::new(
+                "delay_ms",
+                "give deliver_at or delay_ms, not both",
+            )),
+            (Some(text), None) => Timestamp::parse_rfc3339(text)
+                .map(|at| at.max(now))
+                .map_err(|e| FieldError::new("deliver_at", e.to_string())),
+            (None, Some(delay)) => Ok(now.plus_ms(delay)),
+            (None, None) => Ok(now),
+        };
+        let deliver_at = deliver_at.unwrap_or_else(|error| {
+            errors.push(error);
+            now
+        });
+        let deadline = match (fields.deadline, fields.ttl_ms) {
+            (Some(_), Some(_)) => Err(FieldError::new(
+                "ttl_ms",
+                "give deadline or ttl_ms, not both",
+            )),
+            (Some(text), None) => Timestamp::parse_rfc3339(text)
+                .map_err(|e| FieldError::new("deadline", e.to_string()))
+                .and_then(|deadline| after(deadline, deliver_at, "deadline")),
+            (None, Some(ttl)) => after(deliver_at.plus_ms(ttl), deliver_at, "ttl_ms"),
+            // Near the end of time the default deadline saturates onto deliver_at.
+            (None, None) => after(
+                deliver_at.plus_ms(limits.default_ttl_ms),
+                deliver_at,
+                if fields.delay_ms.is_some() {
+                    "delay_ms"
+                } else {
+                    "deliver_at"
+                },
+            ),
+        };
+        let deadline = deadline.unwrap_or_else(|error| {
+            errors.push(error);
+            deliver_at
+        });
+        if errors.len() > before {
+            return Ok(None);
+        }
+        Ok(Some(JobTemplate {
+            event_id: fields.event_id.to_owned(),
+            payload: payload.to_owned(),
+            deliver_at,
+            deadline,
+            max_attempts: fields.max_attempts,
+            created_at: now,
+        }))
+    }
+
+    /// The job of this template for `subscriber_id`, with id `id`.
+    pub fn job_for(&self, subscriber_id: String, id: Uuid) -> NewJob {
+        NewJob {
+            id,
+            subscriber_id,
+            event_id: self.event_id.clone(),
+            payload: self.payload.clone(),
+            deliver_at: self.deliver_at,
+            deadline: self.deadline,
+            max_attempts: self.max_attempts,
+            created_at: self.created_at,
+        }
+    }
+}
+
 /// Checks `request` and builds the job to store, with id `id`, at `now`. A payload over
 /// the limit is a 413; every other problem is a 422 listing all invalid fields.
 pub fn new_job(
@@ -55,104 +211,24 @@ pub fn new_job(
     now: Timestamp,
     limits: JobLimits,
 ) -> Result<NewJob, ApiError> {
-    let payload = request.payload.get();
-    if payload.len() > limits.max_payload_bytes {
-        return Err(ApiError::TooLarge(FieldError::new(
-            "payload",
-            format!(
-                "is {} bytes; at most {} are accepted",
-                payload.len(),
-                limits.max_payload_bytes
-            ),
-        )));
-    }
     let mut errors = Vec::new();
-    let mut check = |field: &str, result: Result<(), String>| {
-        if let Err(message) = result {
-            errors.push(FieldError::new(field, message));
-        }
-    };
-    check(
-        "subscriber_id",
-        validate::subscriber_id(&request.subscriber_id),
-    );
-    check("event_id", validate::event_id(&request.event_id));
-    if payload == "null" {
-        check(
-            "payload",
-            Err("must be a JSON value other than null".into()),
-        );
-    } else if let Err(error) = serde_json::from_str::<serde_json::Value>(payload) {
-        // Repeats are compared as JSON values (idempotency), so the payload must be
-        // one: lone surrogate escapes and nesting deeper than 128 levels are refused.
-        check(
-            "payload",
-            Err(format!(
-                "is not a JSON value deferhook can compare: {error}"
-            )),
-        );
+    if let Err(message) = validate::subscriber_id(&request.subscriber_id) {
+        errors.push(FieldError::new("subscriber_id", message));
     }
-    if request
-        .max_attempts
-        .is_some_and(|n| !(1..=MAX_ATTEMPTS_LIMIT).contains(&n))
-    {
-        check(
-            "max_attempts",
-            Err(format!("must be from 1 to {MAX_ATTEMPTS_LIMIT}")),
-        );
-    }
-    let deliver_at = match (request.deliver_at.as_deref(), request.delay_ms) {
-        (Some(_), Some(_)) => Err(FieldError::new(
-            "delay_ms",
-            "give deliver_at or delay_ms, not both",
-        )),
-        (Some(text), None) => Timestamp::parse_rfc3339(text)
-            .map(|at| at.max(now))
-            .map_err(|e| FieldError::new("deliver_at", e.to_string())),
-        (None, Some(delay)) => Ok(now.plus_ms(delay)),
-        (None, None) => Ok(now),
-    };
-    let deliver_at = deliver_at.unwrap_or_else(|error| {
-        errors.push(error);
-        now
-    });
-    let deadline = match (request.deadline.as_deref(), request.ttl_ms) {
-        (Some(_), Some(_)) => Err(FieldError::new(
-            "ttl_ms",
-            "give deadline or ttl_ms, not both",
-        )),
-        (Some(text), None) => Timestamp::parse_rfc3339(text)
-            .map_err(|e| FieldError::new("deadline", e.to_string()))
-            .and_then(|deadline| after(deadline, deliver_at, "deadline")),
-        (None, Some(ttl)) => after(deliver_at.plus_ms(ttl), deliver_at, "ttl_ms"),
-        // Near the end of time the default deadline saturates onto deliver_at.
-        (None, None) => after(
-            deliver_at.plus_ms(limits.default_ttl_ms),
-            deliver_at,
-            if request.delay_ms.is_some() {
-                "delay_ms"
-            } else {
-                "deliver_at"
-            },
-        ),
-    };
-    let deadline = deadline.unwrap_or_else(|error| {
-        errors.push(error);
-        deliver_at
-    });
-    if !errors.is_empty() {
-        return Err(ApiError::Invalid(errors));
-    }
-    Ok(NewJob {
-        id,
-        subscriber_id: request.subscriber_id,
-        event_id: request.event_id,
-        payload: payload.to_owned(),
-        deliver_at,
-        deadline,
+    let fields = JobFields {
+        event_id: &request.event_id,
+        payload: &request.payload,
+        deliver_at: request.deliver_at.as_deref(),
+        delay_ms: request.delay_ms,
+        deadline: request.deadline.as_deref(),
+        ttl_ms: request.ttl_ms,
         max_attempts: request.max_attempts,
-        created_at: now,
-    })
+    };
+    let template = JobTemplate::check(fields, now, limits, &mut errors)?;
+    match template {
+        Some(template) if errors.is_empty() => Ok(template.job_for(request.subscriber_id, id)),
+        _ => Err(ApiError::Invalid(errors)),
+    }
 }
 
 fn after(deadline: Timestamp, deliver_at: Timestamp, field: &str) -> Result<Timestamp, FieldError> {

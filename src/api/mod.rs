@@ -1,6 +1,7 @@
 //! The HTTP API (DESIGN §5): axum routers per resource, problem+json errors, and the
 //! OpenAPI document generated from the handlers (utoipa).
 
+mod events;
 pub mod extract;
 mod health;
 pub mod job_input;
@@ -34,8 +35,10 @@ use job_input::JobLimits;
 
 /// The header carrying each request's id (set when the client sent none).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
-/// Room for the fields around the payload when sizing the body limit, in bytes.
-const ENVELOPE_BYTES: usize = 64 * 1024;
+/// Room for the fields around the payload when sizing the body limit, in bytes: a
+/// fan-out's 10,000 subscriber ids of up to 128 bytes each, quoted and separated.
+const ENVELOPE_BYTES: usize =
+    64 * 1024 + events::MAX_FAN_OUT * (crate::domain::validate::MAX_SUBSCRIBER_ID_LEN + 3);
 
 /// What every handler shares.
 #[derive(Clone, Debug)]
@@ -86,6 +89,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(subscribers::router())
         .merge(jobs::router())
+        .merge(events::router())
         .merge(health::router())
         .merge(metrics_route::router())
 }

@@ -2,6 +2,7 @@
 //! fresh SQLite file, a manual clock, and plain HTTP requests.
 
 mod errors;
+mod fan_out;
 mod health;
 mod http_errors;
 mod idempotency;

@@ -30,6 +30,7 @@ fn the_document_is_openapi_3_1_with_every_route() {
         ("/v1/jobs", "get"),
         ("/v1/jobs/{job_id}", "get"),
         ("/v1/jobs/{job_id}/attempts", "get"),
+        ("/v1/events", "post"),
         ("/healthz", "get"),
         ("/readyz", "get"),
     ] {

@@ -1,0 +1,175 @@
+//! `POST /v1/events`: fan-out. One event's payload to many subscribers, one job each,
+//! created in one transaction (all or nothing).
+
+use std::collections::HashSet;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::AppState;
+use super::extract::AppJson;
+use super::job_input::{JobFields, JobTemplate};
+use super::problem::{ApiError, FieldError, Problem};
+use super::views::JobView;
+use crate::domain::validate;
+use crate::store::{CreateOutcome, StoreError};
+
+/// Most subscribers one fan-out may name.
+pub const MAX_FAN_OUT: usize = 10_000;
+
+/// The routes of this resource.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(fan_out))
+}
+
+/// One event for many subscribers. Scheduling fields as in `POST /v1/jobs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FanOutRequest {
+    /// The producer's stable event id; with each subscriber id it identifies a job.
+    pub event_id: String,
+    /// Any JSON value but `null`; delivered byte for byte to every subscriber.
+    #[schema(value_type = Object)]
+    pub payload: Box<RawValue>,
+    /// 1 to 10,000 distinct subscriber ids, all registered.
+    pub subscriber_ids: Vec<String>,
+    /// RFC 3339 with an offset; a past instant means now.
+    pub deliver_at: Option<String>,
+    /// Milliseconds from now until delivery.
+    pub delay_ms: Option<u64>,
+    /// RFC 3339 with an offset; must be after `deliver_at`.
+    pub deadline: Option<String>,
+    /// Milliseconds from `deliver_at` until the deadline.
+    pub ttl_ms: Option<u64>,
+    /// Most attempts per job (1–10000).
+    pub max_attempts: Option<u32>,
+}
+
+/// The jobs of a fan-out, in the order of `subscriber_ids`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FanOutJobs {
+    /// One job per subscriber.
+    pub items: Vec<JobView>,
+}
+
+fn check_subscribers(ids: &[String], errors: &mut Vec<FieldError>) {
+    if ids.is_empty() {
+        errors.push(FieldError::new(
+            "subscriber_ids",
+            "must name at least one subscriber",
+        ));
+        return;
+    }
+    if ids.len() > MAX_FAN_OUT {
+        errors.push(FieldError::new(
+            "subscriber_ids",
+            format!(
+                "names {} subscribers; at most {MAX_FAN_OUT} per call (split the fan-out)",
+                ids.len()
+            ),
+        ));
+        return;
+    }
+    let mut seen = HashSet::with_capacity(ids.len());
+    for (n, id) in ids.iter().enumerate() {
+        let field = || format!("subscriber_ids[{n}]");
+        if let Err(message) = validate::subscriber_id(id) {
+            errors.push(FieldError::new(field(), message));
+        } else if !seen.insert(id.as_str()) {
+            errors.push(FieldError::new(field(), format!("repeats `{id}`")));
+        }
+        if errors.len() >= 20 {
+            return;
+        }
+    }
+}
+
+/// Fan an event out: one job per subscriber, all or nothing. Idempotent per
+/// (subscriber, event) as `POST /v1/jobs`: subscribers that already have the event with
+/// the same payload keep their job; a different payload for any of them is a 409 and
+/// nothing is created. The jobs' `waiting_reason` does not consider subscriber limits
+/// here (read a job for that).
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    tag = "jobs",
+    request_body = FanOutRequest,
+    responses(
+        (status = 201, description = "Jobs created (some may have existed)", body = FanOutJobs),
+        (status = 200, description = "Every job already existed", body = FanOutJobs),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "An unknown subscriber; nothing created", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An existing job with a different payload; nothing created", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Payload or body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (e.g. more than 10,000 subscribers)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; nothing stored, retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn fan_out(
+    State(state): State<AppState>,
+    AppJson(request): AppJson<FanOutRequest>,
+) -> Result<Response, ApiError> {
+    let now = state.clock.now();
+    let mut errors = Vec::new();
+    check_subscribers(&request.subscriber_ids, &mut errors);
+    let fields = JobFields {
+        event_id: &request.event_id,
+        payload: &request.payload,
+        deliver_at: request.deliver_at.as_deref(),
+        delay_ms: request.delay_ms,
+        deadline: request.deadline.as_deref(),
+        ttl_ms: request.ttl_ms,
+        max_attempts: request.max_attempts,
+    };
+    let template = JobTemplate::check(fields, now, state.job_limits, &mut errors)?;
+    let Some(template) = template.filter(|_| errors.is_empty()) else {
+        return Err(ApiError::Invalid(errors));
+    };
+    let jobs = request
+        .subscriber_ids
+        .into_iter()
+        .map(|subscriber_id| template.job_for(subscriber_id, Uuid::now_v7()))
+        .collect();
+    let outcomes = state
+        .store
+        .create_jobs(jobs)
+        .await
+        .map_err(|error| match error {
+            StoreError::UnknownSubscriber(id) => ApiError::UnknownReference(FieldError::new(
+                "subscriber_ids",
+                format!("subscriber `{id}` does not exist"),
+            )),
+            other => ApiError::from(other),
+        })?;
+    let created = outcomes
+        .iter()
+        .filter(|o| matches!(o, CreateOutcome::Created(_)))
+        .count();
+    if created > 0 {
+        state.wake.notify_one();
+        crate::metrics::jobs_accepted(created as u64);
+    }
+    let items = outcomes
+        .into_iter()
+        .map(|outcome| match outcome {
+            CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => {
+                JobView::new(job, None, now)
+            }
+        })
+        .collect();
+    let status = if created > 0 {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(FanOutJobs { items })).into_response())
+}
