@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::leases::ActiveLeases;
 use super::outcome::judge;
+use super::recorder::Recorder;
 use super::sender::{Outgoing, Received, Sender};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
@@ -31,6 +32,8 @@ pub struct AttemptContext {
     pub settings: Arc<DeliverySettings>,
     /// The leases being renewed.
     pub leases: ActiveLeases,
+    /// Writes outcomes in groups.
+    pub recorder: Recorder,
 }
 
 /// Why an attempt stopped without an answer.
@@ -172,12 +175,8 @@ async fn record_until_stored(
     let mut delay = Duration::from_millis(50);
     loop {
         let now = ctx.clock.now();
-        match ctx
-            .store
-            .record_outcomes(std::slice::from_ref(record), now)
-            .await
-        {
-            Ok(results) => return results.first().copied(),
+        match ctx.recorder.record(record.clone()).await {
+            Ok(fenced) => return Some(fenced),
             Err(error) if error.is_transient() && now < give_up_at && !hard_stop.is_cancelled() => {
                 tracing::warn!(job_id = %record.lease.job_id, %error,
                     "cannot record the outcome yet; retrying");

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::attempt::{self, AttemptContext};
 use super::leases::ActiveLeases;
+use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
 use crate::domain::Clock;
@@ -42,6 +43,7 @@ impl Worker {
     ) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
         let ctx = AttemptContext {
+            recorder: Recorder::spawn(store.clone(), clock.clone()),
             store,
             clock,
             sender: Sender::new()?,

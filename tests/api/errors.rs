@@ -165,7 +165,8 @@ async fn a_payload_over_the_limit_is_a_413_about_the_payload() {
 async fn a_body_far_over_the_limit_is_a_413() {
     let app = app_with().max_payload_bytes(1024).spawn().await;
     app.create_subscriber("s").await;
-    let huge = job("s", "huge", json!({"payload": "x".repeat(200_000)}));
+    // Beyond the body limit (payload limit + room for a 10,000-subscriber fan-out).
+    let huge = job("s", "huge", json!({"payload": "x".repeat(3_000_000)}));
     let reply = app.post_json("/v1/jobs", &huge).await;
     expect_fields(&reply, 413, &["body"]);
     assert_no_jobs(&app).await;

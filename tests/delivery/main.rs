@@ -14,6 +14,7 @@ mod basics;
 mod burst;
 mod instances;
 mod interop;
+mod isolation;
 mod leases;
 mod outcomes;
 mod pg_restart;

@@ -98,6 +98,8 @@ struct Shared {
     requests: Vec<Recorded>,
     open: HashMap<String, usize>,
     max_open_per_id: usize,
+    open_by_path: HashMap<String, usize>,
+    max_open_per_path: usize,
     max_open: usize,
     open_total: usize,
 }
@@ -165,6 +167,11 @@ impl Receiver {
         self.shared.lock().unwrap().max_open_per_id
     }
 
+    /// The most requests to the same path that were open at once.
+    pub fn max_open_per_path(&self) -> usize {
+        self.shared.lock().unwrap().max_open_per_path
+    }
+
     /// The most requests open at once.
     pub fn max_open(&self) -> usize {
         self.shared.lock().unwrap().max_open
@@ -192,12 +199,16 @@ impl Receiver {
 struct OpenGuard {
     shared: Arc<Mutex<Shared>>,
     id: String,
+    path: String,
 }
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
         let mut shared = self.shared.lock().unwrap();
         if let Some(open) = shared.open.get_mut(&self.id) {
+            *open -= 1;
+        }
+        if let Some(open) = shared.open_by_path.get_mut(&self.path) {
             *open -= 1;
         }
         shared.open_total -= 1;
@@ -232,11 +243,16 @@ async fn answer(
         s.max_open_per_id = s.max_open_per_id.max(open);
         s.open_total += 1;
         s.max_open = s.max_open.max(s.open_total);
+        let by_path = s.open_by_path.entry(uri.path().to_owned()).or_default();
+        *by_path += 1;
+        let by_path = *by_path;
+        s.max_open_per_path = s.max_open_per_path.max(by_path);
         reply
     };
     let guard = OpenGuard {
         shared: shared.clone(),
         id,
+        path: uri.path().to_owned(),
     };
     tokio::time::sleep(reply.delay + reply.jitter.mul_f64(rand::random::<f64>())).await;
     let mut builder = Response::builder().status(StatusCode::from_u16(reply.status).unwrap());

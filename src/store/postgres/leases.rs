@@ -31,31 +31,46 @@ const LOCK_SUBSCRIBERS: &str = "\
         AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
                  AND j.attempts >= j.max_attempts) \
       GROUP BY j.subscriber_id \
+    ), open AS ( \
+      SELECT subscriber_id, COUNT(*) AS n FROM jobs \
+      WHERE state = 'in_flight' AND due_at > $1 GROUP BY subscriber_id \
+    ), recent AS ( \
+      SELECT subscriber_id, COUNT(*) AS n, MAX(started_at) AS last FROM attempts \
+      WHERE started_at > $1 - 1000 GROUP BY subscriber_id \
     ) \
     SELECT s.id FROM subscribers s JOIN due d ON d.subscriber_id = s.id \
-    WHERE s.enabled \
-      AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-                             AND o.state = 'in_flight' AND o.due_at > $1) \
-      AND (s.rate_limit_per_second IS NULL OR s.rate_limit_per_second > \
-           (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-            AND a.started_at > $1 - 1000)) \
+    LEFT JOIN open o ON o.subscriber_id = s.id \
+    LEFT JOIN recent r ON r.subscriber_id = s.id \
+    WHERE s.enabled AND s.max_in_flight > COALESCE(o.n, 0) \
+      AND (s.rate_limit_per_second IS NULL \
+           OR (s.rate_limit_per_second > COALESCE(r.n, 0) \
+               AND (r.last IS NULL OR r.last <= $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                                  / s.rate_limit_per_second))) \
     ORDER BY d.oldest, s.id LIMIT $2 \
     FOR NO KEY UPDATE OF s SKIP LOCKED";
 
 /// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
-/// (`max_in_flight` minus its live leases, `rate_limit_per_second` minus the attempts
-/// it started in the last second), round-robin across subscribers, at most `$2`; marks
+/// (`max_in_flight` minus its live leases; for `rate_limit_per_second` r, bursts of
+/// max(1, r/10) at most every max(1, r/10)/r s and never more than r in the last
+/// second, as the SQLite store), round-robin across subscribers, at most `$2`; marks
 /// them in flight, records an expired lease's attempt as unknown, starts the new
 /// attempts, and returns the batch with each subscriber's target.
 const CLAIM: &str = "\
-    WITH allowance AS ( \
-      SELECT s.id AS subscriber_id, LEAST( \
-        s.max_in_flight - (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-                           AND o.state = 'in_flight' AND o.due_at > $1), \
-        COALESCE(s.rate_limit_per_second - (SELECT COUNT(*) FROM attempts a \
-                 WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000), 2147483647) \
-      ) AS allowed \
+    WITH load AS ( \
+      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+         AND o.state = 'in_flight' AND o.due_at > $1) AS open, \
+        (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+         AND a.started_at > $1 - 1000) AS recent, \
+        (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+         AND a.started_at > $1 - 1000) AS last \
       FROM subscribers s WHERE s.id = ANY($6) \
+    ), allowance AS ( \
+      SELECT id AS subscriber_id, LEAST(max_in_flight - open, \
+        CASE WHEN rate IS NULL THEN 2147483647 \
+             WHEN last > $1 - 1000 * GREATEST(1, rate / 10) / rate THEN 0 \
+             ELSE LEAST(GREATEST(1, rate / 10), rate - recent) END) AS allowed \
+      FROM load \
     ), ranked AS ( \
       SELECT j.id, j.state AS old_state, j.due_at AS due_since, al.allowed, \
         ROW_NUMBER() OVER (PARTITION BY j.subscriber_id ORDER BY j.due_at, j.id) AS rn \

@@ -22,10 +22,14 @@ const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was record
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
 /// has come, `in_flight` whose lease expired, unless that was its last allowed
 /// attempt), before the deadline, of enabled subscribers, and within each subscriber's
-/// allowance: `max_in_flight` minus its live leases, and `rate_limit_per_second` minus
-/// the attempts it started in the last second (DESIGN §3). Jobs are taken round-robin
-/// across subscribers (each one's oldest first), so a large backlog cannot starve the
-/// others.
+/// allowance (DESIGN §3):
+/// - `max_in_flight` minus its live leases;
+/// - for `rate_limit_per_second` r: attempts start in bursts of b = max(1, r/10), at
+///   most one burst per b/r seconds and never more than r in the last second, so a
+///   receiver sees an even pace (5/s is one every 200 ms) rather than r at once.
+///
+/// Jobs are taken round-robin across subscribers (each one's oldest first), so a large
+/// backlog cannot starve the others.
 const CLAIM_CANDIDATES: &str = "\
     WITH due AS ( \
       SELECT j.id, j.state, j.due_at, j.subscriber_id FROM jobs j \
@@ -33,14 +37,24 @@ const CLAIM_CANDIDATES: &str = "\
         AND j.deadline > ?1 \
         AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
                  AND j.attempts >= j.max_attempts) \
+    ), open AS ( \
+      SELECT subscriber_id, COUNT(*) AS n FROM jobs \
+      WHERE state = 'in_flight' AND due_at > ?1 GROUP BY subscriber_id \
+    ), recent AS ( \
+      SELECT subscriber_id, COUNT(*) AS n, MAX(started_at) AS last FROM attempts \
+      WHERE started_at > ?1 - 1000 GROUP BY subscriber_id \
     ), allowance AS ( \
       SELECT s.id AS subscriber_id, MIN( \
-        s.max_in_flight - (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-                           AND o.state = 'in_flight' AND o.due_at > ?1), \
-        COALESCE(s.rate_limit_per_second - (SELECT COUNT(*) FROM attempts a \
-                 WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000), 2147483647) \
+        s.max_in_flight - COALESCE(o.n, 0), \
+        CASE WHEN s.rate_limit_per_second IS NULL THEN 2147483647 \
+             WHEN r.last > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                           / s.rate_limit_per_second THEN 0 \
+             ELSE MIN(MAX(1, s.rate_limit_per_second / 10), \
+                      s.rate_limit_per_second - COALESCE(r.n, 0)) END \
       ) AS allowed \
       FROM subscribers s \
+      LEFT JOIN open o ON o.subscriber_id = s.id \
+      LEFT JOIN recent r ON r.subscriber_id = s.id \
       WHERE s.enabled = 1 AND s.id IN (SELECT subscriber_id FROM due) \
     ), ranked AS ( \
       SELECT d.id, d.state, d.due_at, al.allowed, \
