@@ -35,21 +35,26 @@ pub struct SubscriberLoad {
     pub started_last_second: u32,
     /// Its `rate_limit_per_second`, if any.
     pub rate_limit_per_second: Option<u32>,
+    /// When its latest attempt of the last second started.
+    pub last_started_at: Option<Timestamp>,
 }
 
 impl SubscriberLoad {
-    /// Why a due job of this subscriber is held back, if it is.
-    pub fn holds_back(&self) -> Option<WaitingReason> {
+    /// Why a due job of this subscriber is held back at `now`, if it is: the same rules
+    /// as the claim (for a rate r, bursts of max(1, r/10) at most every max(1, r/10)/r s
+    /// and at most r in the last second).
+    pub fn holds_back(&self, now: Timestamp) -> Option<WaitingReason> {
         if self.open_attempts >= self.max_in_flight {
-            Some(WaitingReason::SubscriberAtLimit)
-        } else if self
-            .rate_limit_per_second
-            .is_some_and(|rate| self.started_last_second >= rate)
-        {
-            Some(WaitingReason::SubscriberRateLimited)
-        } else {
-            None
+            return Some(WaitingReason::SubscriberAtLimit);
         }
+        let rate = self.rate_limit_per_second?;
+        let burst = (rate / 10).max(1);
+        let spacing_ms = i64::from(1000 * burst / rate.max(1));
+        let too_soon = self
+            .last_started_at
+            .is_some_and(|last| now.millis_since(last) < spacing_ms);
+        (self.started_last_second >= rate || too_soon)
+            .then_some(WaitingReason::SubscriberRateLimited)
     }
 }
 
@@ -72,7 +77,7 @@ pub fn waiting_reason(
         JobState::Scheduled | JobState::Retrying if !subscriber_enabled => {
             Some(WaitingReason::SubscriberPaused)
         }
-        JobState::Scheduled | JobState::Retrying => load.and_then(SubscriberLoad::holds_back),
+        JobState::Scheduled | JobState::Retrying => load.and_then(|l| l.holds_back(now)),
     }
 }
 
@@ -130,12 +135,20 @@ mod tests {
             max_in_flight: 2,
             started_last_second: started,
             rate_limit_per_second: Some(5),
+            last_started_at: None,
         };
         let w =
             |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);
         assert_eq!(w(load(2, 0)), Some(WaitingReason::SubscriberAtLimit));
         assert_eq!(w(load(1, 5)), Some(WaitingReason::SubscriberRateLimited));
         assert_eq!(w(load(1, 4)), None);
+        // 5/s: one every 200 ms.
+        let recent = |ms_ago| SubscriberLoad {
+            last_started_at: Some(Timestamp::from_millis(NOW.as_millis() - ms_ago)),
+            ..load(1, 1)
+        };
+        assert_eq!(w(recent(150)), Some(WaitingReason::SubscriberRateLimited));
+        assert_eq!(w(recent(200)), None);
         // Paused wins; not yet due wins.
         assert_eq!(
             waiting_reason(JobState::Scheduled, past, false, Some(&load(2, 9)), NOW),

@@ -206,6 +206,46 @@ async fn a_200_whose_body_stalls_is_delivered_not_retried(db: Db) {
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() < 1500);
 }
 
+/// DESIGN §3: `410 Gone` is terminal for the job and pauses the subscriber; its other
+/// jobs wait (deadlines running) until `PUT … enabled: true`.
+async fn a_410_pauses_the_subscriber_until_resumed(db: Db) {
+    let receiver = Receiver::start(vec![Reply::status(410).body("gone")]).await;
+    let app = App::start(db, &[]).await;
+    let put = |body: serde_json::Value| {
+        let (client, url) = (app.client.clone(), format!("{}/v1/subscribers/g", app.base));
+        async move { client.put(url).json(&body).send().await.unwrap().status() }
+    };
+    let created = put(json!({ "url": receiver.url("/"), "max_in_flight": 1 })).await;
+    assert_eq!(created, 201);
+    let first = app.job("g", "gone-1", json!({})).await;
+    let second = app.job("g", "gone-2", json!({})).await;
+    let dead = app.wait_state(&first, "dead", Duration::from_secs(5)).await;
+    assert_eq!(dead["dead_reason"], "non_retryable_response");
+    assert_eq!(dead["last_error"]["status"], 410);
+    let waiting = app
+        .wait_job(&second, Duration::from_secs(3), |j| {
+            j["waiting_reason"] == "subscriber_paused"
+        })
+        .await;
+    assert_eq!(waiting["state"], "scheduled");
+    assert_eq!(app.get("/v1/subscribers/g").await["enabled"], false);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        receiver.requests().len(),
+        1,
+        "a paused subscriber got a request"
+    );
+
+    assert_eq!(
+        put(json!({ "url": receiver.url("/"), "enabled": true })).await,
+        200
+    );
+    app.wait_state(&second, "dead", Duration::from_secs(5))
+        .await;
+    assert_eq!(receiver.requests().len(), 2);
+    assert_eq!(app.get("/v1/subscribers/g").await["enabled"], false);
+}
+
 crate::on_both_backends!(
     two_503s_then_200_is_three_attempts_of_the_same_bytes,
     a_400_is_dead_at_once,
@@ -216,4 +256,5 @@ crate::on_both_backends!(
     a_connection_refused_is_retried,
     an_endless_body_is_read_only_up_to_the_cap,
     a_200_whose_body_stalls_is_delivered_not_retried,
+    a_410_pauses_the_subscriber_until_resumed,
 );

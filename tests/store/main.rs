@@ -58,6 +58,11 @@ macro_rules! store_suite {
                 each_claimed_job_carries_its_subscriber_target,
                 claim_respects_max_in_flight,
             ],
+            limits: [
+                a_rate_limit_paces_attempts,
+                a_large_backlog_does_not_starve_the_others,
+                the_subscriber_load_is_what_the_claim_sees,
+            ],
             reclaims: [
                 a_held_lease_is_not_claimed_again,
                 an_expired_lease_is_reclaimed,

@@ -87,7 +87,9 @@ pub async fn subscriber_load(
          (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
           AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
          (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) AS started_last_second \
+          AND a.started_at > ?2 - 1000) AS started_last_second, \
+         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > ?2 - 1000) AS last_started_at \
          FROM subscribers s WHERE s.id = ?1",
     )
     .bind(id)
@@ -105,5 +107,6 @@ pub async fn subscriber_load(
         rate_limit_per_second: row
             .opt_int("rate_limit_per_second")?
             .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
+        last_started_at: row.opt_int("last_started_at")?.map(Timestamp::from_millis),
     }))
 }

@@ -7,6 +7,7 @@ pub mod deadlines;
 pub mod fencing;
 pub mod jobs;
 pub mod leases;
+pub mod limits;
 pub mod listing;
 pub mod reclaims;
 pub mod subscribers;

@@ -1,0 +1,114 @@
+//! Per-subscriber limits and fairness in the claim (DESIGN §3): a rate limit paces
+//! attempts, a large backlog does not starve other subscribers, and the load the API
+//! shows in `waiting_reason` is the load the claim sees.
+
+use deferhook::domain::Timestamp;
+use deferhook::store::{SharedStore, SubscriberPut};
+
+use crate::support::{add_subscriber, at, claim, claimed_ids, create, new_job, subscriber_put};
+
+async fn put(store: &SharedStore, put: SubscriberPut) {
+    store.put_subscriber(put, at(0)).await.unwrap();
+}
+
+/// 5/s: one attempt every 200 ms, never more than 5 in any second.
+pub async fn a_rate_limit_paces_attempts(store: SharedStore) {
+    put(
+        &store,
+        SubscriberPut {
+            rate_limit_per_second: Some(Some(5)),
+            max_in_flight: Some(100),
+            ..subscriber_put("paced")
+        },
+    )
+    .await;
+    create(
+        &store,
+        (0..20)
+            .map(|n| new_job("paced", &format!("e{n}"), at(-1_000 - n), at(600_000)))
+            .collect(),
+    )
+    .await;
+
+    let mut starts: Vec<Timestamp> = Vec::new();
+    for ms in (0..=2_000).step_by(50) {
+        for _ in claim(&store, at(ms), 10).await {
+            starts.push(at(ms));
+        }
+    }
+
+    // 0, 200, 400, …, 2000: 11 attempts, 200 ms apart.
+    let expected: Vec<Timestamp> = (0..=2_000).step_by(200).map(at).collect();
+    assert_eq!(starts, expected);
+}
+
+/// Round-robin: the first batch takes from every subscriber with due work, however
+/// large one backlog is and however old.
+pub async fn a_large_backlog_does_not_starve_the_others(store: SharedStore) {
+    put(
+        &store,
+        SubscriberPut {
+            max_in_flight: Some(1_000),
+            ..subscriber_put("big")
+        },
+    )
+    .await;
+    add_subscriber(&store, "small").await;
+    let mut jobs = (0..50)
+        .map(|n| new_job("big", &format!("b{n}"), at(-10_000 + n), at(600_000)))
+        .collect::<Vec<_>>();
+    jobs.push(new_job("small", "s0", at(-1), at(600_000)));
+    jobs.push(new_job("small", "s1", at(0), at(600_000)));
+    let created = create(&store, jobs).await;
+
+    let batch = claimed_ids(&claim(&store, at(0), 4).await);
+
+    let small: Vec<_> = created[50..].iter().map(|j| j.id).collect();
+    assert_eq!(batch.len(), 4);
+    assert!(
+        batch.contains(&small[0]) && batch.contains(&small[1]),
+        "{batch:?}"
+    );
+}
+
+/// `subscriber_load` counts live leases and the last second's attempts.
+pub async fn the_subscriber_load_is_what_the_claim_sees(store: SharedStore) {
+    put(
+        &store,
+        SubscriberPut {
+            max_in_flight: Some(3),
+            rate_limit_per_second: Some(Some(50)),
+            ..subscriber_put("s")
+        },
+    )
+    .await;
+    create(
+        &store,
+        (0..5)
+            .map(|n| new_job("s", &format!("e{n}"), at(-10), at(600_000)))
+            .collect(),
+    )
+    .await;
+    assert_eq!(claim(&store, at(0), 10).await.len(), 3, "max_in_flight 3");
+
+    let load = store.subscriber_load("s", at(10)).await.unwrap().unwrap();
+    assert_eq!(load.open_attempts, 3);
+    assert_eq!(load.max_in_flight, 3);
+    assert_eq!(load.started_last_second, 3);
+    assert_eq!(load.rate_limit_per_second, Some(50));
+    assert_eq!(load.last_started_at, Some(at(0)));
+    let later = store
+        .subscriber_load("s", at(1_000))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(later.started_last_second, 0);
+    assert_eq!(later.last_started_at, None);
+    assert!(
+        store
+            .subscriber_load("ghost", at(0))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
