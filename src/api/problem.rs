@@ -83,7 +83,7 @@ pub enum ApiError {
     UnsupportedMediaType,
     /// The store is unreachable or busy; nothing was written (503 + `Retry-After`).
     #[error("the store is unavailable")]
-    Unavailable,
+    Unavailable(String),
     /// A fault of the server; details are logged, not returned (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -104,7 +104,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -135,7 +135,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType => {
                 problem.detail = Some("the body must be application/json".into());
             }
-            ApiError::Unavailable => {
+            ApiError::Unavailable(_) => {
                 problem.detail = Some(
                     "the store is unavailable; nothing was written, retry after the delay".into(),
                 );
@@ -162,7 +162,7 @@ impl Problem {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(_) => ApiError::Unavailable,
+            StoreError::Unavailable(cause) => ApiError::Unavailable(cause),
             StoreError::UnknownSubscriber(id) => ApiError::UnknownReference(FieldError::new(
                 "subscriber_id",
                 format!("subscriber `{id}` does not exist"),
@@ -179,10 +179,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match &self {
             ApiError::Internal(detail) => tracing::error!(%detail, "request failed"),
-            ApiError::Unavailable => tracing::warn!("store unavailable; answering 503"),
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(%cause, "store unavailable; answering 503");
+            }
             _ => {}
         }
-        let unavailable = matches!(self, ApiError::Unavailable);
+        let unavailable = matches!(self, ApiError::Unavailable(_));
         let mut response = problem_response(self.problem());
         if unavailable {
             response

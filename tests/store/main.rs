@@ -42,6 +42,7 @@ macro_rules! store_suite {
                 a_batch_creates_every_job_in_order,
                 a_batch_mixes_existing_and_created,
                 concurrent_repeats_create_one_job,
+                concurrent_batches_in_any_order_succeed,
                 an_empty_batch_is_fine,
             ],
             listing: [

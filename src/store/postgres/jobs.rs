@@ -27,9 +27,17 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = $1 AND j.event_id = $2"
     );
-    let mut outcomes = Vec::with_capacity(jobs.len());
+    // Rows are written in key order, whatever the request order, so concurrent batches
+    // lock the same rows in the same order and cannot deadlock.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&jobs[a].subscriber_id, &jobs[a].event_id)
+            .cmp(&(&jobs[b].subscriber_id, &jobs[b].event_id))
+    });
+    let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     let mut created = 0;
-    for job in &jobs {
+    for &index in &order {
+        let job = &jobs[index];
         let inserted = sqlx::query(
             "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
              deliver_at, deadline, due_at, created_at, updated_at) \
@@ -65,7 +73,7 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
                 });
             }
         }
-        outcomes.push(if inserted {
+        outcomes[index] = Some(if inserted {
             created += 1;
             CreateOutcome::Created(stored)
         } else {
@@ -83,7 +91,12 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
             .await?;
     }
     tx.commit().await?;
-    Ok(outcomes)
+    outcomes
+        .into_iter()
+        .map(|outcome| {
+            outcome.ok_or_else(|| StoreError::Internal("a job without an outcome".into()))
+        })
+        .collect()
 }
 
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Job>, StoreError> {

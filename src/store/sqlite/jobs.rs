@@ -29,8 +29,16 @@ pub async fn create(
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = ?1 AND j.event_id = ?2"
     );
-    let mut outcomes = Vec::with_capacity(jobs.len());
-    for job in &jobs {
+    // Rows are written in key order, whatever the request order, so concurrent batches
+    // lock the same rows in the same order and cannot deadlock.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&jobs[a].subscriber_id, &jobs[a].event_id)
+            .cmp(&(&jobs[b].subscriber_id, &jobs[b].event_id))
+    });
+    let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
+    for &index in &order {
+        let job = &jobs[index];
         let inserted = sqlx::query(
             "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
              deliver_at, deadline, due_at, created_at, updated_at) \
@@ -66,7 +74,7 @@ pub async fn create(
                 });
             }
         }
-        outcomes.push(if inserted {
+        outcomes[index] = Some(if inserted {
             CreateOutcome::Created(stored)
         } else {
             CreateOutcome::Existing {
@@ -76,7 +84,12 @@ pub async fn create(
         });
     }
     tx.commit().await?;
-    Ok(outcomes)
+    outcomes
+        .into_iter()
+        .map(|outcome| {
+            outcome.ok_or_else(|| StoreError::Internal("a job without an outcome".into()))
+        })
+        .collect()
 }
 
 pub async fn get(readers: &SqlitePool, id: Uuid) -> Result<Option<Job>, StoreError> {

@@ -224,3 +224,34 @@ pub async fn an_empty_batch_is_fine(store: SharedStore) {
     let outcomes = store.create_jobs(Vec::new()).await.unwrap();
     assert!(outcomes.is_empty());
 }
+
+/// Concurrent fan-outs of one event naming the same subscribers in different orders
+/// all succeed (no deadlock), creating each job once.
+pub async fn concurrent_batches_in_any_order_succeed(store: SharedStore) {
+    for n in 0..30 {
+        add_subscriber(&store, &format!("s{n:02}")).await;
+    }
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            let mut batch: Vec<NewJob> = (0..30)
+                .map(|n| new_job(&format!("s{n:02}"), "fan", at(0), at(60_000)))
+                .collect();
+            batch.rotate_left(t * 4);
+            if t % 2 == 1 {
+                batch.reverse();
+            }
+            tokio::spawn(async move { store.create_jobs(batch).await })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        let outcomes = task.await.expect("task").expect("no batch fails");
+        created += outcomes
+            .iter()
+            .filter(|o| matches!(o, CreateOutcome::Created(_)))
+            .count();
+    }
+    assert_eq!(created, 30, "each job created exactly once");
+    assert_eq!(list(&store, JobFilter::default()).await.len(), 30);
+}
