@@ -79,6 +79,7 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
         () = lost.cancelled() => Err(Interrupted::LeaseLost),
         () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
     };
+    ctx.leases.recording(job.job_id);
     let finished_at = ctx.clock.now();
     let (result, event) = match &answer {
         Ok(received) => judge(

@@ -18,6 +18,10 @@ struct Held {
     token: i64,
     expires_at: Timestamp,
     lost: CancellationToken,
+    /// The attempt has its answer and is recording it: the lease is still renewed (the
+    /// write may wait for the store), but a lease the store no longer knows is just the
+    /// recorded outcome having released it.
+    recording: bool,
 }
 
 /// The leases held by this worker's running attempts.
@@ -37,9 +41,17 @@ impl ActiveLeases {
                 token: lease.token,
                 expires_at,
                 lost: lost.clone(),
+                recording: false,
             },
         );
         lost
+    }
+
+    /// Marks the job's attempt as answered: its outcome is being recorded.
+    pub fn recording(&self, job_id: Uuid) {
+        if let Some(held) = self.lock().get_mut(&job_id) {
+            held.recording = true;
+        }
     }
 
     /// Stops tracking the job's lease.
@@ -99,6 +111,8 @@ impl ActiveLeases {
                     if still_held {
                         entry.expires_at = until;
                         renewed += 1;
+                    } else if entry.recording {
+                        // The outcome was recorded meanwhile and released the lease.
                     } else {
                         tracing::warn!(job_id = %lease.job_id, "lease lost; abandoning the attempt");
                         entry.lost.cancel();

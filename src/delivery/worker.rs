@@ -165,7 +165,7 @@ impl Worker {
     /// How long to sleep: until the next due job or deadline, at most the poll interval.
     async fn pause_until_next_due(&self) -> Duration {
         let poll = self.ctx.settings.poll_interval;
-        match self.ctx.store.next_wake_at().await {
+        match self.ctx.store.next_wake_at(self.ctx.clock.now()).await {
             Ok(Some(at)) => {
                 let wait = at.millis_since(self.ctx.clock.now());
                 if wait <= 0 {

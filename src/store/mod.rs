@@ -98,9 +98,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError>;
 
-    /// When a worker next has something to do: the earliest due time of a claimable
-    /// job (enabled subscriber) or deadline of a non-terminal job; `None` when idle.
-    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError>;
+    /// When a worker next has something to do, as of `now`: a job coming due, a
+    /// subscriber's limits letting a claim take its due work (never while it is at
+    /// `max_in_flight`: a finished attempt frees it), a lease expiring, or a waiting
+    /// job's deadline; `None` when idle.
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
 
     /// Wakes `wake` whenever another instance creates a job, until `stop`. A backend
     /// without such notifications returns at once (workers then rely on their poll).

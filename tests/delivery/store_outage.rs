@@ -106,9 +106,9 @@ impl Store for Outage {
         self.check()?;
         self.inner.record_outcomes(records, now).await
     }
-    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.check()?;
-        self.inner.next_wake_at().await
+        self.inner.next_wake_at(now).await
     }
     async fn subscriber_load(
         &self,

@@ -63,6 +63,7 @@ macro_rules! store_suite {
                 a_rate_limit_paces_attempts,
                 a_large_backlog_does_not_starve_the_others,
                 the_subscriber_load_is_what_the_claim_sees,
+                next_wake_respects_the_limits,
             ],
             reclaims: [
                 a_held_lease_is_not_claimed_again,

@@ -130,8 +130,8 @@ impl Store for PostgresStore {
         leases::record_outcomes(&self.pool, records, now).await
     }
 
-    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
-        stats::next_wake_at(&self.pool).await
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        stats::next_wake_at(&self.pool, now).await
     }
 
     async fn subscriber_load(

@@ -8,17 +8,46 @@ use crate::store::StoreError;
 use crate::store::records::StoreGauges;
 use crate::store::rows::Columns;
 
-pub async fn next_wake_at(pool: &PgPool) -> Result<Option<Timestamp>, StoreError> {
-    // Due work of enabled subscribers, any expiring lease (reclaim or sweep), and the
-    // deadline of every waiting job (the sweep).
+/// The soonest moment a worker has something to do; the same rules as the SQLite
+/// store (see there).
+pub async fn next_wake_at(pool: &PgPool, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
     let row = sqlx::query(
-        "SELECT LEAST( \
+        "WITH due AS ( \
+           SELECT subscriber_id FROM jobs \
+           WHERE state IN ('scheduled', 'retrying', 'in_flight') AND due_at <= $1 \
+             AND deadline > $1 \
+             AND NOT (state = 'in_flight' AND max_attempts IS NOT NULL \
+                      AND attempts >= max_attempts) \
+           GROUP BY subscriber_id \
+         ), open AS ( \
+           SELECT subscriber_id, COUNT(*) AS n FROM jobs \
+           WHERE state = 'in_flight' AND due_at > $1 GROUP BY subscriber_id \
+         ), recent AS ( \
+           SELECT subscriber_id, COUNT(*) AS n, MIN(started_at) AS first, \
+             MAX(started_at) AS last FROM attempts \
+           WHERE started_at > $1 - 1000 GROUP BY subscriber_id \
+         ) \
+         SELECT LEAST( \
+           (SELECT MIN(CASE \
+              WHEN s.max_in_flight <= COALESCE(o.n, 0) THEN NULL \
+              WHEN s.rate_limit_per_second IS NULL THEN $1 \
+              WHEN r.last > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                / s.rate_limit_per_second \
+                THEN r.last + 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                / s.rate_limit_per_second \
+              WHEN COALESCE(r.n, 0) >= s.rate_limit_per_second THEN r.first + 1000 \
+              ELSE $1 END) \
+            FROM due d JOIN subscribers s ON s.id = d.subscriber_id \
+            LEFT JOIN open o ON o.subscriber_id = s.id \
+            LEFT JOIN recent r ON r.subscriber_id = s.id \
+            WHERE s.enabled), \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-             WHERE j.state IN ('scheduled', 'retrying') AND s.enabled), \
+            WHERE j.state IN ('scheduled', 'retrying') AND j.due_at > $1 AND s.enabled), \
            (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
            (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
          ) AS next",
     )
+    .bind(now.as_millis())
     .fetch_one(pool)
     .await?;
     Ok(row.opt_int("next")?.map(Timestamp::from_millis))

@@ -32,7 +32,7 @@ const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was record
 /// backlog cannot starve the others.
 const CLAIM_CANDIDATES: &str = "\
     WITH due AS ( \
-      SELECT j.id, j.state, j.due_at, j.subscriber_id FROM jobs j \
+      SELECT j.id, j.state, j.due_at, j.subscriber_id FROM jobs j INDEXED BY jobs_due \
       WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
         AND j.deadline > ?1 \
         AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
@@ -41,7 +41,8 @@ const CLAIM_CANDIDATES: &str = "\
       SELECT subscriber_id, COUNT(*) AS n FROM jobs \
       WHERE state = 'in_flight' AND due_at > ?1 GROUP BY subscriber_id \
     ), recent AS ( \
-      SELECT subscriber_id, COUNT(*) AS n, MAX(started_at) AS last FROM attempts \
+      SELECT subscriber_id, COUNT(*) AS n, MAX(started_at) AS last \
+      FROM attempts INDEXED BY attempts_started \
       WHERE started_at > ?1 - 1000 GROUP BY subscriber_id \
     ), allowance AS ( \
       SELECT s.id AS subscriber_id, MIN( \
@@ -292,14 +293,21 @@ pub async fn expire_deadlines(
     limit: u32,
 ) -> Result<ExpiredJobs, StoreError> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    // Two range scans (deadlines passed; expired leases), so far-future jobs cost nothing.
     let overdue = sqlx::query(
-        "SELECT j.id, j.state, j.deadline <= ?1 AS past_deadline, \
+        "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS past_deadline, \
          j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts AS used_up \
-         FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-         WHERE (j.state IN ('scheduled', 'retrying') AND j.deadline <= ?1) \
-         OR (j.state = 'in_flight' AND j.due_at <= ?1 AND (j.deadline <= ?1 OR s.enabled = 0 \
-             OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts))) \
-         ORDER BY j.deadline LIMIT ?2",
+         FROM jobs j INDEXED BY jobs_deadline JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.deadline <= ?1 \
+           AND (j.state <> 'in_flight' OR j.due_at <= ?1) \
+         UNION ALL \
+         SELECT j.id, j.state, j.deadline, 0 AS past_deadline, \
+         j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts AS used_up \
+         FROM jobs j INDEXED BY jobs_due JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
+           AND j.state = 'in_flight' AND j.deadline > ?1 \
+           AND (s.enabled = 0 OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts)) \
+         ORDER BY deadline LIMIT ?2",
     )
     .bind(now.as_millis())
     .bind(i64::from(limit))

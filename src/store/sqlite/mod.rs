@@ -149,8 +149,8 @@ impl Store for SqliteStore {
         leases::record_outcomes(&self.writer, records, now).await
     }
 
-    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StoreError> {
-        stats::next_wake_at(&self.readers).await
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        stats::next_wake_at(&self.readers, now).await
     }
 
     async fn subscriber_load(

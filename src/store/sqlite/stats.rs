@@ -8,23 +8,65 @@ use crate::store::StoreError;
 use crate::store::records::StoreGauges;
 use crate::store::rows::Columns;
 
-pub async fn next_wake_at(readers: &SqlitePool) -> Result<Option<Timestamp>, StoreError> {
-    // Due work of enabled subscribers, any expiring lease (reclaim or sweep), and the
-    // deadline of every waiting job (the sweep). An in-flight job's deadline only
-    // matters once its lease expires, which the second term covers.
+/// The soonest of: the next scheduled or retrying job coming due (enabled
+/// subscribers); for each enabled subscriber with due work, the moment its limits next
+/// let a claim take some (now when they already do; none while it is at
+/// `max_in_flight`: a finished attempt frees it, and this instance's worker wakes on
+/// its own attempts, the poll on other instances'); the next lease to expire; the next
+/// deadline of a waiting job. Range scans on the `jobs_due` and `jobs_deadline`
+/// indexes, so far-future jobs cost nothing.
+pub async fn next_wake_at(
+    readers: &SqlitePool,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, StoreError> {
     let row = sqlx::query(
-        "SELECT \
-           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-             WHERE j.state IN ('scheduled', 'retrying') AND s.enabled = 1) AS due, \
-           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight') AS lease, \
-           (SELECT MIN(deadline) FROM jobs \
-             WHERE state IN ('scheduled', 'retrying')) AS deadline",
+        "WITH due AS ( \
+           SELECT subscriber_id FROM jobs INDEXED BY jobs_due \
+           WHERE state IN ('scheduled', 'retrying', 'in_flight') AND due_at <= ?1 \
+             AND deadline > ?1 \
+             AND NOT (state = 'in_flight' AND max_attempts IS NOT NULL \
+                      AND attempts >= max_attempts) \
+           GROUP BY subscriber_id \
+         ), open AS ( \
+           SELECT subscriber_id, COUNT(*) AS n FROM jobs \
+           WHERE state = 'in_flight' AND due_at > ?1 GROUP BY subscriber_id \
+         ), recent AS ( \
+           SELECT subscriber_id, COUNT(*) AS n, MIN(started_at) AS first, \
+             MAX(started_at) AS last FROM attempts INDEXED BY attempts_started \
+           WHERE started_at > ?1 - 1000 GROUP BY subscriber_id \
+         ) \
+         SELECT \
+           (SELECT MIN(CASE \
+              WHEN s.max_in_flight <= COALESCE(o.n, 0) THEN NULL \
+              WHEN s.rate_limit_per_second IS NULL THEN ?1 \
+              WHEN r.last > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                / s.rate_limit_per_second \
+                THEN r.last + 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                / s.rate_limit_per_second \
+              WHEN COALESCE(r.n, 0) >= s.rate_limit_per_second THEN r.first + 1000 \
+              ELSE ?1 END) \
+            FROM due d JOIN subscribers s ON s.id = d.subscriber_id \
+            LEFT JOIN open o ON o.subscriber_id = s.id \
+            LEFT JOIN recent r ON r.subscriber_id = s.id \
+            WHERE s.enabled = 1) AS held, \
+           (SELECT j.due_at FROM jobs j INDEXED BY jobs_due \
+            JOIN subscribers s ON s.id = j.subscriber_id \
+            WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at > ?1 \
+              AND j.state <> 'in_flight' AND s.enabled = 1 \
+            ORDER BY j.due_at LIMIT 1) AS coming, \
+           (SELECT due_at FROM jobs INDEXED BY jobs_due \
+            WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state = 'in_flight' \
+            ORDER BY due_at LIMIT 1) AS lease, \
+           (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
+            WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
+            ORDER BY deadline LIMIT 1) AS deadline",
     )
+    .bind(now.as_millis())
     .fetch_one(readers)
     .await?;
     let mut earliest: Option<i64> = None;
-    for column in ["due", "lease", "deadline"] {
-        if let Some(at) = row.try_get::<Option<i64>, _>(column)? {
+    for column in ["held", "coming", "lease", "deadline"] {
+        if let Some(at) = row.opt_int(column)? {
             earliest = Some(earliest.map_or(at, |e| e.min(at)));
         }
     }

@@ -112,3 +112,59 @@ pub async fn the_subscriber_load_is_what_the_claim_sees(store: SharedStore) {
             .is_none()
     );
 }
+
+/// The worker sleeps until there is something to do: not while a subscriber at its
+/// limit holds due work, but when a rate limit next allows an attempt, a job comes due,
+/// a lease expires or a deadline passes.
+pub async fn next_wake_respects_the_limits(store: SharedStore) {
+    assert_eq!(store.next_wake_at(at(0)).await.unwrap(), None, "idle");
+    put(
+        &store,
+        SubscriberPut {
+            max_in_flight: Some(1),
+            ..subscriber_put("narrow")
+        },
+    )
+    .await;
+    create(
+        &store,
+        (0..3)
+            .map(|n| new_job("narrow", &format!("n{n}"), at(-10), at(600_000)))
+            .collect(),
+    )
+    .await;
+    assert_eq!(
+        store.next_wake_at(at(0)).await.unwrap(),
+        Some(at(0)),
+        "due now"
+    );
+    let claimed = claim(&store, at(0), 10).await;
+    assert_eq!(claimed.len(), 1);
+    // At its limit: the next thing is the lease expiring, not the held backlog.
+    assert_eq!(
+        store.next_wake_at(at(5)).await.unwrap(),
+        Some(claimed[0].lease_expires_at)
+    );
+
+    put(
+        &store,
+        SubscriberPut {
+            rate_limit_per_second: Some(Some(5)),
+            max_in_flight: Some(100),
+            ..subscriber_put("paced")
+        },
+    )
+    .await;
+    create(
+        &store,
+        (0..3)
+            .map(|n| new_job("paced", &format!("p{n}"), at(-10), at(600_000)))
+            .collect(),
+    )
+    .await;
+    assert_eq!(claim(&store, at(100), 10).await.len(), 1, "one per 200 ms");
+    assert_eq!(store.next_wake_at(at(110)).await.unwrap(), Some(at(300)));
+    // A job coming due sooner wins.
+    create(&store, vec![new_job("paced", "soon", at(150), at(600_000))]).await;
+    assert_eq!(store.next_wake_at(at(110)).await.unwrap(), Some(at(150)));
+}
