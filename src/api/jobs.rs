@@ -26,7 +26,8 @@ use crate::store::{CreateOutcome, Job, JobFilter, PageRequest};
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_job, list_jobs))
-        .routes(routes!(get_job))
+        .routes(routes!(get_job, super::job_control::reschedule_job))
+        .routes(routes!(super::job_control::cancel_job))
         .routes(routes!(list_attempts))
 }
 

@@ -4,6 +4,7 @@
 mod events;
 pub mod extract;
 mod health;
+mod job_control;
 pub mod job_input;
 mod jobs;
 mod metrics_route;

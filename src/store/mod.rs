@@ -68,6 +68,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Job>, StoreError>;
 
+    /// Applies an operator's `transition` (cancel, reschedule) to a waiting job, only if
+    /// it is still in state `from` (`scheduled` or `retrying`): a job claimed meanwhile
+    /// is left alone. Returns whether it applied.
+    async fn transition_waiting(
+        &self,
+        id: Uuid,
+        from: crate::domain::JobState,
+        transition: crate::domain::Transition,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
     /// The attempt history of a job, oldest first.
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError>;
 

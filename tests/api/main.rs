@@ -6,6 +6,7 @@ mod fan_out;
 mod health;
 mod http_errors;
 mod idempotency;
+mod job_control;
 mod jobs_create;
 mod jobs_read;
 mod subscribers;

@@ -77,6 +77,18 @@ impl Store for Outage {
         self.check()?;
         self.inner.list_jobs(filter, page).await
     }
+    async fn transition_waiting(
+        &self,
+        id: Uuid,
+        from: deferhook::domain::JobState,
+        transition: deferhook::domain::Transition,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner
+            .transition_waiting(id, from, transition, now)
+            .await
+    }
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
         self.check()?;
         self.inner.list_attempts(job_id).await

@@ -87,6 +87,10 @@ macro_rules! store_suite {
                 release_at_shutdown_retries_at_once_as_a_possible_duplicate,
                 only_the_next_attempt_is_a_possible_duplicate,
             ],
+            control: [
+                cancel_applies_only_to_a_waiting_job,
+                reschedule_moves_deliver_at_and_deadline,
+            ],
             deadlines: [
                 waiting_jobs_past_their_deadline_die,
                 a_live_lease_is_spared_an_expired_one_is_not,

@@ -5,6 +5,7 @@ use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
 use crate::domain::payload::same_json_value;
+use crate::domain::{JobState, Timestamp, Transition};
 use crate::store::StoreError;
 use crate::store::records::{Attempt, CreateOutcome, Job, JobFilter, NewJob, PageRequest};
 use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
@@ -156,4 +157,29 @@ pub async fn attempts(pool: &PgPool, job_id: Uuid) -> Result<Vec<Attempt>, Store
     .iter()
     .map(rows::attempt)
     .collect()
+}
+
+pub async fn transition_waiting(
+    pool: &PgPool,
+    id: Uuid,
+    from: JobState,
+    transition: Transition,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE jobs SET state = $3, due_at = $4, deadline = $5, \
+         deliver_at = CASE WHEN $3 = 'scheduled' THEN COALESCE($4, deliver_at) ELSE deliver_at END, \
+         updated_at = $6 \
+         WHERE id = $1 AND state = $2 AND state IN ('scheduled', 'retrying')",
+    )
+    .bind(id.to_string())
+    .bind(from.as_str())
+    .bind(transition.to.as_str())
+    .bind(transition.due_at.map(Timestamp::as_millis))
+    .bind(transition.deadline.as_millis())
+    .bind(now.as_millis())
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
 }

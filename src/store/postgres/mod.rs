@@ -105,6 +105,16 @@ impl Store for PostgresStore {
         jobs::list(&self.pool, filter, page).await
     }
 
+    async fn transition_waiting(
+        &self,
+        id: Uuid,
+        from: crate::domain::JobState,
+        transition: crate::domain::Transition,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        jobs::transition_waiting(&self.pool, id, from, transition, now).await
+    }
+
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
         jobs::attempts(&self.pool, job_id).await
     }

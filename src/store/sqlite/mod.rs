@@ -124,6 +124,16 @@ impl Store for SqliteStore {
         jobs::list(&self.readers, filter, page).await
     }
 
+    async fn transition_waiting(
+        &self,
+        id: Uuid,
+        from: crate::domain::JobState,
+        transition: crate::domain::Transition,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        jobs::transition_waiting(&self.writer, id, from, transition, now).await
+    }
+
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
         attempts::list(&self.readers, job_id).await
     }

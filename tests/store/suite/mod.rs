@@ -3,6 +3,7 @@
 //! `store_suite!` (main.rs) so every backend runs it.
 
 pub mod claims;
+pub mod control;
 pub mod deadlines;
 pub mod fencing;
 pub mod jobs;

@@ -1,0 +1,149 @@
+//! Operator actions on a waiting job: cancel it, or move a scheduled one (DESIGN §5).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::AppState;
+use super::extract::AppJson;
+use super::problem::{ApiError, FieldError, Problem};
+use super::views::JobView;
+use crate::domain::job::{JobEvent, TransitionError, transition};
+use crate::domain::{JobState, Timestamp};
+use crate::store::Job;
+
+fn job_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
+}
+
+async fn load(state: &AppState, id: Uuid) -> Result<Job, ApiError> {
+    state
+        .store
+        .get_job(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+}
+
+fn not_waiting(job: &Job, action: &str, allowed: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "job {} is {}: only {allowed} jobs can be {action}",
+        job.id, job.state
+    ))
+}
+
+/// Applies `event` to the job, conditional on its state not changing meanwhile (e.g.
+/// a worker claiming it); answers the job as it now is.
+async fn apply(
+    state: &AppState,
+    job: Job,
+    event: JobEvent,
+    action: &str,
+    allowed: &str,
+) -> Result<Json<JobView>, ApiError> {
+    let now = state.clock.now();
+    let next = transition(&job.snapshot(), event, now).map_err(|error| match error {
+        TransitionError::NotAllowed { .. } => not_waiting(&job, action, allowed),
+        TransitionError::DeadlineNotAfterDelivery => ApiError::invalid(
+            "deadline",
+            "the deadline must be after deliver_at (a past deliver_at means now)",
+        ),
+        other => ApiError::Conflict(other.to_string()),
+    })?;
+    if !state
+        .store
+        .transition_waiting(job.id, job.state, next, now)
+        .await?
+    {
+        let current = load(state, job.id).await?;
+        return Err(not_waiting(&current, action, allowed));
+    }
+    let updated = load(state, job.id).await?;
+    Ok(Json(JobView::new(updated, None, now)))
+}
+
+/// Cancel a `scheduled` or `retrying` job.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{job_id}/cancel",
+    tag = "jobs",
+    params(("job_id" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Cancelled", body = JobView),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "In flight or already finished", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn cancel_job(
+    State(state): State<AppState>,
+    Path(raw_id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let job = load(&state, job_id(&raw_id)?).await?;
+    apply(
+        &state,
+        job,
+        JobEvent::Cancel,
+        "cancelled",
+        "scheduled or retrying",
+    )
+    .await
+}
+
+/// New times for a scheduled job; a field left out keeps its value.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleRequest {
+    /// RFC 3339 with an offset; a past instant means now.
+    pub deliver_at: Option<String>,
+    /// RFC 3339 with an offset; must be after `deliver_at`.
+    pub deadline: Option<String>,
+}
+
+fn instant(field: &str, text: Option<&str>, errors: &mut Vec<FieldError>) -> Option<Timestamp> {
+    let text = text?;
+    Timestamp::parse_rfc3339(text)
+        .map_err(|e| errors.push(FieldError::new(field, e.to_string())))
+        .ok()
+}
+
+/// Move a `scheduled` job: new `deliver_at` and/or `deadline`.
+#[utoipa::path(
+    patch,
+    path = "/v1/jobs/{job_id}",
+    tag = "jobs",
+    params(("job_id" = Uuid, Path, description = "The job's id")),
+    request_body = RescheduleRequest,
+    responses(
+        (status = 200, description = "Rescheduled", body = JobView),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not scheduled (in flight, retrying or finished)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn reschedule_job(
+    State(state): State<AppState>,
+    Path(raw_id): Path<String>,
+    AppJson(request): AppJson<RescheduleRequest>,
+) -> Result<Json<JobView>, ApiError> {
+    let id = job_id(&raw_id)?;
+    let mut errors = Vec::new();
+    let deliver_at = instant("deliver_at", request.deliver_at.as_deref(), &mut errors);
+    let deadline = instant("deadline", request.deadline.as_deref(), &mut errors);
+    if request.deliver_at.is_none() && request.deadline.is_none() {
+        errors.push(FieldError::new("body", "give deliver_at, deadline or both"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    let job = load(&state, id).await?;
+    if job.state != JobState::Scheduled {
+        return Err(not_waiting(&job, "rescheduled", "scheduled"));
+    }
+    let event = JobEvent::Reschedule {
+        deliver_at: deliver_at.unwrap_or(job.deliver_at),
+        deadline: deadline.unwrap_or(job.deadline),
+    };
+    apply(&state, job, event, "rescheduled", "scheduled").await
+}

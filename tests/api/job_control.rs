@@ -1,0 +1,129 @@
+//! `POST /v1/jobs/{id}/cancel` and `PATCH /v1/jobs/{id}`: operator actions on waiting
+//! jobs, refused (409) once a job is in flight or finished.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, at, expect_fields, expect_json, expect_problem, job, spawn_app};
+
+async fn cancel(app: &TestApp, id: &str) -> crate::support::Reply {
+    app.send(app.request(Method::POST, &format!("/v1/jobs/{id}/cancel")))
+        .await
+}
+
+async fn patch(app: &TestApp, id: &str, body: Value) -> crate::support::Reply {
+    app.send(
+        app.request(Method::PATCH, &format!("/v1/jobs/{id}"))
+            .json(&body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn cancel_a_scheduled_job_once() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app
+        .create_job(&job("s", "e", json!({"delay_ms": 60_000})))
+        .await;
+    let id = created["id"].as_str().unwrap();
+
+    let cancelled = expect_json(&cancel(&app, id).await, 200);
+    assert_eq!(cancelled["state"], "cancelled");
+    assert_eq!(cancelled["waiting_reason"], Value::Null);
+    let again = expect_problem(&cancel(&app, id).await, 409);
+    assert!(
+        again["detail"].as_str().unwrap().contains("cancelled"),
+        "{again}"
+    );
+    app.clock.advance_ms(120_000);
+    assert!(
+        app.claim().await.is_empty(),
+        "a cancelled job is never claimed"
+    );
+}
+
+#[tokio::test]
+async fn an_in_flight_job_cannot_be_cancelled_or_moved() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app.create_job(&job("s", "e", json!({}))).await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(app.claim().await.len(), 1);
+
+    let refused = expect_problem(&cancel(&app, id).await, 409);
+    assert!(
+        refused["detail"].as_str().unwrap().contains("in_flight"),
+        "{refused}"
+    );
+    expect_problem(
+        &patch(&app, id, json!({"deliver_at": at(5_000)})).await,
+        409,
+    );
+    let current = expect_json(&app.get(&format!("/v1/jobs/{id}")).await, 200);
+    assert_eq!(current["state"], "in_flight");
+}
+
+#[tokio::test]
+async fn reschedule_a_scheduled_job() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app
+        .create_job(&job(
+            "s",
+            "e",
+            json!({"delay_ms": 10_000, "ttl_ms": 60_000}),
+        ))
+        .await;
+    let id = created["id"].as_str().unwrap();
+
+    let moved = expect_json(
+        &patch(&app, id, json!({"deliver_at": at(30_000)})).await,
+        200,
+    );
+    assert_eq!(moved["deliver_at"], at(30_000));
+    assert_eq!(moved["deadline"], at(70_000), "the deadline is kept");
+    app.clock.advance_ms(20_000);
+    assert!(app.claim().await.is_empty(), "not due at its old time");
+    let moved = expect_json(&patch(&app, id, json!({"deadline": at(90_000)})).await, 200);
+    assert_eq!(moved["deadline"], at(90_000));
+    assert_eq!(moved["deliver_at"], at(30_000));
+    app.clock.advance_ms(10_000);
+    assert_eq!(app.claim().await.len(), 1, "due at its new time");
+}
+
+#[tokio::test]
+async fn bad_reschedules_are_named() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app
+        .create_job(&job("s", "e", json!({"delay_ms": 10_000})))
+        .await;
+    let id = created["id"].as_str().unwrap();
+
+    expect_fields(&patch(&app, id, json!({})).await, 422, &["body"]);
+    expect_fields(
+        &patch(&app, id, json!({"deliver_at": "tomorrow"})).await,
+        422,
+        &["deliver_at"],
+    );
+    expect_fields(
+        &patch(&app, id, json!({"delay_ms": 5})).await,
+        422,
+        &["delay_ms"],
+    );
+    expect_fields(
+        &patch(&app, id, json!({"deliver_at": at(200_000_000)})).await,
+        422,
+        &["deadline"],
+    );
+    let missing = uuid::Uuid::now_v7();
+    expect_problem(
+        &patch(&app, &missing.to_string(), json!({"deadline": at(5)})).await,
+        404,
+    );
+    expect_problem(&cancel(&app, &missing.to_string()).await, 404);
+    expect_fields(&cancel(&app, "not-a-uuid").await, 422, &["job_id"]);
+    let unchanged = expect_json(&app.get(&format!("/v1/jobs/{id}")).await, 200);
+    assert_eq!(unchanged["deliver_at"], created["deliver_at"]);
+}

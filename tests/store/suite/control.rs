@@ -1,0 +1,65 @@
+//! Operator transitions on waiting jobs apply only while the job is still waiting in
+//! the state they were decided from.
+
+use deferhook::domain::job::transition;
+use deferhook::domain::{JobEvent, JobState};
+use deferhook::store::SharedStore;
+
+use crate::support::{add_subscriber, at, claim_one, create, job, new_job};
+
+pub async fn cancel_applies_only_to_a_waiting_job(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let jobs = create(
+        &store,
+        vec![
+            new_job("s", "later", at(5_000), at(60_000)),
+            new_job("s", "now", at(0), at(60_000)),
+        ],
+    )
+    .await;
+    let later = job(&store, jobs[0].id).await;
+    let cancel = transition(&later.snapshot(), JobEvent::Cancel, at(1)).unwrap();
+    assert!(
+        store
+            .transition_waiting(later.id, JobState::Scheduled, cancel, at(1))
+            .await
+            .unwrap()
+    );
+    let cancelled = job(&store, later.id).await;
+    assert_eq!(cancelled.state, JobState::Cancelled);
+    assert_eq!(cancelled.due_at, None);
+
+    // Decided while scheduled, but a worker claimed it first: refused, unchanged.
+    let waiting = job(&store, jobs[1].id).await;
+    let cancel = transition(&waiting.snapshot(), JobEvent::Cancel, at(1)).unwrap();
+    claim_one(&store, "w", at(1)).await;
+    assert!(
+        !store
+            .transition_waiting(waiting.id, JobState::Scheduled, cancel, at(2))
+            .await
+            .unwrap()
+    );
+    assert_eq!(job(&store, waiting.id).await.state, JobState::InFlight);
+}
+
+pub async fn reschedule_moves_deliver_at_and_deadline(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let created = create(&store, vec![new_job("s", "e", at(5_000), at(60_000))]).await;
+    let current = job(&store, created[0].id).await;
+    let event = JobEvent::Reschedule {
+        deliver_at: at(20_000),
+        deadline: at(90_000),
+    };
+    let moved = transition(&current.snapshot(), event, at(1)).unwrap();
+    assert!(
+        store
+            .transition_waiting(current.id, JobState::Scheduled, moved, at(1))
+            .await
+            .unwrap()
+    );
+    let after = job(&store, current.id).await;
+    assert_eq!(after.state, JobState::Scheduled);
+    assert_eq!(after.deliver_at, at(20_000));
+    assert_eq!(after.due_at, Some(at(20_000)));
+    assert_eq!(after.deadline, at(90_000));
+}
