@@ -5,6 +5,7 @@
 //! recorded for many jobs in one write, and creates take a batch in one transaction.
 //! Every time-dependent call takes `now`; no implementation reads a clock.
 
+mod batch;
 mod error;
 pub mod postgres;
 pub mod records;

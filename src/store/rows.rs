@@ -5,6 +5,7 @@
 use uuid::Uuid;
 
 use crate::domain::Timestamp;
+use crate::domain::waiting::SubscriberLoad;
 use crate::store::StoreError;
 use crate::store::records::{Attempt, Job, LastError, LeaseInfo, Subscriber};
 
@@ -162,5 +163,22 @@ pub fn attempt(row: &impl Columns) -> Result<Attempt, StoreError> {
         lease_owner: row.text("lease_owner")?,
         lease_token: row.int("lease_token")?,
         possible_duplicate: row.flag("possible_duplicate")?,
+    })
+}
+
+/// A subscriber's load from a row with `max_in_flight`, `rate_limit_per_second`,
+/// `open_attempts`, `started_last_second` and `last_started_at`.
+pub fn subscriber_load(row: &impl Columns) -> Result<SubscriberLoad, StoreError> {
+    let count = |column: &str| -> Result<u32, StoreError> {
+        Ok(u32::try_from(row.int(column)?.max(0)).unwrap_or(u32::MAX))
+    };
+    Ok(SubscriberLoad {
+        open_attempts: count("open_attempts")?,
+        max_in_flight: count("max_in_flight")?,
+        started_last_second: count("started_last_second")?,
+        rate_limit_per_second: row
+            .opt_int("rate_limit_per_second")?
+            .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
+        last_started_at: opt_ts(row, "last_started_at")?,
     })
 }

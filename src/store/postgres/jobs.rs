@@ -4,11 +4,10 @@ use sqlx::{AssertSqlSafe, PgPool, Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
-use crate::domain::payload::same_json_value;
 use crate::domain::{JobState, Timestamp, Transition};
-use crate::store::StoreError;
 use crate::store::records::{Attempt, CreateOutcome, Job, JobFilter, NewJob, PageRequest};
 use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
+use crate::store::{StoreError, batch};
 
 pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
     let mut tx = pool.begin().await?;
@@ -28,13 +27,7 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = $1 AND j.event_id = $2"
     );
-    // Rows are written in key order, whatever the request order, so concurrent batches
-    // lock the same rows in the same order and cannot deadlock.
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&jobs[a].subscriber_id, &jobs[a].event_id)
-            .cmp(&(&jobs[b].subscriber_id, &jobs[b].event_id))
-    });
+    let order = batch::key_order(&jobs);
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     let mut created = 0;
     for &index in &order {
@@ -63,25 +56,12 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
             .fetch_one(&mut *tx)
             .await?;
         let stored = rows::job(&row)?;
-        if !inserted {
-            let payload: String = row.try_get("payload")?;
-            if !same_json_value(&payload, &job.payload) {
-                // Dropping the transaction rolls back what this call wrote.
-                return Err(StoreError::PayloadConflict {
-                    job_id: stored.id,
-                    subscriber_id: stored.subscriber_id,
-                    event_id: stored.event_id,
-                });
-            }
-        }
         outcomes[index] = Some(if inserted {
             created += 1;
             CreateOutcome::Created(stored)
         } else {
-            CreateOutcome::Existing {
-                job: stored,
-                payload: row.try_get("payload")?,
-            }
+            // A conflict returns early: dropping the transaction rolls back this call.
+            batch::repeat(stored, row.try_get("payload")?, job)?
         });
     }
     if created > 0 {
@@ -92,12 +72,7 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
             .await?;
     }
     tx.commit().await?;
-    outcomes
-        .into_iter()
-        .map(|outcome| {
-            outcome.ok_or_else(|| StoreError::Internal("a job without an outcome".into()))
-        })
-        .collect()
+    batch::in_request_order(outcomes)
 }
 
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Job>, StoreError> {

@@ -5,11 +5,10 @@ use std::collections::BTreeSet;
 use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use crate::domain::payload::same_json_value;
 use crate::domain::{JobState, Timestamp, Transition};
-use crate::store::StoreError;
 use crate::store::records::{CreateOutcome, Job, JobFilter, NewJob, PageRequest};
 use crate::store::rows::{self, JOB_COLUMNS};
+use crate::store::{StoreError, batch};
 
 pub async fn create(
     writer: &SqlitePool,
@@ -30,13 +29,7 @@ pub async fn create(
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = ?1 AND j.event_id = ?2"
     );
-    // Rows are written in key order, whatever the request order, so concurrent batches
-    // lock the same rows in the same order and cannot deadlock.
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&jobs[a].subscriber_id, &jobs[a].event_id)
-            .cmp(&(&jobs[b].subscriber_id, &jobs[b].event_id))
-    });
+    let order = batch::key_order(&jobs);
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     for &index in &order {
         let job = &jobs[index];
@@ -64,33 +57,15 @@ pub async fn create(
             .fetch_one(&mut *tx)
             .await?;
         let stored = rows::job(&row)?;
-        if !inserted {
-            let payload: String = row.try_get("payload")?;
-            if !same_json_value(&payload, &job.payload) {
-                // Dropping the transaction rolls back what this call wrote.
-                return Err(StoreError::PayloadConflict {
-                    job_id: stored.id,
-                    subscriber_id: stored.subscriber_id,
-                    event_id: stored.event_id,
-                });
-            }
-        }
         outcomes[index] = Some(if inserted {
             CreateOutcome::Created(stored)
         } else {
-            CreateOutcome::Existing {
-                job: stored,
-                payload: row.try_get("payload")?,
-            }
+            // A conflict returns early: dropping the transaction rolls back this call.
+            batch::repeat(stored, row.try_get("payload")?, job)?
         });
     }
     tx.commit().await?;
-    outcomes
-        .into_iter()
-        .map(|outcome| {
-            outcome.ok_or_else(|| StoreError::Internal("a job without an outcome".into()))
-        })
-        .collect()
+    batch::in_request_order(outcomes)
 }
 
 pub async fn get(readers: &SqlitePool, id: Uuid) -> Result<Option<Job>, StoreError> {

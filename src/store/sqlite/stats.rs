@@ -6,7 +6,7 @@ use crate::domain::waiting::SubscriberLoad;
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::records::StoreGauges;
-use crate::store::rows::Columns;
+use crate::store::rows::{self, Columns};
 
 /// The soonest of: the next scheduled or retrying job coming due (enabled
 /// subscribers); for each enabled subscriber with due work, the moment its limits next
@@ -138,17 +138,5 @@ pub async fn subscriber_load(
     .bind(now.as_millis())
     .fetch_optional(pool)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    let count = |column: &str| -> Result<u32, StoreError> {
-        Ok(u32::try_from(row.int(column)?.max(0)).unwrap_or(u32::MAX))
-    };
-    Ok(Some(SubscriberLoad {
-        open_attempts: count("open_attempts")?,
-        max_in_flight: count("max_in_flight")?,
-        started_last_second: count("started_last_second")?,
-        rate_limit_per_second: row
-            .opt_int("rate_limit_per_second")?
-            .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
-        last_started_at: row.opt_int("last_started_at")?.map(Timestamp::from_millis),
-    }))
+    row.map(|row| rows::subscriber_load(&row)).transpose()
 }
