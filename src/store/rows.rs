@@ -7,7 +7,9 @@ use uuid::Uuid;
 use crate::domain::Timestamp;
 use crate::domain::waiting::SubscriberLoad;
 use crate::store::StoreError;
-use crate::store::records::{Attempt, Job, LastError, LeaseInfo, Subscriber};
+use crate::store::records::{
+    Attempt, Job, JobFilter, LastError, LeaseInfo, PageRequest, Subscriber,
+};
 
 /// The columns [`job`] reads, from `jobs j JOIN subscribers s`.
 pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
@@ -181,4 +183,38 @@ pub fn subscriber_load(row: &impl Columns) -> Result<SubscriberLoad, StoreError>
             .map(|n| u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
         last_started_at: opt_ts(row, "last_started_at")?,
     })
+}
+
+/// The job listing query for any backend: [`JOB_COLUMNS`] matching `filter`, newest
+/// first (descending id), strictly older than `page.after`. `QueryBuilder` writes each
+/// backend's placeholders.
+pub fn job_listing<DB>(filter: &JobFilter, page: &PageRequest<Uuid>) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut query = sqlx::QueryBuilder::<DB>::new(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+         WHERE 1 = 1"
+    ));
+    if let Some(event_id) = &filter.event_id {
+        query.push(" AND j.event_id = ").push_bind(event_id.clone());
+    }
+    if let Some(subscriber_id) = &filter.subscriber_id {
+        query
+            .push(" AND j.subscriber_id = ")
+            .push_bind(subscriber_id.clone());
+    }
+    if let Some(state) = filter.state {
+        query.push(" AND j.state = ").push_bind(state.as_str());
+    }
+    if let Some(after) = page.after {
+        query.push(" AND j.id < ").push_bind(after.to_string());
+    }
+    query
+        .push(" ORDER BY j.id DESC LIMIT ")
+        .push_bind(i64::from(page.limit));
+    query
 }

@@ -1,6 +1,6 @@
 //! Creating, reading and listing jobs, and their attempt history, in PostgreSQL.
 
-use sqlx::{AssertSqlSafe, PgPool, Postgres, QueryBuilder, Row};
+use sqlx::{AssertSqlSafe, PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
@@ -92,27 +92,7 @@ pub async fn list(
     filter: &JobFilter,
     page: PageRequest<Uuid>,
 ) -> Result<Vec<Job>, StoreError> {
-    let mut query = QueryBuilder::<Postgres>::new(format!(
-        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-         WHERE TRUE"
-    ));
-    if let Some(event_id) = &filter.event_id {
-        query.push(" AND j.event_id = ").push_bind(event_id.clone());
-    }
-    if let Some(subscriber_id) = &filter.subscriber_id {
-        query
-            .push(" AND j.subscriber_id = ")
-            .push_bind(subscriber_id.clone());
-    }
-    if let Some(state) = filter.state {
-        query.push(" AND j.state = ").push_bind(state.as_str());
-    }
-    if let Some(after) = page.after {
-        query.push(" AND j.id < ").push_bind(after.to_string());
-    }
-    query
-        .push(" ORDER BY j.id DESC LIMIT ")
-        .push_bind(i64::from(page.limit));
+    let mut query = rows::job_listing::<Postgres>(filter, &page);
     query
         .build()
         .fetch_all(pool)

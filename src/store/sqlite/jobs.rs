@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
 use crate::domain::{JobState, Timestamp, Transition};
@@ -85,27 +85,7 @@ pub async fn list(
     filter: &JobFilter,
     page: PageRequest<Uuid>,
 ) -> Result<Vec<Job>, StoreError> {
-    let mut query = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-         WHERE 1 = 1"
-    ));
-    if let Some(event_id) = &filter.event_id {
-        query.push(" AND j.event_id = ").push_bind(event_id.clone());
-    }
-    if let Some(subscriber_id) = &filter.subscriber_id {
-        query
-            .push(" AND j.subscriber_id = ")
-            .push_bind(subscriber_id.clone());
-    }
-    if let Some(state) = filter.state {
-        query.push(" AND j.state = ").push_bind(state.as_str());
-    }
-    if let Some(after) = page.after {
-        query.push(" AND j.id < ").push_bind(after.to_string());
-    }
-    query
-        .push(" ORDER BY j.id DESC LIMIT ")
-        .push_bind(i64::from(page.limit));
+    let mut query = rows::job_listing::<Sqlite>(filter, &page);
     query
         .build()
         .fetch_all(readers)
