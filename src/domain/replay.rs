@@ -26,10 +26,10 @@ wire_names!(ReplayState, "Every state." {
     Cancelled => "cancelled",
 });
 
-/// Which dead jobs a replay selects; all given conditions must hold. The store matches
-/// only jobs in state `dead`. An empty filter selects nothing unless `all` is set (the
-/// API refuses an empty filter without `all`, so no replay takes everything by
-/// accident).
+/// Which dead jobs a replay selects; all given conditions must hold, and the store
+/// matches only jobs in state `dead`. With no condition every dead job matches, so the
+/// API takes an empty filter only with an explicit `all: true` (nothing replays
+/// everything by accident).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayFilter {
     /// Only this subscriber's jobs.
@@ -42,19 +42,8 @@ pub struct ReplayFilter {
     pub dead_after: Option<Timestamp>,
     /// Only jobs that became dead before this instant.
     pub dead_before: Option<Timestamp>,
-    /// Every dead job (no other condition given).
+    /// The operator asked for every dead job (no other condition given).
     pub all: bool,
-}
-
-impl ReplayFilter {
-    /// True when at least one condition narrows the selection.
-    pub fn is_narrowed(&self) -> bool {
-        self.subscriber_id.is_some()
-            || self.event_id.is_some()
-            || self.dead_reason.is_some()
-            || self.dead_after.is_some()
-            || self.dead_before.is_some()
-    }
 }
 
 /// The token bucket of one replay, as a generic cell rate: jobs are released in bursts
@@ -194,20 +183,5 @@ mod tests {
             }
             assert!(released.len() as u32 >= rate * 4, "rate {rate} too slow");
         }
-    }
-
-    #[test]
-    fn a_filter_needs_a_condition_to_be_narrowed() {
-        assert!(!ReplayFilter::default().is_narrowed());
-        let all = ReplayFilter {
-            all: true,
-            ..ReplayFilter::default()
-        };
-        assert!(!all.is_narrowed());
-        let one = ReplayFilter {
-            dead_reason: Some(DeadReason::MaxAttempts),
-            ..ReplayFilter::default()
-        };
-        assert!(one.is_narrowed());
     }
 }
