@@ -5,11 +5,13 @@ mod events;
 pub mod extract;
 mod health;
 mod job_control;
+pub mod job_filter;
 pub mod job_input;
 mod jobs;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
+mod subscriber_stats;
 mod subscribers;
 pub mod views;
 
@@ -89,6 +91,7 @@ struct ApiDoc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(subscribers::router())
+        .merge(subscriber_stats::router())
         .merge(jobs::router())
         .merge(events::router())
         .merge(health::router())

@@ -8,6 +8,8 @@ mod http_errors;
 mod idempotency;
 mod job_control;
 mod jobs_create;
+mod jobs_filters;
 mod jobs_read;
+mod subscriber_stats;
 mod subscribers;
 mod support;
