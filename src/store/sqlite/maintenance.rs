@@ -120,3 +120,68 @@ pub async fn purge_finished(
     tx.commit().await?;
     Ok(purged)
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Row;
+
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+
+    async fn count(pool: &SqlitePool, table: &str) -> i64 {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+        .get("n")
+    }
+
+    /// A purged job takes its attempts and replay entries with it: the store opens
+    /// SQLite with foreign keys on (off, the delete would leave them behind).
+    #[tokio::test]
+    async fn a_purge_cascades_to_attempts_and_replay_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("d.db").display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        for pool in [&store.writer, &store.readers] {
+            let on: i64 = sqlx::query("PRAGMA foreign_keys")
+                .fetch_one(pool)
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(on, 1);
+        }
+        for statement in [
+            "INSERT INTO subscribers (id, url, secret, created_at, updated_at) \
+             VALUES ('s', 'https://s.example.test/', 'whsec_x', 0, 0)",
+            "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, deliver_at, \
+             deadline, created_at, updated_at, delivered_at) \
+             VALUES ('j', 's', 'e', '{}', 'delivered', 0, 1, 0, 10, 10)",
+            "INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
+             finished_at, outcome, subscriber_id) VALUES ('j', 1, 1, 'w', 0, 10, 'delivered', 's')",
+            "INSERT INTO replays (id, filter, rate_per_second, ttl_ms, state, matched, \
+             paced_until, next_at, created_at, updated_at) \
+             VALUES ('r', '{}', 1, 1, 'running', 1, 0, 0, 0, 0)",
+            "INSERT INTO replay_jobs (replay_id, position, job_id) VALUES ('r', 0, 'j')",
+        ] {
+            sqlx::query(statement).execute(&store.writer).await.unwrap();
+        }
+
+        let purged = purge_finished(&store.writer, Some(Timestamp::from_millis(11)), None, 10)
+            .await
+            .unwrap();
+
+        assert_eq!(purged.delivered, 1);
+        assert_eq!(count(&store.writer, "jobs").await, 0);
+        assert_eq!(count(&store.writer, "attempts").await, 0);
+        assert_eq!(count(&store.writer, "replay_jobs").await, 0);
+        assert_eq!(
+            count(&store.writer, "replays").await,
+            1,
+            "the replay itself stays"
+        );
+    }
+}
