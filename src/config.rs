@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::api::ApiSettings;
 use crate::api::job_input::JobLimits;
 use crate::delivery::DeliverySettings;
+use crate::delivery::retention::RetentionSettings;
 use crate::domain::policy::BackoffPolicy;
 
 /// Most jobs one claim takes.
@@ -114,6 +115,23 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_replay_rate: u32,
+    /// How long delivered and cancelled jobs (with their attempts) are kept after they
+    /// finish, in milliseconds; 0 keeps them forever. Instances that run the worker
+    /// purge them every minute.
+    #[arg(
+        long,
+        env = "DEFERHOOK_RETAIN_FINISHED_MS",
+        default_value_t = 604_800_000
+    )]
+    pub retain_finished_ms: u64,
+    /// How long dead jobs (with their attempts) are kept after they die, in
+    /// milliseconds; 0 keeps them forever.
+    #[arg(
+        long,
+        env = "DEFERHOOK_RETAIN_DEAD_MS",
+        default_value_t = 2_592_000_000
+    )]
+    pub retain_dead_ms: u64,
     /// Run the API only (another instance delivers).
     #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
     pub no_worker: bool,
@@ -142,6 +160,15 @@ impl ServeArgs {
     /// The shutdown grace period.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    /// The retention task's settings (`0` in a flag: keep that kind forever).
+    pub fn retention_settings(&self) -> RetentionSettings {
+        RetentionSettings {
+            retain_finished_ms: (self.retain_finished_ms > 0).then_some(self.retain_finished_ms),
+            retain_dead_ms: (self.retain_dead_ms > 0).then_some(self.retain_dead_ms),
+            ..RetentionSettings::default()
+        }
     }
 
     /// The delivery worker's settings; `owner` names this instance's leases.
@@ -189,8 +216,33 @@ mod tests {
         assert_eq!(args.backoff_max_ms, 3_600_000);
         assert_eq!(args.max_in_flight, 256);
         assert_eq!(args.delivery_slo_ms, 60_000);
+        assert_eq!(args.retain_finished_ms, 604_800_000);
+        assert_eq!(args.retain_dead_ms, 2_592_000_000);
+        let retention = args.retention_settings();
+        assert_eq!(retention.retain_finished_ms, Some(604_800_000));
+        assert_eq!(retention.retain_dead_ms, Some(2_592_000_000));
         assert!(!args.no_worker && !args.no_api);
         assert!(args.delivery_settings("w".into()).validate().is_ok());
+    }
+
+    #[test]
+    fn zero_retention_keeps_forever() {
+        let cli = Cli::try_parse_from([
+            "deferhook",
+            "serve",
+            "--retain-finished-ms",
+            "0",
+            "--retain-dead-ms",
+            "0",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve")
+        };
+        let retention = args.retention_settings();
+        assert_eq!(retention.retain_finished_ms, None);
+        assert_eq!(retention.retain_dead_ms, None);
+        assert!(!retention.enabled());
     }
 
     #[test]
@@ -199,6 +251,7 @@ mod tests {
             ["deferhook", "serve", "--listen", "nowhere"],
             ["deferhook", "serve", "--max-payload-bytes", "0"],
             ["deferhook", "serve", "--default-ttl-ms", "-5"],
+            ["deferhook", "serve", "--retain-dead-ms", "-1"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

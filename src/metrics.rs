@@ -10,7 +10,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::ErrorClass;
 use crate::domain::{DeadReason, JobState, Timestamp};
-use crate::store::StoreGauges;
+use crate::store::{PurgedJobs, StoreGauges};
 
 /// Buckets of the duration histograms, in seconds.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -35,6 +35,9 @@ const ATTEMPT_LABELS: &[(AttemptOutcome, Option<ErrorClass>)] = &[
     (AttemptOutcome::Unknown, None),
     (AttemptOutcome::Blocked, Some(ErrorClass::Blocked)),
 ];
+
+/// The states retention purges (`deferhook_jobs_purged_total{state}`).
+const PURGED_STATES: [JobState; 3] = [JobState::Delivered, JobState::Cancelled, JobState::Dead];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -114,6 +117,10 @@ fn register() {
         "deferhook_replayed_total",
         "Dead jobs moved back to scheduled."
     );
+    describe_counter!(
+        "deferhook_jobs_purged_total",
+        "Finished jobs deleted with their attempts by retention, by state."
+    );
     describe_gauge!(
         "deferhook_oldest_retrying_age_seconds",
         metrics::Unit::Seconds,
@@ -147,6 +154,9 @@ fn register() {
     }
     for state in JobState::ALL {
         gauge!("deferhook_jobs", "state" => state.as_str()).set(0.0);
+    }
+    for state in PURGED_STATES {
+        counter!("deferhook_jobs_purged_total", "state" => state.as_str()).absolute(0);
     }
     for name in [
         "deferhook_oldest_eligible_age_seconds",
@@ -229,6 +239,17 @@ pub fn swept(deadline: u64, max_attempts: u64) {
 /// A replay moved `n` dead jobs back to `scheduled`.
 pub fn replayed(n: u64) {
     counter!("deferhook_replayed_total").increment(n);
+}
+
+/// Retention deleted `purged` jobs.
+pub fn purged(purged: &PurgedJobs) {
+    for (state, n) in [
+        (JobState::Delivered, purged.delivered),
+        (JobState::Cancelled, purged.cancelled),
+        (JobState::Dead, purged.dead),
+    ] {
+        counter!("deferhook_jobs_purged_total", "state" => state.as_str()).increment(n);
+    }
 }
 
 /// Sets the store-derived gauges as of `now`.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::config::ServeArgs;
-use crate::delivery::Worker;
+use crate::delivery::{Worker, retention};
 use crate::domain::{Clock, SystemClock};
 use crate::store::{self, SharedStore};
 
@@ -105,10 +105,26 @@ impl Server {
                 std::process::id(),
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             );
-            let worker = Worker::new(store.clone(), clock, args.delivery_settings(owner), wake)?;
+            let worker = Worker::new(
+                store.clone(),
+                clock.clone(),
+                args.delivery_settings(owner),
+                wake,
+            )?;
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 worker.run(stop).await;
+                Ok(())
+            });
+            // Maintenance runs where the worker runs: purging finished jobs.
+            let retention = retention::run(
+                store.clone(),
+                clock,
+                args.retention_settings(),
+                shutdown.clone(),
+            );
+            tasks.spawn(async move {
+                retention.await;
                 Ok(())
             });
         }

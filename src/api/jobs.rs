@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -12,15 +12,16 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
+use super::job_filter::{ListJobsQuery, job_filter};
 use super::job_input::{self, CreateJobRequest};
 use super::pagination::{self, Page};
 use super::problem::{ApiError, Problem};
 use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
 
+use crate::domain::Timestamp;
 use crate::domain::waiting::{SubscriberLoad, needs_load};
-use crate::domain::{JobState, Timestamp};
-use crate::store::{CreateOutcome, Job, JobFilter, PageRequest};
+use crate::store::{CreateOutcome, Job, PageRequest};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -142,25 +143,6 @@ pub async fn get_job(
     Ok(Json(job_view(&state, job, state.clock.now()).await?))
 }
 
-/// Query of the job listing; all given filters must match.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ListJobsQuery {
-    /// Only jobs of this event.
-    pub event_id: Option<String>,
-    /// Only jobs of this subscriber.
-    pub subscriber_id: Option<String>,
-    /// Only jobs in this state.
-    #[param(value_type = Option<JobState>)]
-    pub state: Option<String>,
-    /// Items per page, 1–1000 (default 100).
-    #[param(value_type = Option<u32>)]
-    pub limit: Option<String>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-}
-
 /// List jobs, newest first.
 #[utoipa::path(
     get,
@@ -178,20 +160,7 @@ pub async fn list_jobs(
 ) -> Result<Json<Page<JobView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let after = pagination::decode_cursor(query.cursor.as_deref(), |k| Uuid::parse_str(k).ok())?;
-    let job_state = query
-        .state
-        .as_deref()
-        .map(str::parse::<JobState>)
-        .transpose()
-        .map_err(|_| {
-            let names: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-            ApiError::invalid("state", format!("must be one of {}", names.join(", ")))
-        })?;
-    let filter = JobFilter {
-        event_id: query.event_id,
-        subscriber_id: query.subscriber_id,
-        state: job_state,
-    };
+    let filter = job_filter(&query)?;
     let fetched = state
         .store
         .list_jobs(

@@ -5,12 +5,14 @@ mod events;
 pub mod extract;
 mod health;
 mod job_control;
+pub mod job_filter;
 pub mod job_input;
 mod jobs;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
 pub mod replays;
+mod subscriber_stats;
 mod subscribers;
 pub mod views;
 
@@ -95,6 +97,7 @@ struct ApiDoc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(subscribers::router())
+        .merge(subscriber_stats::router())
         .merge(jobs::router())
         .merge(events::router())
         .merge(replays::router())

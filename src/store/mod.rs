@@ -173,6 +173,31 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `retrying`, due now. An expired lease's attempt is recorded as `unknown`.
     async fn expire_deadlines(&self, now: Timestamp, limit: u32)
     -> Result<ExpiredJobs, StoreError>;
+
+    // --- operator queries and retention (ops) ---
+
+    /// Subscriber `id`'s figures at `now` (see [`SubscriberStats`]): its jobs per
+    /// state, the earliest due time of its `scheduled`/`retrying` jobs due at `now`, its
+    /// latest delivered attempt and its latest failed one (`retryable`, `terminal`,
+    /// `blocked`), read in one snapshot; `None` when it does not exist.
+    async fn subscriber_stats(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberStats>, StoreError>;
+
+    /// Deletes, with their attempts (and replay entries, by cascade), up to `limit` jobs
+    /// in all: `delivered` and `cancelled` ones last updated before `finished_before`,
+    /// then `dead` ones last updated before `dead_before` (each bound exclusive; `None`
+    /// purges none of that kind), oldest first. A job in any other state is never
+    /// deleted: the statement itself checks the state. Callers repeat while a call
+    /// returns `limit` jobs.
+    async fn purge_finished(
+        &self,
+        finished_before: Option<Timestamp>,
+        dead_before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<PurgedJobs, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date.

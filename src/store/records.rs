@@ -178,7 +178,8 @@ impl Job {
     }
 }
 
-/// Filters of a job listing; all given ones must match.
+/// Filters of a job listing; all given ones must match. Lower bounds (`*_after`) are
+/// inclusive, upper bounds (`*_before`) exclusive.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobFilter {
     /// Only this event.
@@ -187,6 +188,33 @@ pub struct JobFilter {
     pub subscriber_id: Option<String>,
     /// Only this state.
     pub state: Option<JobState>,
+    /// Only dead jobs with this reason (implies state `dead`).
+    pub dead_reason: Option<DeadReason>,
+    /// Only jobs created at or after this instant, as recorded in their UUIDv7 id (its
+    /// 48-bit millisecond timestamp), so the id indexes serve the bound.
+    pub created_after: Option<Timestamp>,
+    /// Only jobs created before this instant (UUIDv7 id timestamp).
+    pub created_before: Option<Timestamp>,
+    /// Only dead jobs whose `dead_at` is at or after this instant (implies `dead`).
+    pub dead_after: Option<Timestamp>,
+    /// Only dead jobs whose `dead_at` is before this instant (implies `dead`).
+    pub dead_before: Option<Timestamp>,
+}
+
+impl JobFilter {
+    /// True when a filter only dead jobs can match is set (`dead_reason`, `dead_after`,
+    /// `dead_before`).
+    pub fn implies_dead(&self) -> bool {
+        self.dead_reason.is_some() || self.dead_after.is_some() || self.dead_before.is_some()
+    }
+}
+
+/// The smallest UUIDv7 whose timestamp is `at` (milliseconds, clamped to the 48 bits
+/// a UUIDv7 holds): every job id created at or after `at` is `>=` it, every one
+/// created before is `<` it, as values and as lowercase text alike.
+pub fn uuid_v7_floor(at: Timestamp) -> Uuid {
+    let ms = at.as_millis().clamp(0, (1_i64 << 48) - 1);
+    Uuid::from_u128((ms as u128) << 80)
 }
 
 /// One page request: items strictly after `after` in the listing's order.
@@ -351,4 +379,100 @@ pub struct StoreGauges {
     pub past_slo: u64,
     /// Non-terminal jobs within 10 % of their time to deadline.
     pub near_deadline: u64,
+}
+
+/// Jobs per state, each state counted (0 when it has none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    /// `scheduled` jobs.
+    pub scheduled: u64,
+    /// `in_flight` jobs.
+    pub in_flight: u64,
+    /// `retrying` jobs.
+    pub retrying: u64,
+    /// `delivered` jobs.
+    pub delivered: u64,
+    /// `dead` jobs.
+    pub dead: u64,
+    /// `cancelled` jobs.
+    pub cancelled: u64,
+}
+
+impl JobCounts {
+    /// Adds `n` jobs in `state`.
+    pub fn add(&mut self, state: JobState, n: u64) {
+        let slot = match state {
+            JobState::Scheduled => &mut self.scheduled,
+            JobState::InFlight => &mut self.in_flight,
+            JobState::Retrying => &mut self.retrying,
+            JobState::Delivered => &mut self.delivered,
+            JobState::Dead => &mut self.dead,
+            JobState::Cancelled => &mut self.cancelled,
+        };
+        *slot += n;
+    }
+}
+
+/// A failed attempt, as [`SubscriberStats::last_failure`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptFailure {
+    /// When its result was recorded (`finished_at`).
+    pub at: Timestamp,
+    /// `retryable`, `terminal` or `blocked`.
+    pub outcome: AttemptOutcome,
+    /// The failure class, as recorded.
+    pub class: Option<ErrorClass>,
+    /// The HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// A short account.
+    pub reason: Option<String>,
+}
+
+/// What an operator on call wants to know of one subscriber, read at one `now`
+/// ([`crate::store::Store::subscriber_stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// Its jobs per state.
+    pub jobs: JobCounts,
+    /// The earliest due time among its `scheduled`/`retrying` jobs whose due time has
+    /// come (`due_at <= now`); `None` when none is due.
+    pub oldest_eligible_since: Option<Timestamp>,
+    /// `finished_at` of its latest `delivered` attempt.
+    pub last_success_at: Option<Timestamp>,
+    /// Its latest finished attempt with outcome `retryable`, `terminal` or `blocked`.
+    pub last_failure: Option<AttemptFailure>,
+}
+
+/// Jobs deleted (with their attempts) by [`crate::store::Store::purge_finished`], per
+/// state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgedJobs {
+    /// `delivered` jobs.
+    pub delivered: u64,
+    /// `cancelled` jobs.
+    pub cancelled: u64,
+    /// `dead` jobs.
+    pub dead: u64,
+}
+
+impl PurgedJobs {
+    /// `delivered` and `cancelled` together.
+    pub fn finished(&self) -> u64 {
+        self.delivered + self.cancelled
+    }
+
+    /// Every purged job.
+    pub fn total(&self) -> u64 {
+        self.finished() + self.dead
+    }
+
+    /// Counts one purged job in `state`; other states are not purgeable and ignored.
+    pub fn add(&mut self, state: JobState) {
+        match state {
+            JobState::Delivered => self.delivered += 1,
+            JobState::Cancelled => self.cancelled += 1,
+            JobState::Dead => self.dead += 1,
+            _ => {}
+        }
+    }
 }

@@ -4,11 +4,12 @@
 
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
 use crate::domain::waiting::SubscriberLoad;
+use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::records::{
-    Attempt, Job, JobFilter, LastError, LeaseInfo, PageRequest, Subscriber,
+    Attempt, AttemptFailure, Job, JobCounts, JobFilter, LastError, LeaseInfo, PageRequest,
+    PurgedJobs, Subscriber, uuid_v7_floor,
 };
 
 /// The columns [`job`] reads, from `jobs j JOIN subscribers s`.
@@ -185,6 +186,38 @@ pub fn subscriber_load(row: &impl Columns) -> Result<SubscriberLoad, StoreError>
     })
 }
 
+/// Adds a row of `state` and `n` (a `GROUP BY state` count) to `counts`.
+pub fn add_state_count(counts: &mut JobCounts, row: &impl Columns) -> Result<(), StoreError> {
+    let state: JobState = named(row, "state")?;
+    counts.add(state, u64::try_from(row.int("n")?.max(0)).unwrap_or(0));
+    Ok(())
+}
+
+/// A failed attempt from a row with `finished_at`, `outcome`, `error_class`, `status`
+/// and `reason`.
+pub fn attempt_failure(row: &impl Columns) -> Result<AttemptFailure, StoreError> {
+    Ok(AttemptFailure {
+        at: ts(row, "finished_at")?,
+        outcome: named(row, "outcome")?,
+        class: opt_named(row, "error_class")?,
+        status: opt_num(row, "status")?,
+        reason: row.opt_text("reason")?,
+    })
+}
+
+/// Counts a row of a purge's `RETURNING state`; a state that is not terminal is a
+/// fault (the caller rolls back).
+pub fn count_purged(purged: &mut PurgedJobs, row: &impl Columns) -> Result<(), StoreError> {
+    let state: JobState = named(row, "state")?;
+    if !state.is_terminal() {
+        return Err(StoreError::Internal(format!(
+            "a purge matched a job in state {state}; nothing was deleted"
+        )));
+    }
+    purged.add(state);
+    Ok(())
+}
+
 /// The job listing query for any backend: [`JOB_COLUMNS`] matching `filter`, newest
 /// first (descending id), strictly older than `page.after`. `QueryBuilder` writes each
 /// backend's placeholders.
@@ -195,8 +228,47 @@ where
     for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut query = sqlx::QueryBuilder::<DB>::new(format!(
-        "SELECT {JOB_COLUMNS} FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+    let mut query = sqlx::QueryBuilder::<DB>::new("");
+    push_job_listing(&mut query, filter, page);
+    query
+}
+
+/// The index SQLite must use for `filter`, where its planner (without statistics)
+/// would pick a worse one: a `dead_at` range alone walks `jobs_dead_at` rather than
+/// every dead job in id order through `jobs_state`. PostgreSQL plans from statistics.
+fn sqlite_index_hint(filter: &JobFilter) -> Option<&'static str> {
+    let dead_at = filter.dead_after.is_some() || filter.dead_before.is_some();
+    let other = filter.event_id.is_some()
+        || filter.subscriber_id.is_some()
+        || filter.dead_reason.is_some()
+        || filter.created_after.is_some()
+        || filter.created_before.is_some();
+    (dead_at && !other).then_some("jobs_dead_at")
+}
+
+/// Appends the [`job_listing`] query to `query` (e.g. after `EXPLAIN QUERY PLAN`).
+///
+/// Each filter is written so an index serves it: a state as a literal (SQLite uses a
+/// partial index only when the query's text implies its predicate), `dead_reason`
+/// through `jobs_dead_reason (dead_reason, id)`, `dead_at` bounds through
+/// `jobs_dead_at`, and creation bounds as bounds on the UUIDv7 id (the primary key and
+/// the `(…, id)` indexes).
+pub fn push_job_listing<DB>(
+    query: &mut sqlx::QueryBuilder<DB>,
+    filter: &JobFilter,
+    page: &PageRequest<Uuid>,
+) where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let hint = match sqlite_index_hint(filter) {
+        Some(index) if DB::NAME == "SQLite" => format!(" INDEXED BY {index}"),
+        _ => String::new(),
+    };
+    query.push(format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j{hint} JOIN subscribers s ON s.id = j.subscriber_id \
          WHERE 1 = 1"
     ));
     if let Some(event_id) = &filter.event_id {
@@ -207,8 +279,38 @@ where
             .push(" AND j.subscriber_id = ")
             .push_bind(subscriber_id.clone());
     }
-    if let Some(state) = filter.state {
-        query.push(" AND j.state = ").push_bind(state.as_str());
+    // A fixed name, never input: safe to write as a literal.
+    let mut states: Vec<&'static str> = filter.state.iter().map(|s| s.as_str()).collect();
+    if filter.implies_dead() && filter.state != Some(JobState::Dead) {
+        states.push(JobState::Dead.as_str());
+    }
+    for state in states {
+        query.push(format!(" AND j.state = '{state}'"));
+    }
+    if let Some(reason) = filter.dead_reason {
+        query
+            .push(" AND j.dead_reason = ")
+            .push_bind(reason.as_str());
+    }
+    if let Some(after) = filter.dead_after {
+        query
+            .push(" AND j.dead_at >= ")
+            .push_bind(after.as_millis());
+    }
+    if let Some(before) = filter.dead_before {
+        query
+            .push(" AND j.dead_at < ")
+            .push_bind(before.as_millis());
+    }
+    if let Some(after) = filter.created_after {
+        query
+            .push(" AND j.id >= ")
+            .push_bind(uuid_v7_floor(after).to_string());
+    }
+    if let Some(before) = filter.created_before {
+        query
+            .push(" AND j.id < ")
+            .push_bind(uuid_v7_floor(before).to_string());
     }
     if let Some(after) = page.after {
         query.push(" AND j.id < ").push_bind(after.to_string());
@@ -216,5 +318,4 @@ where
     query
         .push(" ORDER BY j.id DESC LIMIT ")
         .push_bind(i64::from(page.limit));
-    query
 }

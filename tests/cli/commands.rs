@@ -210,6 +210,7 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_oldest_retrying_age_seconds", "gauge"),
         ("deferhook_jobs_past_slo", "gauge"),
         ("deferhook_jobs_near_deadline", "gauge"),
+        ("deferhook_jobs_purged_total", "counter"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),
@@ -218,6 +219,10 @@ fn a_fresh_instance_shows_every_metric() {
     }
     assert!(text.contains("deferhook_jobs_accepted_total 0\n"));
     assert!(text.contains("deferhook_dead_letters_total{reason=\"deadline_exceeded\"} 0\n"));
+    for state in ["delivered", "cancelled", "dead"] {
+        let series = format!("deferhook_jobs_purged_total{{state=\"{state}\"}} 0\n");
+        assert!(text.contains(&series), "{series} is missing:\n{text}");
+    }
 }
 
 #[test]

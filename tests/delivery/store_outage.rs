@@ -166,6 +166,25 @@ impl Store for Outage {
         self.check()?;
         self.inner.expire_deadlines(now, limit).await
     }
+    async fn subscriber_stats(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberStats>, StoreError> {
+        self.check()?;
+        self.inner.subscriber_stats(id, now).await
+    }
+    async fn purge_finished(
+        &self,
+        finished_before: Option<Timestamp>,
+        dead_before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<PurgedJobs, StoreError> {
+        self.check()?;
+        self.inner
+            .purge_finished(finished_before, dead_before, limit)
+            .await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

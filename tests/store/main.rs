@@ -11,6 +11,7 @@
 //!
 //! [`Store`]: deferhook::store::Store
 
+mod finish;
 #[path = "../common/pg.rs"]
 mod pg;
 mod replay_plans;
@@ -99,6 +100,7 @@ macro_rules! store_suite {
                 a_job_no_longer_dead_is_skipped_never_resent,
                 a_cancelled_replay_requeues_nothing_more,
                 a_replayed_job_gets_a_fresh_attempt_budget,
+                a_replay_survives_the_purge_of_matched_jobs,
             ],
             deadlines: [
                 waiting_jobs_past_their_deadline_die,
@@ -106,6 +108,23 @@ macro_rules! store_suite {
                 a_paused_subscriber_jobs_still_expire,
                 a_paused_subscribers_expired_lease_goes_back_to_waiting,
                 the_sweep_respects_its_limit,
+            ],
+            filters: [
+                dead_reason_lists_dead_jobs_with_that_reason,
+                created_bounds_follow_the_id_instant,
+                dead_at_bounds_select_dead_jobs,
+                all_filters_combine_across_pages,
+            ],
+            stats: [
+                stats_count_jobs_and_find_the_last_success_and_failure,
+                stats_of_a_quiet_or_unknown_subscriber,
+            ],
+            retention: [
+                old_delivered_and_cancelled_jobs_go_with_their_attempts,
+                dead_jobs_go_only_by_their_own_cutoff,
+                jobs_that_are_not_finished_are_never_purged,
+                a_purge_deletes_at_most_its_limit,
+                the_retention_task_purges_in_batches_until_done,
             ],
         });
     };

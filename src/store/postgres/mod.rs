@@ -9,6 +9,7 @@
 
 mod jobs;
 mod leases;
+mod maintenance;
 mod replays;
 mod rows;
 mod stats;
@@ -199,6 +200,23 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
         leases::expire_deadlines(&self.pool, now, limit).await
+    }
+
+    async fn subscriber_stats(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberStats>, StoreError> {
+        maintenance::subscriber_stats(&self.pool, id, now).await
+    }
+
+    async fn purge_finished(
+        &self,
+        finished_before: Option<Timestamp>,
+        dead_before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<PurgedJobs, StoreError> {
+        maintenance::purge_finished(&self.pool, finished_before, dead_before, limit).await
     }
 
     async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {

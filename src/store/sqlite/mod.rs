@@ -8,6 +8,9 @@
 mod attempts;
 mod jobs;
 mod leases;
+mod maintenance;
+#[cfg(test)]
+mod plan_tests;
 mod replays;
 mod rows;
 mod stats;
@@ -218,5 +221,22 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
         leases::expire_deadlines(&self.writer, now, limit).await
+    }
+
+    async fn subscriber_stats(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberStats>, StoreError> {
+        maintenance::subscriber_stats(&self.readers, id, now).await
+    }
+
+    async fn purge_finished(
+        &self,
+        finished_before: Option<Timestamp>,
+        dead_before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<PurgedJobs, StoreError> {
+        maintenance::purge_finished(&self.writer, finished_before, dead_before, limit).await
     }
 }

@@ -12,6 +12,7 @@ fn filter(event: Option<&str>, subscriber: Option<&str>, state: Option<JobState>
         event_id: event.map(str::to_owned),
         subscriber_id: subscriber.map(str::to_owned),
         state,
+        ..JobFilter::default()
     }
 }
 

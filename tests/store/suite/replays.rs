@@ -373,3 +373,29 @@ pub async fn a_replayed_job_gets_a_fresh_attempt_budget(store: SharedStore) {
         now = now.plus_ms(10);
     }
 }
+
+/// Retention may purge a dead job a running replay has matched: the replay carries on
+/// with the rest and ends.
+pub async fn a_replay_survives_the_purge_of_matched_jobs(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let dead = dead_jobs(&store, "s", 3, at(1_000), at(2_000)).await;
+    let created = store
+        .create_replay(new_replay(filter_of("s"), 1, at(3_000)))
+        .await
+        .unwrap();
+    assert_eq!(store.advance_replays(at(3_000)).await.unwrap().requeued, 1);
+    let purged = store
+        .purge_finished(None, Some(at(10_000)), 100)
+        .await
+        .unwrap();
+    assert_eq!(purged.dead, 2, "the two still dead");
+    let last = store.advance_replays(at(4_000)).await.unwrap();
+    assert_eq!((last.requeued, last.finished), (0, 1));
+    let done = replay(&store, created.id).await;
+    assert_eq!(
+        (done.state, done.matched, done.requeued, done.skipped),
+        (ReplayState::Done, 3, 1, 0)
+    );
+    assert_eq!(job(&store, dead[0].id).await.state, JobState::Scheduled);
+    assert!(store.get_job(dead[1].id).await.unwrap().is_none());
+}

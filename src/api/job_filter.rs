@@ -1,0 +1,207 @@
+//! The query of `GET /v1/jobs`: its filters, checked and turned into a [`JobFilter`].
+//! Every invalid parameter is reported at once, each naming its field.
+
+use serde::Deserialize;
+
+use super::problem::{ApiError, FieldError};
+use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::store::JobFilter;
+
+/// Query of the job listing; all given filters must match. `*_after` bounds are
+/// inclusive, `*_before` bounds exclusive.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListJobsQuery {
+    /// Only jobs of this event.
+    pub event_id: Option<String>,
+    /// Only jobs of this subscriber.
+    pub subscriber_id: Option<String>,
+    /// Only jobs in this state.
+    #[param(value_type = Option<JobState>)]
+    pub state: Option<String>,
+    /// Only dead jobs with this reason (implies `state=dead`).
+    #[param(value_type = Option<DeadReason>)]
+    pub dead_reason: Option<String>,
+    /// Only jobs created at or after this instant (RFC 3339 with an offset), as recorded
+    /// in the job's UUIDv7 id.
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub created_after: Option<String>,
+    /// Only jobs created before this instant (RFC 3339 with an offset).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub created_before: Option<String>,
+    /// Only jobs that went dead at or after this instant (RFC 3339 with an offset;
+    /// implies `state=dead`).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub dead_after: Option<String>,
+    /// Only jobs that went dead before this instant (RFC 3339 with an offset; implies
+    /// `state=dead`).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub dead_before: Option<String>,
+    /// Items per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>)]
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The filters of `query`, or a 422 naming every invalid one: an unknown state or dead
+/// reason, an instant that is not RFC 3339 with an offset, an `*_after` bound not
+/// before its `*_before` bound, and a dead-only filter with a `state` other than `dead`.
+pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
+    let mut errors = Vec::new();
+    let state = named::<JobState>("state", query.state.as_deref(), &mut errors);
+    let dead_reason = named::<DeadReason>("dead_reason", query.dead_reason.as_deref(), &mut errors);
+    let mut instant = |field: &str, raw: &Option<String>| {
+        raw.as_deref().and_then(|raw| {
+            Timestamp::parse_rfc3339(raw)
+                .map_err(|e| {
+                    let mut message = e.to_string();
+                    if raw.contains(' ') {
+                        // `+01:00` in a query string decodes to ` 01:00`.
+                        message.push_str(" (write `+` as `%2B` in a URL)");
+                    }
+                    errors.push(FieldError::new(field, message));
+                })
+                .ok()
+        })
+    };
+    let filter = JobFilter {
+        event_id: query.event_id.clone(),
+        subscriber_id: query.subscriber_id.clone(),
+        state,
+        dead_reason,
+        created_after: instant("created_after", &query.created_after),
+        created_before: instant("created_before", &query.created_before),
+        dead_after: instant("dead_after", &query.dead_after),
+        dead_before: instant("dead_before", &query.dead_before),
+    };
+    for (after, before, prefix) in [
+        (filter.created_after, filter.created_before, "created"),
+        (filter.dead_after, filter.dead_before, "dead"),
+    ] {
+        if let (Some(after), Some(before)) = (after, before)
+            && after >= before
+        {
+            errors.push(FieldError::new(
+                format!("{prefix}_before"),
+                format!("must be later than {prefix}_after"),
+            ));
+        }
+    }
+    if filter.implies_dead() && state.is_some_and(|s| s != JobState::Dead) {
+        errors.push(FieldError::new(
+            "state",
+            "must be dead (or left out) with dead_reason, dead_after or dead_before",
+        ));
+    }
+    if errors.is_empty() {
+        Ok(filter)
+    } else {
+        Err(ApiError::Invalid(errors))
+    }
+}
+
+/// Parses an optional wire name of `T`, recording a field error that lists the names.
+fn named<T>(field: &str, raw: Option<&str>, errors: &mut Vec<FieldError>) -> Option<T>
+where
+    T: std::str::FromStr + Copy + std::fmt::Display + WireNames,
+{
+    let raw = raw?;
+    raw.parse::<T>()
+        .map_err(|_| {
+            let names: Vec<String> = T::all().iter().map(ToString::to_string).collect();
+            errors.push(FieldError::new(
+                field,
+                format!("must be one of {}", names.join(", ")),
+            ));
+        })
+        .ok()
+}
+
+/// Every value of a fieldless wire-named enum.
+trait WireNames: Sized + 'static {
+    fn all() -> &'static [Self];
+}
+
+impl WireNames for JobState {
+    fn all() -> &'static [Self] {
+        &JobState::ALL
+    }
+}
+
+impl WireNames for DeadReason {
+    fn all() -> &'static [Self] {
+        &DeadReason::ALL
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &str) -> ListJobsQuery {
+        serde_urlencoded::from_str(pairs).expect("a well-formed query")
+    }
+
+    fn fields(pairs: &str) -> Vec<String> {
+        match job_filter(&query(pairs)) {
+            Err(ApiError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
+            other => panic!("{pairs}: expected a 422, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_filters_are_parsed() {
+        let filter = job_filter(&query(
+            "dead_reason=max_attempts&created_after=2026-11-30T12:00:00Z\
+             &created_before=2026-11-30T14:00:00%2B01:00&dead_after=2026-11-30T12:00:00Z\
+             &dead_before=2026-11-30T12:00:00.001Z&state=dead",
+        ))
+        .unwrap();
+        let noon = Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
+        assert_eq!(filter.dead_reason, Some(DeadReason::MaxAttempts));
+        assert_eq!(filter.created_after, Some(noon));
+        assert_eq!(filter.created_before, Some(noon.plus_ms(3_600_000)));
+        assert_eq!(filter.dead_before, Some(noon.plus_ms(1)));
+        assert_eq!(filter.state, Some(JobState::Dead));
+        assert!(filter.implies_dead());
+        assert_eq!(job_filter(&query("")).unwrap(), JobFilter::default());
+    }
+
+    #[test]
+    fn each_invalid_filter_is_named() {
+        assert_eq!(fields("dead_reason=tired"), ["dead_reason"]);
+        assert_eq!(
+            fields("created_after=2026-11-30T12:00:00"),
+            ["created_after"]
+        );
+        assert_eq!(fields("dead_before=yesterday"), ["dead_before"]);
+        let unescaped_plus = job_filter(&query("created_after=2026-11-30T13:00:00+01:00"));
+        let Err(ApiError::Invalid(errors)) = unescaped_plus else {
+            panic!("expected a 422")
+        };
+        assert!(errors[0].message.contains("%2B"), "{errors:?}");
+        let same = "2026-11-30T12:00:00Z";
+        assert_eq!(
+            fields(&format!("created_after={same}&created_before={same}")),
+            ["created_before"]
+        );
+        assert_eq!(
+            fields("dead_after=2026-11-30T12:00:01Z&dead_before=2026-11-30T12:00:00Z"),
+            ["dead_before"]
+        );
+        assert_eq!(
+            fields("state=scheduled&dead_reason=max_attempts"),
+            ["state"]
+        );
+        assert_eq!(
+            fields(&format!("state=delivered&dead_after={same}")),
+            ["state"]
+        );
+        assert_eq!(
+            fields("state=nope&dead_reason=nope&created_before=x"),
+            ["state", "dead_reason", "created_before"]
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! Retention: a maintenance task that deletes finished jobs, with their attempts, once
+//! they have been finished for longer than the configured age (`--retain-finished-ms`
+//! for `delivered` and `cancelled`, `--retain-dead-ms` for `dead`). "Finished for" is
+//! now − `updated_at`: a terminal job is not updated again (a replay moves a dead job
+//! back to `scheduled`, which the purge never touches).
+//!
+//! It runs every [`RetentionSettings::interval`] in small batches, pausing between
+//! them so the SQLite writer is never held for long, and stops on the shared
+//! cancellation token. Time comes from the injected clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::{Clock, Timestamp};
+use crate::metrics;
+use crate::store::{PurgedJobs, SharedStore, StoreError};
+
+/// Jobs one purge statement deletes at most.
+pub const PURGE_BATCH: u32 = 500;
+/// How often the task looks for jobs to purge.
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// The pause between two batches of one run, letting other writers in.
+pub const PURGE_PAUSE: Duration = Duration::from_millis(50);
+
+/// What retention keeps, and how it paces itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// Milliseconds a `delivered` or `cancelled` job is kept after it finished; `None`:
+    /// forever.
+    pub retain_finished_ms: Option<u64>,
+    /// Milliseconds a `dead` job is kept after it died; `None`: forever.
+    pub retain_dead_ms: Option<u64>,
+    /// Time between two runs.
+    pub interval: Duration,
+    /// Most jobs per purge statement.
+    pub batch: u32,
+    /// Pause between two batches of one run.
+    pub pause: Duration,
+}
+
+impl Default for RetentionSettings {
+    /// Keeps everything forever, with the standard pacing.
+    fn default() -> Self {
+        RetentionSettings {
+            retain_finished_ms: None,
+            retain_dead_ms: None,
+            interval: PURGE_INTERVAL,
+            batch: PURGE_BATCH,
+            pause: PURGE_PAUSE,
+        }
+    }
+}
+
+impl RetentionSettings {
+    /// True when something is ever purged.
+    pub fn enabled(&self) -> bool {
+        self.retain_finished_ms.is_some() || self.retain_dead_ms.is_some()
+    }
+
+    /// The exclusive `updated_at` bounds at `now`: (finished jobs, dead jobs).
+    pub fn cutoffs(&self, now: Timestamp) -> (Option<Timestamp>, Option<Timestamp>) {
+        let before = |age: Option<u64>| {
+            age.map(|ms| {
+                let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+                Timestamp::from_millis(now.as_millis().saturating_sub(ms))
+            })
+        };
+        (before(self.retain_finished_ms), before(self.retain_dead_ms))
+    }
+}
+
+/// Runs retention every `settings.interval` (the first run at once) until `stop` is
+/// cancelled. A failed run is logged and retried at the next interval.
+pub async fn run(
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    settings: RetentionSettings,
+    stop: CancellationToken,
+) {
+    if !settings.enabled() {
+        return;
+    }
+    tracing::info!(
+        retain_finished_ms = ?settings.retain_finished_ms,
+        retain_dead_ms = ?settings.retain_dead_ms,
+        "retention started"
+    );
+    loop {
+        match purge_once(&store, clock.now(), &settings, &stop).await {
+            Ok(purged) if purged.total() > 0 => tracing::info!(
+                delivered = purged.delivered,
+                cancelled = purged.cancelled,
+                dead = purged.dead,
+                "purged finished jobs"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "retention failed; retrying later"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
+
+/// One run at `now`: purges in batches of `settings.batch` until a batch comes back
+/// short (nothing older is left) or `stop` is cancelled, pausing `settings.pause`
+/// between batches. Returns what it purged; every batch is counted in the metrics as
+/// it commits.
+pub async fn purge_once(
+    store: &SharedStore,
+    now: Timestamp,
+    settings: &RetentionSettings,
+    stop: &CancellationToken,
+) -> Result<PurgedJobs, StoreError> {
+    let (finished_before, dead_before) = settings.cutoffs(now);
+    let mut total = PurgedJobs::default();
+    if finished_before.is_none() && dead_before.is_none() {
+        return Ok(total);
+    }
+    loop {
+        let purged = store
+            .purge_finished(finished_before, dead_before, settings.batch)
+            .await?;
+        metrics::purged(&purged);
+        total.delivered += purged.delivered;
+        total.cancelled += purged.cancelled;
+        total.dead += purged.dead;
+        if purged.total() < u64::from(settings.batch) {
+            return Ok(total);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return Ok(total),
+            () = tokio::time::sleep(settings.pause) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutoffs_count_back_from_now_and_none_keeps_forever() {
+        let now = Timestamp::from_millis(10_000);
+        let settings = RetentionSettings {
+            retain_finished_ms: Some(1_000),
+            retain_dead_ms: None,
+            ..RetentionSettings::default()
+        };
+        assert!(settings.enabled());
+        assert_eq!(
+            settings.cutoffs(now),
+            (Some(Timestamp::from_millis(9_000)), None)
+        );
+        let forever = RetentionSettings::default();
+        assert!(!forever.enabled());
+        assert_eq!(forever.cutoffs(now), (None, None));
+        let huge = RetentionSettings {
+            retain_dead_ms: Some(u64::MAX),
+            ..RetentionSettings::default()
+        };
+        assert_eq!(
+            huge.cutoffs(now).1,
+            Some(Timestamp::from_millis(10_000 - i64::MAX))
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! Operator queries and retention in PostgreSQL: a subscriber's figures, and purging
+//! finished jobs in batches. The same rules as the SQLite store (see there).
+
+use sqlx::PgPool;
+
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::records::{PurgedJobs, SubscriberStats};
+use crate::store::rows::{self, Columns};
+
+/// Jobs of subscriber `$1` per state (`jobs_subscriber_state`).
+const STATE_COUNTS: &str =
+    "SELECT state, COUNT(*) AS n FROM jobs WHERE subscriber_id = $1 GROUP BY state";
+
+/// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its latest
+/// delivered attempt (`attempts_subscriber_finished`, newest first).
+const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
+    (SELECT MIN(due_at) FROM jobs \
+     WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying') AND due_at <= $2) \
+     AS oldest_eligible, \
+    (SELECT finished_at FROM attempts \
+     WHERE subscriber_id = $1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+     ORDER BY finished_at DESC LIMIT 1) AS last_success";
+
+/// Subscriber `$1`'s latest finished attempt that failed.
+const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, reason \
+    FROM attempts WHERE subscriber_id = $1 AND finished_at IS NOT NULL \
+      AND outcome IN ('retryable', 'terminal', 'blocked') \
+    ORDER BY finished_at DESC LIMIT 1";
+
+/// Deletes up to `$2` delivered or cancelled jobs last updated before `$1`, oldest
+/// first (`jobs_finished`). The batch is chosen once (a materialized CTE: a `LIMIT`
+/// inside `IN (…)` may be re-evaluated and delete more); rows another transaction holds
+/// (a replay, another instance's purge) are skipped, and the delete re-checks the state.
+const PURGE_FINISHED: &str = "WITH batch AS MATERIALIZED ( \
+      SELECT id FROM jobs \
+      WHERE state IN ('delivered', 'cancelled') AND updated_at < $1 \
+      ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+    DELETE FROM jobs j USING batch b \
+    WHERE j.id = b.id AND j.state IN ('delivered', 'cancelled') \
+    RETURNING j.state";
+
+/// Deletes up to `$2` dead jobs last updated before `$1`, as [`PURGE_FINISHED`].
+const PURGE_DEAD: &str = "WITH batch AS MATERIALIZED ( \
+      SELECT id FROM jobs \
+      WHERE state = 'dead' AND updated_at < $1 \
+      ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+    DELETE FROM jobs j USING batch b \
+    WHERE j.id = b.id AND j.state = 'dead' \
+    RETURNING j.state";
+
+/// The figures of subscriber `id` at `now`, read in one snapshot (a repeatable-read,
+/// read-only transaction).
+pub async fn subscriber_stats(
+    pool: &PgPool,
+    id: &str,
+    now: Timestamp,
+) -> Result<Option<SubscriberStats>, StoreError> {
+    let mut tx = pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await?;
+    let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if known.is_none() {
+        return Ok(None);
+    }
+    let mut stats = SubscriberStats::default();
+    for row in sqlx::query(STATE_COUNTS)
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?
+    {
+        rows::add_state_count(&mut stats.jobs, &row)?;
+    }
+    let row = sqlx::query(ELIGIBLE_AND_SUCCESS)
+        .bind(id)
+        .bind(now.as_millis())
+        .fetch_one(&mut *tx)
+        .await?;
+    stats.oldest_eligible_since = row.opt_int("oldest_eligible")?.map(Timestamp::from_millis);
+    stats.last_success_at = row.opt_int("last_success")?.map(Timestamp::from_millis);
+    stats.last_failure = sqlx::query(LAST_FAILURE)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| rows::attempt_failure(&row))
+        .transpose()?;
+    tx.commit().await?;
+    Ok(Some(stats))
+}
+
+/// Deletes up to `limit` finished jobs in one transaction: first delivered and
+/// cancelled ones before `finished_before`, then dead ones before `dead_before`.
+/// Attempts and replay entries go with them (`ON DELETE CASCADE`).
+pub async fn purge_finished(
+    pool: &PgPool,
+    finished_before: Option<Timestamp>,
+    dead_before: Option<Timestamp>,
+    limit: u32,
+) -> Result<PurgedJobs, StoreError> {
+    let mut purged = PurgedJobs::default();
+    let mut tx = pool.begin().await?;
+    for (statement, before) in [(PURGE_FINISHED, finished_before), (PURGE_DEAD, dead_before)] {
+        let left = u64::from(limit).saturating_sub(purged.total());
+        let Some(before) = before.filter(|_| left > 0) else {
+            continue;
+        };
+        for row in sqlx::query(statement)
+            .bind(before.as_millis())
+            .bind(i64::try_from(left).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await?
+        {
+            rows::count_purged(&mut purged, &row)?;
+        }
+    }
+    tx.commit().await?;
+    Ok(purged)
+}

@@ -1,0 +1,215 @@
+//! Query plans: every job listing filter, alone and combined, and the operator queries
+//! read `jobs` through an index, never by a full table scan (`SCAN j` without
+//! `USING … INDEX`); the filters that select few jobs search an index rather than walk
+//! the primary key.
+
+use sqlx::{QueryBuilder, Row, Sqlite};
+use uuid::Uuid;
+
+use super::{SqliteStore, maintenance};
+use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::store::records::{JobFilter, PageRequest};
+use crate::store::rows::push_job_listing;
+
+async fn store() -> SqliteStore {
+    let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+/// The `detail` column of `EXPLAIN QUERY PLAN` for `query`.
+async fn plan(store: &SqliteStore, mut query: QueryBuilder<Sqlite>) -> Vec<String> {
+    query
+        .build()
+        .fetch_all(&store.readers)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>("detail"))
+        .collect()
+}
+
+/// The plan lines that read `table` (named `alias` in the query).
+fn reads<'a>(plan: &'a [String], table: &str, alias: &str) -> Vec<&'a str> {
+    plan.iter()
+        .map(String::as_str)
+        .filter(|line| {
+            let rest = line
+                .strip_prefix("SCAN ")
+                .or_else(|| line.strip_prefix("SEARCH "));
+            rest.is_some_and(|rest| {
+                let name = rest.split_whitespace().next().unwrap_or("");
+                name == table || name == alias
+            })
+        })
+        .collect()
+}
+
+fn uses_an_index(line: &str) -> bool {
+    line.contains(" USING INDEX ")
+        || line.contains(" USING COVERING INDEX ")
+        || line.contains(" USING PRIMARY KEY")
+        || line.contains(" USING INTEGER PRIMARY KEY")
+}
+
+/// Every combination of the listing's filters (each one on or off), with and without a
+/// cursor.
+fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
+    let at = Timestamp::from_millis(1_796_040_000_000);
+    let mut cases = Vec::new();
+    for bits in 0u32..(1 << 7) {
+        let on = |bit: u32| bits & (1 << bit) != 0;
+        let filter = JobFilter {
+            event_id: on(0).then(|| "e".to_owned()),
+            subscriber_id: on(1).then(|| "s".to_owned()),
+            state: on(2).then_some(JobState::Dead),
+            dead_reason: on(3).then_some(DeadReason::MaxAttempts),
+            created_after: on(4).then_some(at),
+            created_before: on(4).then_some(at.plus_ms(60_000)),
+            dead_after: on(5).then_some(at),
+            dead_before: on(5).then_some(at.plus_ms(60_000)),
+        };
+        let page = PageRequest {
+            after: on(6).then(|| Uuid::from_u128(u128::MAX >> 1)),
+            limit: 101,
+        };
+        cases.push((format!("{filter:?} after {:?}", page.after), filter, page));
+    }
+    cases
+}
+
+#[tokio::test]
+async fn every_listing_reads_jobs_through_an_index() {
+    let store = store().await;
+    for (name, filter, page) in every_filter() {
+        let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+        push_job_listing(&mut query, &filter, &page);
+        let plan = plan(&store, query).await;
+        let jobs = reads(&plan, "jobs", "j");
+        assert!(!jobs.is_empty(), "{name}: no read of jobs in {plan:?}");
+        for line in &jobs {
+            assert!(uses_an_index(line), "{name}: `{line}` in {plan:?}");
+        }
+        // A selective filter searches; only an unfiltered or state-only listing may
+        // walk an index from its end (newest first, stopping at the page's size).
+        let selective = filter.event_id.is_some()
+            || filter.subscriber_id.is_some()
+            || filter.implies_dead()
+            || filter.created_after.is_some();
+        if selective {
+            assert!(
+                jobs.iter().all(|line| line.starts_with("SEARCH ")),
+                "{name}: {plan:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_listing_by_any_state_searches_jobs_state() {
+    let store = store().await;
+    for state in JobState::ALL {
+        for subscriber_id in [None, Some("s".to_owned())] {
+            let filter = JobFilter {
+                state: Some(state),
+                subscriber_id,
+                ..JobFilter::default()
+            };
+            let page = PageRequest {
+                after: None,
+                limit: 101,
+            };
+            let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+            push_job_listing(&mut query, &filter, &page);
+            let plan = plan(&store, query).await;
+            let jobs = reads(&plan, "jobs", "j");
+            assert_eq!(jobs.len(), 1, "{filter:?}: {plan:?}");
+            assert!(jobs[0].starts_with("SEARCH "), "{filter:?}: {plan:?}");
+            assert!(
+                !plan.iter().any(|line| line.contains("TEMP B-TREE")),
+                "{filter:?}: sorts instead of reading in id order: {plan:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn dead_letter_filters_use_their_indexes() {
+    let store = store().await;
+    let at = Timestamp::from_millis(1_796_040_000_000);
+    let by_reason = JobFilter {
+        dead_reason: Some(DeadReason::DeadlineExceeded),
+        ..JobFilter::default()
+    };
+    let by_time = JobFilter {
+        dead_after: Some(at),
+        dead_before: Some(at.plus_ms(1)),
+        ..JobFilter::default()
+    };
+    let page = PageRequest {
+        after: None,
+        limit: 10,
+    };
+    for (filter, index) in [(by_reason, "jobs_dead_reason"), (by_time, "jobs_dead_at")] {
+        let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+        push_job_listing(&mut query, &filter, &page);
+        let plan = plan(&store, query).await;
+        assert!(
+            reads(&plan, "jobs", "j")
+                .iter()
+                .any(|line| line.contains(index)),
+            "{filter:?}: {plan:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn operator_queries_read_through_indexes() {
+    let store = store().await;
+    for (sql, table, index) in [
+        (maintenance::STATE_COUNTS, "jobs", "jobs_subscriber_state"),
+        (
+            maintenance::ELIGIBLE_AND_SUCCESS,
+            "jobs",
+            "jobs_subscriber_state",
+        ),
+        (
+            maintenance::ELIGIBLE_AND_SUCCESS,
+            "attempts",
+            "attempts_subscriber_finished",
+        ),
+        (
+            maintenance::LAST_FAILURE,
+            "attempts",
+            "attempts_subscriber_finished",
+        ),
+        (maintenance::PURGE_FINISHED, "jobs", "jobs_finished"),
+        (maintenance::PURGE_DEAD, "jobs", "jobs_finished"),
+    ] {
+        let query = QueryBuilder::<Sqlite>::new(format!("EXPLAIN QUERY PLAN {sql}"));
+        let plan = plan(&store, query).await;
+        let lines = reads(&plan, table, table);
+        assert!(!lines.is_empty(), "{sql}: {plan:?}");
+        assert!(
+            lines.iter().all(|line| uses_an_index(line)),
+            "{sql}: {plan:?}"
+        );
+        assert!(
+            lines.iter().any(|line| line.contains(index)),
+            "{sql}: {plan:?}"
+        );
+    }
+}
+
+/// Guards the checks above: a query that must scan is caught.
+#[tokio::test]
+async fn a_full_scan_is_caught() {
+    let store = store().await;
+    let query = QueryBuilder::<Sqlite>::new(
+        "EXPLAIN QUERY PLAN SELECT j.id FROM jobs j WHERE j.payload = 'x'",
+    );
+    let plan = plan(&store, query).await;
+    let lines = reads(&plan, "jobs", "j");
+    assert_eq!(lines.len(), 1, "{plan:?}");
+    assert!(!uses_an_index(lines[0]), "{plan:?}");
+}
