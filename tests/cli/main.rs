@@ -8,3 +8,5 @@ mod commands;
 mod deploy_files;
 mod migrations;
 mod openapi;
+mod operator_commands;
+mod operator_support;

@@ -1,0 +1,107 @@
+//! Following a replay until it ends: a progress bar on a terminal, plain lines
+//! otherwise, JSON lines with `--json`.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+
+use super::client::{ApiClient, CliError, decode};
+use super::replay::Replay;
+
+/// How often a watched replay is read.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Reads the replay every [`POLL_INTERVAL`] and shows its progress (requeued + skipped
+/// of matched) until its state is no longer `running`; prints a summary line at the end
+/// (not with `json`, whose last line is the final view).
+/// `first` is the replay's JSON as last read.
+pub async fn watch(client: &ApiClient, first: Value, json: bool) -> Result<Replay, CliError> {
+    let mut replay: Replay = decode(&first, "the replay")?;
+    let mut display = Display::new(json, &replay);
+    let mut value = first;
+    loop {
+        display.show(&replay, &value);
+        if !replay.is_running() {
+            break;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+        value = client.get(&["v1", "replays", &replay.id], &[]).await?;
+        replay = decode(&value, "the replay")?;
+    }
+    display.finish(&replay);
+    Ok(replay)
+}
+
+/// Where progress goes.
+enum Display {
+    /// A bar redrawn on standard error (a terminal).
+    Bar(ProgressBar),
+    /// A line on standard output each time the counts change.
+    Lines { last: Option<(String, u64, u64)> },
+    /// The replay's JSON, one line each time it changes.
+    Json { last: Option<Value> },
+}
+
+impl Display {
+    fn new(json: bool, first: &Replay) -> Self {
+        if json {
+            Display::Json { last: None }
+        } else if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(first.matched);
+            let style = ProgressStyle::with_template("[{bar:40}] {pos}/{len} {msg} ({elapsed})")
+                .map(|s| s.progress_chars("=> "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            Display::Bar(bar)
+        } else {
+            Display::Lines { last: None }
+        }
+    }
+
+    /// Shows the replay; `value` is its JSON.
+    fn show(&mut self, replay: &Replay, value: &Value) {
+        match self {
+            Display::Bar(bar) => {
+                bar.set_length(replay.matched);
+                bar.set_position(replay.done());
+                bar.set_message(format!(
+                    "{} requeued, {} skipped",
+                    replay.requeued, replay.skipped
+                ));
+            }
+            Display::Lines { last } => {
+                let now = (replay.state.clone(), replay.requeued, replay.skipped);
+                if last.as_ref() != Some(&now) {
+                    println!(
+                        "{}: {}/{} ({} requeued, {} skipped)",
+                        replay.state,
+                        replay.done(),
+                        replay.matched,
+                        replay.requeued,
+                        replay.skipped
+                    );
+                    *last = Some(now);
+                }
+            }
+            Display::Json { last } => {
+                if last.as_ref() != Some(value) {
+                    println!("{value}");
+                    *last = Some(value.clone());
+                }
+            }
+        }
+    }
+
+    fn finish(self, replay: &Replay) {
+        match self {
+            Display::Bar(bar) => {
+                bar.finish();
+                println!("{}", replay.summary());
+            }
+            Display::Lines { .. } => println!("{}", replay.summary()),
+            Display::Json { .. } => {}
+        }
+    }
+}
