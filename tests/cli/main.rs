@@ -10,3 +10,4 @@ mod migrations;
 mod openapi;
 mod operator_commands;
 mod operator_support;
+mod replay_commands;

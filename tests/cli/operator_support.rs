@@ -153,50 +153,59 @@ pub fn refusing_receiver() -> String {
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let _ = answer(stream, "400 Bad Request", "text/plain", "refused");
+            if read_request(&stream).is_ok() {
+                let _ = respond(stream, "400 Bad Request", "text/plain", "refused");
+            }
         }
     });
     url
 }
 
-/// A stand-in for the server that answers every request with one canned response and
-/// records each request's head (request line and headers).
+/// A stand-in for the server that answers canned responses in turn (the last one
+/// again and again) and records each request.
 pub struct FakeServer {
     /// `http://127.0.0.1:port`.
     pub base: String,
     requests: Arc<Mutex<Vec<String>>>,
 }
 
+/// One canned response: status line text (`"401 Unauthorized"`), content type, body.
+pub type Canned = (&'static str, &'static str, String);
+
 impl FakeServer {
     /// Answers `status` (e.g. `"401 Unauthorized"`) with `body` of `content_type`.
-    pub fn start(status: &'static str, content_type: &'static str, body: &'static str) -> Self {
+    pub fn start(status: &'static str, content_type: &'static str, body: &str) -> Self {
+        Self::answering(vec![(status, content_type, body.to_owned())])
+    }
+
+    /// Answers `responses` in turn, repeating the last.
+    pub fn answering(responses: Vec<Canned>) -> Self {
+        assert!(!responses.is_empty());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
         std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Ok(head) = answer(stream, status, content_type, body) {
-                    seen.lock().unwrap().push(head);
+            for (n, stream) in listener.incoming().flatten().enumerate() {
+                let (status, content_type, body) = &responses[n.min(responses.len() - 1)];
+                // Recorded before answering, so a test that saw the answer sees the request.
+                if let Ok(request) = read_request(&stream) {
+                    seen.lock().unwrap().push(request);
+                    let _ = respond(stream, status, content_type, body);
                 }
             }
         });
         FakeServer { base, requests }
     }
 
-    /// The heads of the requests received so far.
+    /// The requests received so far (head, blank line, body).
     pub fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
 }
 
-/// Reads one request (head and body) and writes a response; answers the head.
-fn answer(
-    stream: TcpStream,
-    status: &str,
-    content_type: &str,
-    body: &str,
-) -> std::io::Result<String> {
+/// Reads one request; answers its text (head, blank line, body).
+fn read_request(stream: &TcpStream) -> std::io::Result<String> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut head = String::new();
@@ -213,14 +222,22 @@ fn answer(
         }
         head.push_str(&line);
     }
-    let mut request_body = vec![0; length];
-    reader.read_exact(&mut request_body)?;
-    let mut stream = stream;
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok(format!("{head}\r\n{}", String::from_utf8_lossy(&body)))
+}
+
+/// Writes a response and closes the connection.
+fn respond(
+    mut stream: TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
     write!(
         stream,
         "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
          connection: close\r\n\r\n{body}",
         body.len()
-    )?;
-    Ok(head)
+    )
 }
