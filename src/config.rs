@@ -114,6 +114,11 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
     pub delivery_slo_ms: u64,
+    /// Most `rate_per_second` a replay may ask for (jobs requeued per second, across
+    /// all instances).
+    #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_replay_rate: u32,
     /// Run the API only (another instance delivers).
     #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
     pub no_worker: bool,
@@ -132,6 +137,10 @@ impl ServeArgs {
             },
             request_timeout: Duration::from_millis(self.request_timeout_ms),
             delivery_slo_ms: self.delivery_slo_ms,
+            replay_limits: crate::api::replays::ReplayLimits {
+                max_rate_per_second: self.max_replay_rate,
+                default_ttl_ms: self.default_ttl_ms,
+            },
         }
     }
 

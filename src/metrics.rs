@@ -226,6 +226,11 @@ pub fn swept(deadline: u64, max_attempts: u64) {
         .increment(max_attempts);
 }
 
+/// A replay moved `n` dead jobs back to `scheduled`.
+pub fn replayed(n: u64) {
+    counter!("deferhook_replayed_total").increment(n);
+}
+
 /// Sets the store-derived gauges as of `now`.
 pub fn set_gauges(gauges: &StoreGauges, now: Timestamp) {
     for state in JobState::ALL {

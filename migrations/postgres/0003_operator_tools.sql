@@ -8,6 +8,7 @@
 CREATE TABLE replays (
     id               TEXT COLLATE "C" PRIMARY KEY,
     filter           TEXT NOT NULL,
+    max_jobs         BIGINT NOT NULL CHECK (max_jobs > 0),
     rate_per_second  BIGINT NOT NULL CHECK (rate_per_second > 0),
     ttl_ms           BIGINT NOT NULL CHECK (ttl_ms > 0),
     state            TEXT NOT NULL CHECK (state IN ('running', 'done', 'cancelled')),

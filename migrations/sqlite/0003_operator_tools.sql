@@ -8,6 +8,7 @@
 CREATE TABLE replays (
     id               TEXT PRIMARY KEY NOT NULL,
     filter           TEXT NOT NULL,
+    max_jobs         INTEGER NOT NULL CHECK (max_jobs > 0),
     rate_per_second  INTEGER NOT NULL CHECK (rate_per_second > 0),
     ttl_ms           INTEGER NOT NULL CHECK (ttl_ms > 0),
     state            TEXT NOT NULL CHECK (state IN ('running', 'done', 'cancelled')),

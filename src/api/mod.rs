@@ -10,6 +10,7 @@ mod jobs;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
+pub mod replays;
 mod subscribers;
 pub mod views;
 
@@ -56,6 +57,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
     pub delivery_slo_ms: u64,
+    /// Limits on replays.
+    pub replay_limits: replays::ReplayLimits,
 }
 
 /// Settings of the HTTP layer.
@@ -67,6 +70,8 @@ pub struct ApiSettings {
     pub request_timeout: Duration,
     /// The eligible → delivered objective, in milliseconds (for a gauge).
     pub delivery_slo_ms: u64,
+    /// Limits on replays.
+    pub replay_limits: replays::ReplayLimits,
 }
 
 #[derive(OpenApi)]
@@ -81,6 +86,7 @@ pub struct ApiSettings {
     tags(
         (name = "jobs", description = "Delayed webhook jobs"),
         (name = "subscribers", description = "Registered receivers"),
+        (name = "replays", description = "Paced replays of dead letters"),
         (name = "health", description = "Probes"),
     )
 )]
@@ -91,6 +97,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(subscribers::router())
         .merge(jobs::router())
         .merge(events::router())
+        .merge(replays::router())
         .merge(health::router())
         .merge(metrics_route::router())
 }
@@ -115,6 +122,7 @@ pub fn router(
         wake,
         metrics: crate::metrics::install(),
         delivery_slo_ms: settings.delivery_slo_ms,
+        replay_limits: settings.replay_limits,
     };
     let (router, openapi) = routes().split_for_parts();
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);

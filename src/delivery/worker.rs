@@ -1,6 +1,6 @@
-//! The worker loop: claim due jobs in batches, run up to `max_in_flight` attempts at
-//! once, sleep until the next due time or a wake-up, and shut down without losing a
-//! job (DESIGN §3).
+//! The worker loop: advance running replays, claim due jobs in batches, run up to
+//! `max_in_flight` attempts at once, sleep until the next due time or a wake-up, and
+//! shut down without losing a job (DESIGN §3).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +89,7 @@ impl Worker {
             }
             let now = self.ctx.clock.now();
             self.expire_deadlines(now).await;
+            self.advance_replays(now).await;
             let limit = u32::try_from(free)
                 .unwrap_or(u32::MAX)
                 .min(settings.claim_batch);
@@ -159,6 +160,24 @@ impl Worker {
             }
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "deadline sweep failed"),
+        }
+    }
+
+    /// Requeues the dead jobs that running replays may release now (paced by their
+    /// token buckets in the store, shared by every instance).
+    async fn advance_replays(&self, now: crate::domain::Timestamp) {
+        match self.ctx.store.advance_replays(now).await {
+            Ok(progress) if progress.requeued + progress.skipped > 0 || progress.finished > 0 => {
+                tracing::info!(
+                    requeued = progress.requeued,
+                    skipped_no_longer_dead = progress.skipped,
+                    replays_finished = progress.finished,
+                    "replay"
+                );
+                metrics::replayed(progress.requeued);
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "advancing replays failed"),
         }
     }
 

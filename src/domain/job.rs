@@ -50,7 +50,9 @@ impl JobState {
 }
 
 /// Why a job is dead (DESIGN §2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DeadReason {
     /// The receiver answered 3xx or a 4xx other than 408, 425 and 429.

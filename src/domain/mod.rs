@@ -5,6 +5,7 @@ pub mod job;
 pub mod names;
 pub mod payload;
 pub mod policy;
+pub mod replay;
 pub mod secret;
 pub mod time;
 pub mod validate;

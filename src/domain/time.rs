@@ -41,6 +41,12 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(ms).min(Self::MAX.0))
     }
 
+    /// This instant minus `ms` milliseconds (saturating).
+    pub fn minus_ms(self, ms: u64) -> Self {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_sub(ms))
+    }
+
     /// Milliseconds from `earlier` to `self`; negative when `earlier` is later.
     pub fn millis_since(self, earlier: Timestamp) -> i64 {
         self.0.saturating_sub(earlier.0)

@@ -9,6 +9,7 @@ mod batch;
 mod error;
 pub mod postgres;
 pub mod records;
+pub mod replays;
 pub(crate) mod rows;
 pub mod sqlite;
 
@@ -21,8 +22,10 @@ use uuid::Uuid;
 
 pub use error::StoreError;
 pub use records::*;
+pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
 
 use crate::domain::Timestamp;
+use crate::domain::replay::ReplayFilter;
 use crate::domain::waiting::SubscriberLoad;
 
 /// A shared handle to a store.
@@ -110,7 +113,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError>;
 
-    /// When a worker next has something to do, as of `now`: a job coming due, a
+    /// When a worker next has something to do, as of `now`: a running replay's next
+    /// burst, a job coming due, a
     /// subscriber's limits letting a claim take its due work (never while it is at
     /// `max_in_flight`: a finished attempt frees it), a lease expiring, or a waiting
     /// job's deadline; `None` when idle.
@@ -132,6 +136,35 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
+
+    /// How many dead jobs `filter` matches, at most `max_jobs` (a replay's dry run;
+    /// nothing changes).
+    async fn count_replay_matches(
+        &self,
+        filter: &ReplayFilter,
+        max_jobs: u32,
+    ) -> Result<u64, StoreError>;
+
+    /// Creates a replay in one transaction: snapshots up to `max_jobs` dead jobs that
+    /// its filter matches, oldest dead first (`matched`). A replay that matches nothing
+    /// is created `done`; otherwise it is `running` and workers advance it.
+    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError>;
+
+    /// One replay with its progress, or `None`.
+    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError>;
+
+    /// Stops a running replay (jobs already requeued stay requeued); one that has
+    /// ended is left as it is. `None` when it does not exist.
+    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError>;
+
+    /// Advances the running replays whose next burst is due at `now`: each requeues up
+    /// to its token bucket's allowance (see [`crate::domain::replay::Pacing`]) of its
+    /// next snapshotted jobs that are still `dead` — back to `scheduled`, due now, with
+    /// a deadline of now + its `ttl_ms` and a fresh attempt budget — skips the others,
+    /// and ends (`done`) when none is left. The bucket and the progress are stored in
+    /// the same transaction, so instances sharing the store keep one pace and a restart
+    /// resumes where it stopped.
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError>;
 
     /// Moves up to `limit` jobs to `dead`: those whose deadline has passed
     /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with

@@ -134,6 +134,30 @@ impl Store for Outage {
         self.check()?;
         self.inner.gauges(now, slo_ms).await
     }
+    async fn count_replay_matches(
+        &self,
+        filter: &deferhook::domain::replay::ReplayFilter,
+        max_jobs: u32,
+    ) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.count_replay_matches(filter, max_jobs).await
+    }
+    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {
+        self.check()?;
+        self.inner.create_replay(replay).await
+    }
+    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError> {
+        self.check()?;
+        self.inner.get_replay(id).await
+    }
+    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
+        self.check()?;
+        self.inner.cancel_replay(id, now).await
+    }
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
+        self.check()?;
+        self.inner.advance_replays(now).await
+    }
     async fn expire_deadlines(
         &self,
         now: Timestamp,

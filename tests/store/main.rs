@@ -91,6 +91,14 @@ macro_rules! store_suite {
                 cancel_applies_only_to_a_waiting_job,
                 reschedule_moves_deliver_at_and_deadline,
             ],
+            replays: [
+                a_dry_run_counts_matching_dead_jobs_and_changes_nothing,
+                a_replay_matching_nothing_is_done_at_once,
+                a_replay_requeues_at_its_pace_keeping_id_and_history,
+                a_job_no_longer_dead_is_skipped_never_resent,
+                a_cancelled_replay_requeues_nothing_more,
+                a_replayed_job_gets_a_fresh_attempt_budget,
+            ],
             deadlines: [
                 waiting_jobs_past_their_deadline_die,
                 a_live_lease_is_spared_an_expired_one_is_not,

@@ -9,6 +9,7 @@
 
 mod jobs;
 mod leases;
+mod replays;
 mod rows;
 mod stats;
 mod subscribers;
@@ -141,7 +142,9 @@ impl Store for PostgresStore {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        stats::next_wake_at(&self.pool, now).await
+        let jobs = stats::next_wake_at(&self.pool, now).await?;
+        let replay = replays::next_at(&self.pool).await?;
+        Ok(jobs.into_iter().chain(replay).min())
     }
 
     async fn subscriber_load(
@@ -154,6 +157,40 @@ impl Store for PostgresStore {
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         stats::gauges(&self.pool, now, slo_ms).await
+    }
+
+    async fn count_replay_matches(
+        &self,
+        filter: &crate::domain::replay::ReplayFilter,
+        max_jobs: u32,
+    ) -> Result<u64, StoreError> {
+        replays::count(&self.pool, filter, max_jobs).await
+    }
+
+    async fn create_replay(
+        &self,
+        replay: crate::store::NewReplay,
+    ) -> Result<crate::store::Replay, StoreError> {
+        replays::create(&self.pool, replay).await
+    }
+
+    async fn get_replay(&self, id: Uuid) -> Result<Option<crate::store::Replay>, StoreError> {
+        replays::get(&self.pool, id).await
+    }
+
+    async fn cancel_replay(
+        &self,
+        id: Uuid,
+        now: Timestamp,
+    ) -> Result<Option<crate::store::Replay>, StoreError> {
+        replays::cancel(&self.pool, id, now).await
+    }
+
+    async fn advance_replays(
+        &self,
+        now: Timestamp,
+    ) -> Result<crate::store::ReplayProgress, StoreError> {
+        replays::advance(&self.pool, now).await
     }
 
     async fn expire_deadlines(

@@ -8,6 +8,7 @@
 mod attempts;
 mod jobs;
 mod leases;
+mod replays;
 mod rows;
 mod stats;
 mod subscribers;
@@ -160,7 +161,9 @@ impl Store for SqliteStore {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        stats::next_wake_at(&self.readers, now).await
+        let jobs = stats::next_wake_at(&self.readers, now).await?;
+        let replay = replays::next_at(&self.readers).await?;
+        Ok(jobs.into_iter().chain(replay).min())
     }
 
     async fn subscriber_load(
@@ -173,6 +176,40 @@ impl Store for SqliteStore {
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         stats::gauges(&self.readers, now, slo_ms).await
+    }
+
+    async fn count_replay_matches(
+        &self,
+        filter: &crate::domain::replay::ReplayFilter,
+        max_jobs: u32,
+    ) -> Result<u64, StoreError> {
+        replays::count(&self.readers, filter, max_jobs).await
+    }
+
+    async fn create_replay(
+        &self,
+        replay: crate::store::NewReplay,
+    ) -> Result<crate::store::Replay, StoreError> {
+        replays::create(&self.writer, replay).await
+    }
+
+    async fn get_replay(&self, id: Uuid) -> Result<Option<crate::store::Replay>, StoreError> {
+        replays::get(&self.readers, id).await
+    }
+
+    async fn cancel_replay(
+        &self,
+        id: Uuid,
+        now: Timestamp,
+    ) -> Result<Option<crate::store::Replay>, StoreError> {
+        replays::cancel(&self.writer, id, now).await
+    }
+
+    async fn advance_replays(
+        &self,
+        now: Timestamp,
+    ) -> Result<crate::store::ReplayProgress, StoreError> {
+        replays::advance(&self.writer, &self.readers, now).await
     }
 
     async fn expire_deadlines(

@@ -11,4 +11,5 @@ pub mod leases;
 pub mod limits;
 pub mod listing;
 pub mod reclaims;
+pub mod replays;
 pub mod subscribers;

@@ -1,0 +1,334 @@
+//! `/v1/replays`: move selected dead letters back to `scheduled` at a bounded rate
+//! (DESIGN §5, CASES C-11), follow a replay's progress, stop it.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::AppState;
+use super::extract::AppJson;
+use super::problem::{ApiError, FieldError, Problem};
+use crate::domain::replay::{ReplayFilter, ReplayState};
+use crate::domain::{DeadReason, Timestamp, validate};
+use crate::store::{MAX_REPLAY_JOBS, NewReplay, Replay};
+
+/// The routes of this resource.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_replay))
+        .routes(routes!(get_replay))
+        .routes(routes!(cancel_replay))
+}
+
+/// A replay of dead jobs. Give at least one filter, or `"all": true` to replay every
+/// dead job (up to `max_jobs`); all given filters must match.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateReplayRequest {
+    /// Only this subscriber's dead jobs.
+    pub subscriber_id: Option<String>,
+    /// Only this event's dead jobs.
+    pub event_id: Option<String>,
+    /// Only jobs dead for this reason.
+    pub dead_reason: Option<DeadReason>,
+    /// Only jobs that became dead at or after this instant (RFC 3339 with an offset).
+    pub dead_after: Option<String>,
+    /// Only jobs that became dead before this instant (RFC 3339 with an offset).
+    pub dead_before: Option<String>,
+    /// `true` replays every dead job; not combined with other filters.
+    pub all: Option<bool>,
+    /// Most jobs to replay (1–100000), the oldest dead first.
+    pub max_jobs: u32,
+    /// Most jobs requeued per second, across all instances (1 to the server's
+    /// `--max-replay-rate`).
+    pub rate_per_second: u32,
+    /// Each requeued job's new deadline is its requeue time plus this, in ms
+    /// (default: the server's `--default-ttl-ms`).
+    pub ttl_ms: Option<u64>,
+    /// `true`: only count the matching jobs; nothing changes.
+    pub dry_run: Option<bool>,
+}
+
+/// The filter of a replay, as given.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayFilterView {
+    /// Only this subscriber.
+    pub subscriber_id: Option<String>,
+    /// Only this event.
+    pub event_id: Option<String>,
+    /// Only this reason.
+    pub dead_reason: Option<DeadReason>,
+    /// Dead at or after.
+    pub dead_after: Option<Timestamp>,
+    /// Dead before.
+    pub dead_before: Option<Timestamp>,
+    /// Every dead job.
+    pub all: bool,
+}
+
+/// A replay and its progress. `requeued + skipped` reaches `matched` when it is
+/// `done` (less if finished jobs were purged meanwhile).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayView {
+    /// The replay's id (UUIDv7).
+    pub id: Uuid,
+    /// `running`, `done` or `cancelled`.
+    pub state: ReplayState,
+    /// Which dead jobs it selected.
+    pub filter: ReplayFilterView,
+    /// Most jobs it could take.
+    pub max_jobs: u32,
+    /// Most jobs requeued per second.
+    pub rate_per_second: u32,
+    /// Requeued jobs' time to their new deadline, in ms.
+    pub ttl_ms: u64,
+    /// Dead jobs matched when it was created.
+    pub matched: u64,
+    /// Jobs moved back to `scheduled` so far (same id, event id, payload and attempt
+    /// history; a fresh deadline and attempt budget).
+    pub requeued: u64,
+    /// Matched jobs no longer dead when their turn came (e.g. delivered after another
+    /// replay); left alone, never resent.
+    pub skipped: u64,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it ended.
+    pub finished_at: Option<Timestamp>,
+}
+
+impl From<Replay> for ReplayView {
+    fn from(r: Replay) -> Self {
+        ReplayView {
+            id: r.id,
+            state: r.state,
+            filter: ReplayFilterView {
+                subscriber_id: r.filter.subscriber_id,
+                event_id: r.filter.event_id,
+                dead_reason: r.filter.dead_reason,
+                dead_after: r.filter.dead_after,
+                dead_before: r.filter.dead_before,
+                all: r.filter.all,
+            },
+            max_jobs: r.max_jobs,
+            rate_per_second: r.rate_per_second,
+            ttl_ms: r.ttl_ms,
+            matched: r.matched,
+            requeued: r.requeued,
+            skipped: r.skipped,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            finished_at: r.finished_at,
+        }
+    }
+}
+
+/// The answer of a dry run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DryRunView {
+    /// Dead jobs a replay with this filter would take now (at most `max_jobs`).
+    pub matched: u64,
+}
+
+/// Limits from the server's configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayLimits {
+    /// Most `rate_per_second` a replay may ask for (`--max-replay-rate`).
+    pub max_rate_per_second: u32,
+    /// `ttl_ms` when a replay names none (`--default-ttl-ms`).
+    pub default_ttl_ms: u64,
+}
+
+/// Replay dead jobs. Selects dead jobs by the filter (oldest dead first, at most
+/// `max_jobs`) and moves them back to `scheduled` at `rate_per_second`, across all
+/// instances, keeping their id, event id, payload and attempt history; each gets a
+/// fresh deadline and attempt budget. A job delivered meanwhile is never resent.
+#[utoipa::path(
+    post,
+    path = "/v1/replays",
+    tag = "replays",
+    request_body = CreateReplayRequest,
+    responses(
+        (status = 202, description = "Accepted; workers requeue the matched jobs at the given pace (`state: done` at once when nothing matched)", body = ReplayView),
+        (status = 200, description = "Dry run: how many dead jobs match; nothing changed", body = DryRunView),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, or no filter and no `all: true`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; nothing changed, retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create_replay(
+    State(state): State<AppState>,
+    AppJson(request): AppJson<CreateReplayRequest>,
+) -> Result<Response, ApiError> {
+    let now = state.clock.now();
+    let dry_run = request.dry_run.unwrap_or(false);
+    let replay = new_replay(request, Uuid::now_v7(), now, state.replay_limits)?;
+    if dry_run {
+        let matched = state
+            .store
+            .count_replay_matches(&replay.filter, replay.max_jobs)
+            .await?;
+        return Ok((StatusCode::OK, Json(DryRunView { matched })).into_response());
+    }
+    let created = state.store.create_replay(replay).await?;
+    tracing::info!(replay_id = %created.id, matched = created.matched,
+        rate_per_second = created.rate_per_second, "replay created");
+    state.wake.notify_one();
+    Ok((StatusCode::ACCEPTED, Json(ReplayView::from(created))).into_response())
+}
+
+/// Checks `request` and builds the replay to store; every invalid field is listed.
+pub fn new_replay(
+    request: CreateReplayRequest,
+    id: Uuid,
+    now: Timestamp,
+    limits: ReplayLimits,
+) -> Result<NewReplay, ApiError> {
+    let mut errors = Vec::new();
+    let mut check = |field: &str, result: Result<(), String>| {
+        if let Err(message) = result {
+            errors.push(FieldError::new(field, message));
+        }
+    };
+    if let Some(id) = &request.subscriber_id {
+        check("subscriber_id", validate::subscriber_id(id));
+    }
+    if let Some(id) = &request.event_id {
+        check("event_id", validate::event_id(id));
+    }
+    let mut instant = |field: &str, text: &Option<String>| {
+        text.as_deref()
+            .and_then(|text| match Timestamp::parse_rfc3339(text) {
+                Ok(at) => Some(at),
+                Err(error) => {
+                    check(field, Err(error.to_string()));
+                    None
+                }
+            })
+    };
+    let dead_after = instant("dead_after", &request.dead_after);
+    let dead_before = instant("dead_before", &request.dead_before);
+    if let (Some(after), Some(before)) = (dead_after, dead_before)
+        && after >= before
+    {
+        check("dead_before", Err("must be after dead_after".into()));
+    }
+    if !(1..=MAX_REPLAY_JOBS).contains(&request.max_jobs) {
+        check(
+            "max_jobs",
+            Err(format!("must be from 1 to {MAX_REPLAY_JOBS}")),
+        );
+    }
+    if !(1..=limits.max_rate_per_second).contains(&request.rate_per_second) {
+        check(
+            "rate_per_second",
+            Err(format!(
+                "must be from 1 to {} (the server's --max-replay-rate)",
+                limits.max_rate_per_second
+            )),
+        );
+    }
+    if request.ttl_ms == Some(0) {
+        check("ttl_ms", Err("must be positive".into()));
+    }
+    let filter = ReplayFilter {
+        subscriber_id: request.subscriber_id,
+        event_id: request.event_id,
+        dead_reason: request.dead_reason,
+        dead_after,
+        dead_before,
+        all: request.all.unwrap_or(false),
+    };
+    let filter_error = match (filter.all, filter.is_narrowed()) {
+        (true, true) => Some("`all: true` replays every dead job: give it without filters"),
+        (false, false) => Some(
+            "give at least one of subscriber_id, event_id, dead_reason, dead_after, \
+             dead_before, or `all: true` to replay every dead job",
+        ),
+        _ => None,
+    };
+    if let Some(message) = filter_error {
+        errors.push(FieldError::new("all", message));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    Ok(NewReplay {
+        id,
+        filter,
+        max_jobs: request.max_jobs,
+        rate_per_second: request.rate_per_second,
+        ttl_ms: request.ttl_ms.unwrap_or(limits.default_ttl_ms),
+        created_at: now,
+    })
+}
+
+fn replay_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("replay_id", "must be a UUID"))
+}
+
+fn not_found(id: Uuid) -> ApiError {
+    ApiError::NotFound(format!("replay {id} does not exist"))
+}
+
+/// A replay's progress.
+#[utoipa::path(
+    get,
+    path = "/v1/replays/{replay_id}",
+    tag = "replays",
+    params(("replay_id" = Uuid, Path, description = "The replay's id")),
+    responses(
+        (status = 200, description = "The replay", body = ReplayView),
+        (status = 404, description = "No such replay", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_replay(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<ReplayView>, ApiError> {
+    let id = replay_id(&raw)?;
+    let replay = state
+        .store
+        .get_replay(id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    Ok(Json(replay.into()))
+}
+
+/// Stop a running replay. Jobs it already requeued stay requeued; a replay that has
+/// ended is answered as it is.
+#[utoipa::path(
+    post,
+    path = "/v1/replays/{replay_id}/cancel",
+    tag = "replays",
+    params(("replay_id" = Uuid, Path, description = "The replay's id")),
+    responses(
+        (status = 200, description = "The replay, now `cancelled` unless it had already ended", body = ReplayView),
+        (status = 404, description = "No such replay", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn cancel_replay(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<ReplayView>, ApiError> {
+    let id = replay_id(&raw)?;
+    let now = state.clock.now();
+    let replay = state
+        .store
+        .cancel_replay(id, now)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    if replay.state == ReplayState::Cancelled && replay.finished_at == Some(now) {
+        tracing::info!(replay_id = %id, requeued = replay.requeued, "replay cancelled");
+    }
+    Ok(Json(replay.into()))
+}
