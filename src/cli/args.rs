@@ -214,14 +214,15 @@ pub struct CreateReplayArgs {
     /// Every dead job (instead of filters).
     #[arg(long, conflicts_with_all = ["subscriber", "event", "dead_reason", "dead_after", "dead_before"])]
     pub all: bool,
-    /// Most jobs requeued per second.
+    /// Most jobs requeued per second, across all instances (at most the server's
+    /// `--max-replay-rate`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub rate: u32,
-    /// Most jobs the replay may match (1 to 100000).
+    /// Most jobs the replay takes, oldest dead first (1 to 100000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_jobs: u32,
-    /// Time each requeued job gets before its new deadline, in milliseconds (the
-    /// server's default when absent).
+    /// Each requeued job's new deadline is its requeue time plus this, in
+    /// milliseconds (the server's `--default-ttl-ms` when absent).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: Option<u64>,
     /// Only count the matching jobs; nothing changes.

@@ -49,12 +49,14 @@ impl Display {
         if json {
             Display::Json { last: None }
         } else if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new(first.matched);
-            let style = ProgressStyle::with_template("[{bar:40}] {pos}/{len} {msg} ({elapsed})")
+            let style = ProgressStyle::with_template("[{bar:40}] {msg} ({elapsed})")
                 .map(|s| s.progress_chars("=> "))
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
-            bar.set_style(style);
-            Display::Bar(bar)
+            Display::Bar(
+                ProgressBar::new(first.matched)
+                    .with_style(style)
+                    .with_message(progress_message(first)),
+            )
         } else {
             Display::Lines { last: None }
         }
@@ -64,12 +66,9 @@ impl Display {
     fn show(&mut self, replay: &Replay, value: &Value) {
         match self {
             Display::Bar(bar) => {
+                bar.set_message(progress_message(replay));
                 bar.set_length(replay.matched);
                 bar.set_position(replay.done());
-                bar.set_message(format!(
-                    "{} requeued, {} skipped",
-                    replay.requeued, replay.skipped
-                ));
             }
             Display::Lines { last } => {
                 let now = (replay.state.clone(), replay.requeued, replay.skipped);
@@ -97,11 +96,24 @@ impl Display {
     fn finish(self, replay: &Replay) {
         match self {
             Display::Bar(bar) => {
-                bar.finish();
+                // The summary line replaces the bar.
+                bar.finish_and_clear();
                 println!("{}", replay.summary());
             }
             Display::Lines { .. } => println!("{}", replay.summary()),
             Display::Json { .. } => {}
         }
     }
+}
+
+/// The bar's text: all counts in one message, so a redraw never shows them half
+/// updated.
+fn progress_message(replay: &Replay) -> String {
+    format!(
+        "{}/{} ({} requeued, {} skipped)",
+        replay.done(),
+        replay.matched,
+        replay.requeued,
+        replay.skipped
+    )
 }

@@ -11,3 +11,4 @@ mod openapi;
 mod operator_commands;
 mod operator_support;
 mod replay_commands;
+mod replay_live;

@@ -241,3 +241,33 @@ fn respond(
         body.len()
     )
 }
+
+/// Runs `deferhook args… --server server`, killed (and the test failed) if it has not
+/// finished within `limit`: for `--watch`, which ends only when the replay does.
+pub fn cli_within(server: &str, args: &[&str], limit: Duration) -> Ran {
+    let mut child = clean_command()
+        .args(args)
+        .args(["--server", server])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "deferhook {args:?} did not finish within {limit:?}; it printed:\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
