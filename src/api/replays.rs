@@ -191,6 +191,13 @@ pub fn new_replay(
     now: Timestamp,
     limits: ReplayLimits,
 ) -> Result<NewReplay, ApiError> {
+    // The rule looks at what was given, valid or not (an invalid one is reported
+    // on its own).
+    let narrowed = request.subscriber_id.is_some()
+        || request.event_id.is_some()
+        || request.dead_reason.is_some()
+        || request.dead_after.is_some()
+        || request.dead_before.is_some();
     let mut errors = Vec::new();
     let mut check = |field: &str, result: Result<(), String>| {
         if let Err(message) = result {
@@ -246,7 +253,7 @@ pub fn new_replay(
         dead_before,
         all: request.all.unwrap_or(false),
     };
-    let filter_error = match (filter.all, filter.is_narrowed()) {
+    let filter_error = match (filter.all, narrowed) {
         (true, true) => Some("`all: true` replays every dead job: give it without filters"),
         (false, false) => Some(
             "give at least one of subscriber_id, event_id, dead_reason, dead_after, \

@@ -156,19 +156,40 @@ fn decode_filter(text: &str) -> Result<ReplayFilter, StoreError> {
     })
 }
 
+/// The index that serves `filter` best: the most selective condition given.
+pub fn matching_index(filter: &ReplayFilter) -> &'static str {
+    if filter.event_id.is_some() {
+        "jobs_event_id"
+    } else if filter.subscriber_id.is_some() {
+        "jobs_subscriber_state"
+    } else if filter.dead_reason.is_some() {
+        "jobs_dead_reason"
+    } else {
+        "jobs_dead_at"
+    }
+}
+
 /// Pushes ` FROM jobs j WHERE …` selecting the dead jobs `filter` matches, oldest
 /// dead first, at most `max_jobs`, onto `query` (which has begun a `SELECT` that may
-/// name `j.*`). Index-backed: `jobs_dead_at`, `jobs_dead_reason` or
-/// `jobs_subscriber_state`, by the filter.
-pub fn push_matching<DB>(query: &mut sqlx::QueryBuilder<DB>, filter: &ReplayFilter, max_jobs: u32)
-where
+/// name `j.*`). Index-backed by [`matching_index`]; with `indexed_by` (SQLite, whose
+/// planner has no statistics) that index is named in the statement.
+pub fn push_matching<DB>(
+    query: &mut sqlx::QueryBuilder<DB>,
+    filter: &ReplayFilter,
+    max_jobs: u32,
+    indexed_by: bool,
+) where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     // The state is a literal so SQLite may use the partial indexes on dead jobs.
-    query.push(" FROM jobs j WHERE j.state = 'dead'");
+    query.push(" FROM jobs j");
+    if indexed_by {
+        query.push(format!(" INDEXED BY {}", matching_index(filter)));
+    }
+    query.push(" WHERE j.state = 'dead'");
     if let Some(subscriber_id) = &filter.subscriber_id {
         query
             .push(" AND j.subscriber_id = ")
@@ -198,7 +219,11 @@ where
 }
 
 /// How many dead jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.
-pub fn count_matching<DB>(filter: &ReplayFilter, max_jobs: u32) -> sqlx::QueryBuilder<DB>
+pub fn count_matching<DB>(
+    filter: &ReplayFilter,
+    max_jobs: u32,
+    indexed_by: bool,
+) -> sqlx::QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -206,14 +231,14 @@ where
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     let mut query = sqlx::QueryBuilder::new("SELECT COUNT(*) AS n FROM (SELECT j.id");
-    push_matching(&mut query, filter, max_jobs);
+    push_matching(&mut query, filter, max_jobs, indexed_by);
     query.push(") m");
     query
 }
 
 /// Snapshots the jobs `replay` matches into `replay_jobs`, positions from 0 in the
 /// order they died; rows affected = matched.
-pub fn snapshot_matching<DB>(replay: &NewReplay) -> sqlx::QueryBuilder<DB>
+pub fn snapshot_matching<DB>(replay: &NewReplay, indexed_by: bool) -> sqlx::QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -225,7 +250,7 @@ where
     query
         .push_bind(replay.id.to_string())
         .push(", ROW_NUMBER() OVER (ORDER BY j.dead_at, j.id) - 1, j.id");
-    push_matching(&mut query, &replay.filter, replay.max_jobs);
+    push_matching(&mut query, &replay.filter, replay.max_jobs, indexed_by);
     query
 }
 

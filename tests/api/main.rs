@@ -9,5 +9,6 @@ mod idempotency;
 mod job_control;
 mod jobs_create;
 mod jobs_read;
+mod replays;
 mod subscribers;
 mod support;

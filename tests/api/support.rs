@@ -49,6 +49,10 @@ impl AppBuilder {
         self.flag("--request-timeout-ms", ms)
     }
 
+    pub fn max_replay_rate(self, rate: u32) -> Self {
+        self.flag("--max-replay-rate", rate)
+    }
+
     fn flag(mut self, name: &str, value: impl ToString) -> Self {
         self.flags.push(name.to_owned());
         self.flags.push(value.to_string());

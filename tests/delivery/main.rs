@@ -19,6 +19,7 @@ mod leases;
 mod outcomes;
 mod pg_restart;
 mod process;
+mod replay;
 mod retry_after;
 mod signing;
 mod store_outage;

@@ -13,6 +13,7 @@
 
 #[path = "../common/pg.rs"]
 mod pg;
+mod replay_plans;
 mod suite;
 mod support;
 

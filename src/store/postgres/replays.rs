@@ -14,7 +14,7 @@ use crate::store::replays::{
 };
 
 pub async fn count(pool: &PgPool, filter: &ReplayFilter, max_jobs: u32) -> Result<u64, StoreError> {
-    let n: i64 = replays::count_matching::<Postgres>(filter, max_jobs)
+    let n: i64 = replays::count_matching::<Postgres>(filter, max_jobs, false)
         .build()
         .fetch_one(pool)
         .await?
@@ -41,7 +41,7 @@ pub async fn create(pool: &PgPool, replay: NewReplay) -> Result<Replay, StoreErr
     .bind(now.as_millis())
     .execute(&mut *tx)
     .await?;
-    let matched = replays::snapshot_matching::<Postgres>(&replay)
+    let matched = replays::snapshot_matching::<Postgres>(&replay, false)
         .build()
         .execute(&mut *tx)
         .await?
@@ -212,10 +212,12 @@ async fn step(
     Ok(())
 }
 
-/// Moves a dead job back to `scheduled` (`$2`) due `$3` with deadline `$4`, keeping its
-/// history, with a fresh attempt budget: `max_attempts` becomes the attempts so far
+/// Moves a dead job back to `scheduled` (`$2`), eligible again (`deliver_at` and
+/// `due_at`) at `$3`, with deadline `$4`, keeping its id, payload and attempt history
+/// (so its age, SLO and near-deadline figures count from the replay), with a fresh
+/// attempt budget: `max_attempts` becomes the attempts so far
 /// plus the producer's budget (kept in `attempt_budget`). Only if it is still dead.
-const REQUEUE: &str = "UPDATE jobs SET state = $2, due_at = $3, deadline = $4, \
+const REQUEUE: &str = "UPDATE jobs SET state = $2, due_at = $3, deliver_at = $3, deadline = $4, \
     dead_reason = NULL, dead_at = NULL, updated_at = $5, \
     attempt_budget = COALESCE(attempt_budget, max_attempts), \
     max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \

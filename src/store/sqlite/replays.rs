@@ -18,7 +18,7 @@ pub async fn count(
     filter: &ReplayFilter,
     max_jobs: u32,
 ) -> Result<u64, StoreError> {
-    let n: i64 = replays::count_matching::<Sqlite>(filter, max_jobs)
+    let n: i64 = replays::count_matching::<Sqlite>(filter, max_jobs, true)
         .build()
         .fetch_one(readers)
         .await?
@@ -45,7 +45,7 @@ pub async fn create(writer: &SqlitePool, replay: NewReplay) -> Result<Replay, St
     .bind(now.as_millis())
     .execute(&mut *tx)
     .await?;
-    let matched = replays::snapshot_matching::<Sqlite>(&replay)
+    let matched = replays::snapshot_matching::<Sqlite>(&replay, true)
         .build()
         .execute(&mut *tx)
         .await?
@@ -218,10 +218,12 @@ async fn step(
     Ok(())
 }
 
-/// Moves a dead job back to `scheduled` (`?2`) due `?3` with deadline `?4`, keeping its
-/// history, with a fresh attempt budget: `max_attempts` becomes the attempts so far
+/// Moves a dead job back to `scheduled` (`?2`), eligible again (`deliver_at` and
+/// `due_at`) at `?3`, with deadline `?4`, keeping its id, payload and attempt history
+/// (so its age, SLO and near-deadline figures count from the replay), with a fresh
+/// attempt budget: `max_attempts` becomes the attempts so far
 /// plus the producer's budget (kept in `attempt_budget`). Only if it is still dead.
-const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deadline = ?4, \
+const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3, deadline = ?4, \
     dead_reason = NULL, dead_at = NULL, updated_at = ?5, \
     attempt_budget = COALESCE(attempt_budget, max_attempts), \
     max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \

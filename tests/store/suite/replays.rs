@@ -180,6 +180,10 @@ pub async fn a_replay_requeues_at_its_pace_keeping_id_and_history(store: SharedS
     let requeued = job(&store, first[0].id).await;
     assert_eq!(requeued.state, JobState::Scheduled);
     assert_eq!(requeued.due_at, Some(start));
+    assert_eq!(
+        requeued.deliver_at, start,
+        "eligible again from the replay on"
+    );
     assert_eq!(requeued.deadline, start.plus_ms(TTL_MS));
     assert_eq!((requeued.dead_reason, requeued.dead_at), (None, None));
     assert_eq!(requeued.event_id, "tried");
