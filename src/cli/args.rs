@@ -68,11 +68,15 @@ impl fmt::Debug for Token {
     }
 }
 
+impl ClientArgs {
+    /// The token to send, if any: an empty one (e.g. `DEFERHOOK_API_TOKEN=`) is none.
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref().filter(|t| !t.0.is_empty())
+    }
+}
+
 fn parse_token(raw: &str) -> Result<Token, String> {
     let token = raw.trim();
-    if token.is_empty() {
-        return Err("the token is empty".into());
-    }
     if token.chars().any(|c| c.is_control() || c == ' ') {
         return Err("the token contains spaces or control characters".into());
     }
@@ -259,6 +263,25 @@ mod tests {
         let token = parse_token("s3cret-value").unwrap();
         assert_eq!(token.expose(), "s3cret-value");
         assert!(!format!("{token:?}").contains("s3cret"));
+        assert!(parse_token("with space").is_err());
+    }
+
+    #[test]
+    fn an_empty_token_is_no_token() {
+        use crate::config::{Cli, Command};
+        use clap::Parser;
+        for (argv, expected) in [
+            (&["deferhook", "jobs", "list", "--token", ""][..], None),
+            (
+                &["deferhook", "jobs", "list", "--token", " t1 "],
+                Some("t1"),
+            ),
+        ] {
+            let Command::Jobs(jobs) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected jobs")
+            };
+            assert_eq!(jobs.client.token().map(Token::expose), expected, "{argv:?}");
+        }
     }
 
     #[test]

@@ -138,7 +138,7 @@ impl ApiClient {
         Ok(ApiClient {
             http,
             base: args.server.clone(),
-            token: args.token.clone(),
+            token: args.token().cloned(),
         })
     }
 

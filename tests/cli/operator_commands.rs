@@ -304,6 +304,19 @@ fn the_token_is_sent_as_a_bearer_and_never_printed() {
         requests[1]
     );
 
+    // An empty variable means no token: no header, rather than a usage error.
+    let ran = run(clean_command()
+        .env("DEFERHOOK_API_TOKEN", "")
+        .args(["jobs", "list", "--server", &fake.base]));
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        !requests[2].to_ascii_lowercase().contains("authorization:"),
+        "{}",
+        requests[2]
+    );
+
     let help = run(clean_command()
         .env("DEFERHOOK_API_TOKEN", secret)
         .args(["jobs", "list", "--help"]));
