@@ -53,6 +53,12 @@ pub enum CliError {
         /// What went wrong.
         cause: String,
     },
+    /// Standard output was closed by its reader (`… | head`); the command ends quietly.
+    #[error("standard output is closed")]
+    OutputClosed,
+    /// Standard output cannot be written.
+    #[error("cannot write to standard output: {0}")]
+    Output(std::io::Error),
     /// The answer is not the JSON this command expects.
     #[error("unexpected answer from {url}: {cause}")]
     Unexpected {
@@ -250,6 +256,15 @@ fn innermost_cause(error: &reqwest::Error) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+/// `result`, with a closed standard output counted as success: the reader has what it
+/// wanted.
+pub fn quiet_when_closed(result: Result<(), CliError>) -> Result<(), CliError> {
+    match result {
+        Err(CliError::OutputClosed) => Ok(()),
+        other => other,
+    }
 }
 
 /// Decodes a JSON answer into the shape a command renders.

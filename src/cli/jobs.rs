@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::args::{GetJobArgs, JobsArgs, JobsCommand, ListJobsArgs};
-use super::client::{ApiClient, CliError, decode};
+use super::client::{ApiClient, CliError, decode, quiet_when_closed};
 use super::render::{self, or_none};
 
 /// A job as the API shows it (the fields these commands print).
@@ -106,11 +106,11 @@ struct AttemptList {
 pub async fn run(args: JobsArgs) -> anyhow::Result<()> {
     let client = ApiClient::new(&args.client)?;
     let json = args.client.json;
-    match args.command {
-        JobsCommand::Get(get) => print!("{}", get_job(&client, &get, json).await?),
-        JobsCommand::List(list) => print!("{}", list_jobs(&client, &list, json).await?),
-    }
-    Ok(())
+    let text = match args.command {
+        JobsCommand::Get(get) => get_job(&client, &get, json).await?,
+        JobsCommand::List(list) => list_jobs(&client, &list, json).await?,
+    };
+    Ok(quiet_when_closed(render::emit(&text))?)
 }
 
 /// The text `jobs get` prints.

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use super::client::{ApiClient, CliError, decode};
+use super::render;
 use super::replay::Replay;
 
 /// How often a watched replay is read.
@@ -22,7 +23,7 @@ pub async fn watch(client: &ApiClient, first: Value, json: bool) -> Result<Repla
     let mut display = Display::new(json, &replay);
     let mut value = first;
     loop {
-        display.show(&replay, &value);
+        display.show(&replay, &value)?;
         if !replay.is_running() {
             break;
         }
@@ -30,7 +31,7 @@ pub async fn watch(client: &ApiClient, first: Value, json: bool) -> Result<Repla
         value = client.get(&["v1", "replays", &replay.id], &[]).await?;
         replay = decode(&value, "the replay")?;
     }
-    display.finish(&replay);
+    display.finish(&replay)?;
     Ok(replay)
 }
 
@@ -63,7 +64,7 @@ impl Display {
     }
 
     /// Shows the replay; `value` is its JSON.
-    fn show(&mut self, replay: &Replay, value: &Value) {
+    fn show(&mut self, replay: &Replay, value: &Value) -> Result<(), CliError> {
         match self {
             Display::Bar(bar) => {
                 bar.set_message(progress_message(replay));
@@ -73,35 +74,29 @@ impl Display {
             Display::Lines { last } => {
                 let now = (replay.state.clone(), replay.requeued, replay.skipped);
                 if last.as_ref() != Some(&now) {
-                    println!(
-                        "{}: {}/{} ({} requeued, {} skipped)",
-                        replay.state,
-                        replay.done(),
-                        replay.matched,
-                        replay.requeued,
-                        replay.skipped
-                    );
+                    render::line(format!("{}: {}", replay.state, progress_message(replay)))?;
                     *last = Some(now);
                 }
             }
             Display::Json { last } => {
                 if last.as_ref() != Some(value) {
-                    println!("{value}");
+                    render::line(value)?;
                     *last = Some(value.clone());
                 }
             }
         }
+        Ok(())
     }
 
-    fn finish(self, replay: &Replay) {
+    fn finish(self, replay: &Replay) -> Result<(), CliError> {
         match self {
             Display::Bar(bar) => {
                 // The summary line replaces the bar.
                 bar.finish_and_clear();
-                println!("{}", replay.summary());
+                render::line(replay.summary())
             }
-            Display::Lines { .. } => println!("{}", replay.summary()),
-            Display::Json { .. } => {}
+            Display::Lines { .. } => render::line(replay.summary()),
+            Display::Json { .. } => Ok(()),
         }
     }
 }

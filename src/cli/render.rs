@@ -1,11 +1,32 @@
 //! Plain-text tables for the operator commands: ASCII only, no colours, no terminal
 //! width guessing, so the output reads the same in a terminal, a pipe or a log.
 
+use std::io::{ErrorKind, Write};
+
 use comfy_table::{Table, presets};
 use serde_json::Value;
 
+use super::client::CliError;
+
 /// Shown for an absent value.
 pub const NONE: &str = "-";
+
+/// Writes `text` to standard output (flushed, so `--watch` lines show at once). A reader
+/// that went away is [`CliError::OutputClosed`].
+pub fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|error| match error.kind() {
+            ErrorKind::BrokenPipe => CliError::OutputClosed,
+            _ => CliError::Output(error),
+        })
+}
+
+/// Writes `text` and a newline to standard output, as [`emit`].
+pub fn line(text: impl std::fmt::Display) -> Result<(), CliError> {
+    emit(&format!("{text}\n"))
+}
 
 /// A table with `header` over `rows`.
 pub fn table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {

@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::args::{CreateReplayArgs, ReplayArgs, ReplayCommand};
-use super::client::{ApiClient, CliError, decode};
+use super::args::{CreateReplayArgs, ReplayArgs, ReplayCommand, ReplayIdArgs, ReplayStatusArgs};
+use super::client::{ApiClient, CliError, decode, quiet_when_closed};
 use super::progress;
 use super::render::{self, or_none};
 
@@ -63,34 +63,47 @@ impl Replay {
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let client = ApiClient::new(&args.client)?;
     let json = args.client.json;
-    match args.command {
-        ReplayCommand::Create(create) => create_replay(&client, &create, json).await?,
-        ReplayCommand::Status(status) => {
-            let value = client
-                .get(&["v1", "replays", &status.replay_id], &[])
-                .await?;
-            if status.watch {
-                progress::watch(&client, value, json).await?;
-            } else if json {
-                println!("{}", render::json(&value));
-            } else {
-                let replay: Replay = decode(&value, "the replay")?;
-                println!("{}", replay_fields(&replay));
-            }
-        }
-        ReplayCommand::Cancel(cancel) => {
-            let value = client
-                .post(&["v1", "replays", &cancel.replay_id, "cancel"], None)
-                .await?;
-            let replay: Replay = decode(&value, "the replay")?;
-            if json {
-                println!("{}", render::json(&value));
-            } else {
-                println!("{}", replay.summary());
-            }
-        }
+    let result = match args.command {
+        ReplayCommand::Create(create) => create_replay(&client, &create, json).await,
+        ReplayCommand::Status(status) => replay_status(&client, &status, json).await,
+        ReplayCommand::Cancel(cancel) => cancel_replay(&client, &cancel, json).await,
+    };
+    Ok(quiet_when_closed(result)?)
+}
+
+/// `GET /v1/replays/{id}`: its fields, or its progress until it ends.
+async fn replay_status(
+    client: &ApiClient,
+    args: &ReplayStatusArgs,
+    json: bool,
+) -> Result<(), CliError> {
+    let value = client.get(&["v1", "replays", &args.replay_id], &[]).await?;
+    if args.watch {
+        progress::watch(client, value, json).await?;
+        Ok(())
+    } else if json {
+        render::line(render::json(&value))
+    } else {
+        let replay: Replay = decode(&value, "the replay")?;
+        render::line(replay_fields(&replay))
     }
-    Ok(())
+}
+
+/// `POST /v1/replays/{id}/cancel`: the resulting state.
+async fn cancel_replay(
+    client: &ApiClient,
+    args: &ReplayIdArgs,
+    json: bool,
+) -> Result<(), CliError> {
+    let value = client
+        .post(&["v1", "replays", &args.replay_id, "cancel"], None)
+        .await?;
+    if json {
+        render::line(render::json(&value))
+    } else {
+        let replay: Replay = decode(&value, "the replay")?;
+        render::line(replay.summary())
+    }
 }
 
 /// `POST /v1/replays`, then the count (dry run), the new replay, or its progress.
@@ -104,30 +117,26 @@ async fn create_replay(
         .await?;
     if args.dry_run {
         if json {
-            println!("{}", render::json(&value));
-        } else {
-            let count: DryRun = decode(&value, "the dry run")?;
-            println!(
-                "{} dead jobs match (dry run: nothing was changed)",
-                count.matched
-            );
+            return render::line(render::json(&value));
         }
-        return Ok(());
+        let count: DryRun = decode(&value, "the dry run")?;
+        return render::line(format!(
+            "{} dead jobs match (dry run: nothing was changed)",
+            count.matched
+        ));
     }
-    if json {
-        if args.watch {
-            progress::watch(client, value, json).await?;
-        } else {
-            println!("{}", render::json(&value));
-        }
-        return Ok(());
+    if !json {
+        let replay: Replay = decode(&value, "the replay")?;
+        render::line(replay.summary())?;
     }
-    let replay: Replay = decode(&value, "the replay")?;
-    println!("{}", replay.summary());
     if args.watch {
         progress::watch(client, value, json).await?;
+        Ok(())
+    } else if json {
+        render::line(render::json(&value))
+    } else {
+        Ok(())
     }
-    Ok(())
 }
 
 #[derive(Debug, Deserialize)]

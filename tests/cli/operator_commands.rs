@@ -341,6 +341,27 @@ fn a_bare_error_answer_shows_its_status() {
 }
 
 #[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let fake = FakeServer::start(
+        "200 OK",
+        "application/json",
+        r#"{"items":[],"next_cursor":null}"#,
+    );
+    let mut child = clean_command()
+        .args(["jobs", "list", "--json", "--server", &fake.base])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed long before the answer arrives (`deferhook jobs list | head -0`).
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     for args in [
         &["jobs", "list", "--state", "bogus"][..],
