@@ -14,25 +14,49 @@ use super::replay::Replay;
 /// How often a watched replay is read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
+/// Reads in a row that may fail transiently (server restarting, store unavailable)
+/// before watching gives up: about ten seconds.
+pub const MAX_FAILED_READS: u32 = 20;
+
 /// Reads the replay every [`POLL_INTERVAL`] and shows its progress (requeued + skipped
 /// of matched) until its state is no longer `running`; prints a summary line at the end
-/// (not with `json`, whose last line is the final view).
-/// `first` is the replay's JSON as last read.
+/// (not with `json`, whose last line is the final view). `first` is the replay's JSON
+/// as last read. A transient failure is retried, up to [`MAX_FAILED_READS`] in a row.
 pub async fn watch(client: &ApiClient, first: Value, json: bool) -> Result<Replay, CliError> {
     let mut replay: Replay = decode(&first, "the replay")?;
     let mut display = Display::new(json, &replay);
     let mut value = first;
+    let mut failed_reads = 0;
     loop {
         display.show(&replay, &value)?;
         if !replay.is_running() {
             break;
         }
         tokio::time::sleep(POLL_INTERVAL).await;
-        value = client.get(&["v1", "replays", &replay.id], &[]).await?;
-        replay = decode(&value, "the replay")?;
+        match client.get(&["v1", "replays", &replay.id], &[]).await {
+            Ok(fresh) => {
+                failed_reads = 0;
+                replay = decode(&fresh, "the replay")?;
+                value = fresh;
+            }
+            Err(error) if is_transient(&error) && failed_reads + 1 < MAX_FAILED_READS => {
+                failed_reads += 1;
+            }
+            Err(error) => return Err(error),
+        }
     }
     display.finish(&replay)?;
     Ok(replay)
+}
+
+/// Whether a later read may succeed: no connection, a timeout, or a 5xx answer.
+fn is_transient(error: &CliError) -> bool {
+    match error {
+        CliError::Unreachable { .. } | CliError::Transport { .. } => true,
+        CliError::Problem(problem) => problem.status >= 500,
+        CliError::Status { status, .. } => status.is_server_error(),
+        _ => false,
+    }
 }
 
 /// Where progress goes.

@@ -221,3 +221,44 @@ fn cancel_prints_the_resulting_state_and_a_404_is_an_error() {
         "deferhook: Not Found (404): replay r9 does not exist"
     );
 }
+
+#[test]
+fn watch_rides_out_a_transient_503() {
+    let unavailable = (
+        "503 Service Unavailable",
+        "application/problem+json",
+        r#"{"type":"about:blank","title":"Service Unavailable","status":503}"#.to_owned(),
+    );
+    let fake = FakeServer::answering(vec![
+        view("running", 2, 0, 0),
+        unavailable.clone(),
+        unavailable,
+        view("done", 2, 2, 0),
+    ]);
+    let ran = cli(Some(&fake.base), &["replay", "status", "r1", "--watch"]);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(
+        ran.stdout.lines().last(),
+        Some("replay r1: done, 2 requeued and 0 skipped of 2 matched")
+    );
+    assert_eq!(fake.requests().len(), 4);
+}
+
+#[test]
+fn watch_gives_up_on_an_error_that_will_not_pass() {
+    let fake = FakeServer::answering(vec![
+        view("running", 2, 0, 0),
+        (
+            "404 Not Found",
+            "application/problem+json",
+            r#"{"type":"about:blank","title":"Not Found","status":404,"detail":"replay r1 does not exist"}"#.to_owned(),
+        ),
+    ]);
+    let ran = cli(Some(&fake.base), &["replay", "status", "r1", "--watch"]);
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(
+        ran.stderr.trim_end(),
+        "deferhook: Not Found (404): replay r1 does not exist"
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
