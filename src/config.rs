@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::api::ApiSettings;
 use crate::api::job_input::JobLimits;
+use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
 use crate::delivery::retention::RetentionSettings;
 use crate::domain::policy::BackoffPolicy;
@@ -39,6 +40,10 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document (JSON) to standard output.
     Openapi,
+    /// Show jobs of a running server (`get`, `list`).
+    Jobs(JobsArgs),
+    /// Replay dead jobs on a running server (`create`, `status`, `cancel`).
+    Replay(ReplayArgs),
 }
 
 /// How log lines are written.

@@ -5,9 +5,11 @@
 //! Webhooks), retried with backoff and jitter until the deadline, dead-lettered when it
 //! cannot succeed. The layout: [`domain`] holds the pure rules (state machine,
 //! policies), [`store`] the durable state behind one trait, [`api`] the HTTP API,
-//! [`server`] the wiring of `deferhook serve`.
+//! [`server`] the wiring of `deferhook serve`, [`cli`] the operator commands that talk
+//! to a running server.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod delivery;
 pub mod domain;

@@ -1,11 +1,12 @@
-//! The `deferhook` command: `serve`, `migrate`, `openapi`.
+//! The `deferhook` command: `serve`, `migrate`, `openapi`, and the operator commands
+//! `jobs` and `replay`.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use deferhook::config::{Cli, Command};
 use deferhook::server::{Server, ShutdownSignals};
-use deferhook::{api, store, telemetry};
+use deferhook::{api, cli, store, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -50,5 +51,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&api::openapi())?);
             Ok(())
         }
+        Command::Jobs(args) => cli::jobs::run(args).await,
+        Command::Replay(args) => cli::replay::run(args).await,
     }
 }

@@ -8,3 +8,7 @@ mod commands;
 mod deploy_files;
 mod migrations;
 mod openapi;
+mod operator_commands;
+mod operator_support;
+mod replay_commands;
+mod replay_live;

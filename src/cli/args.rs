@@ -1,0 +1,303 @@
+//! Flags of the operator commands (`jobs`, `replay`), which talk to a running server
+//! over its HTTP API.
+
+use std::fmt;
+
+use clap::builder::PossibleValuesParser;
+use clap::{ArgGroup, Args, Subcommand};
+use url::Url;
+
+/// The job states a listing can filter on (DESIGN §2).
+pub const JOB_STATES: [&str; 6] = [
+    "scheduled",
+    "in_flight",
+    "retrying",
+    "delivered",
+    "dead",
+    "cancelled",
+];
+
+/// The `--help` section of the options every operator command shares.
+const SERVER_HEADING: &str = "Server options";
+
+/// How an operator command reaches the server and prints its answers.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Base URL of the running deferhook server.
+    #[arg(
+        long,
+        env = "DEFERHOOK_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        value_name = "URL",
+        value_parser = parse_server,
+        global = true,
+        help_heading = SERVER_HEADING
+    )]
+    pub server: Url,
+    /// API token, sent as `Authorization: Bearer`; prefer the environment variable,
+    /// since a flag is visible in the process list.
+    #[arg(
+        long,
+        env = "DEFERHOOK_API_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        value_parser = parse_token,
+        global = true,
+        help_heading = SERVER_HEADING
+    )]
+    pub token: Option<Token>,
+    /// Print the server's JSON instead of tables.
+    #[arg(long, global = true, help_heading = SERVER_HEADING)]
+    pub json: bool,
+}
+
+/// An API token. Its `Debug` form hides it, so it never reaches a log or a panic message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// The secret itself, for the `Authorization` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl ClientArgs {
+    /// The token to send, if any: an empty one (e.g. `DEFERHOOK_API_TOKEN=`) is none.
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref().filter(|t| !t.0.is_empty())
+    }
+}
+
+fn parse_token(raw: &str) -> Result<Token, String> {
+    let token = raw.trim();
+    if token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("the token contains spaces or control characters".into());
+    }
+    Ok(Token(token.to_owned()))
+}
+
+fn parse_server(raw: &str) -> Result<Url, String> {
+    let url =
+        Url::parse(raw).map_err(|e| format!("not a URL ({e}); e.g. http://127.0.0.1:8080"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err("must be an http:// or https:// URL with a host".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not have a query or a fragment".into());
+    }
+    Ok(url)
+}
+
+/// Checks that `raw` is an RFC 3339 timestamp with an offset; it is sent as written.
+fn parse_time(raw: &str) -> Result<String, String> {
+    time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
+        .map(|_| raw.to_owned())
+        .map_err(|_| {
+            "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z".into()
+        })
+}
+
+/// `deferhook jobs …`: read jobs of a running server.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: JobsCommand,
+}
+
+/// The `jobs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Show one job and its attempt history.
+    Get(GetJobArgs),
+    /// List jobs, newest first.
+    List(Box<ListJobsArgs>),
+}
+
+/// `deferhook jobs get`.
+#[derive(Debug, Args)]
+pub struct GetJobArgs {
+    /// The job's id (a UUID).
+    pub job_id: String,
+}
+
+/// `deferhook jobs list`: all given filters must match.
+#[derive(Debug, Args)]
+pub struct ListJobsArgs {
+    /// Only jobs in this state.
+    #[arg(long, value_parser = PossibleValuesParser::new(JOB_STATES))]
+    pub state: Option<String>,
+    /// Only jobs of this subscriber.
+    #[arg(long, value_name = "ID")]
+    pub subscriber: Option<String>,
+    /// Only jobs of this event.
+    #[arg(long, value_name = "ID")]
+    pub event: Option<String>,
+    /// Only dead jobs with this reason (e.g. `deadline_exceeded`, `non_retryable_response`).
+    #[arg(long, value_name = "REASON")]
+    pub dead_reason: Option<String>,
+    /// Only jobs created at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub created_after: Option<String>,
+    /// Only jobs created before this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub created_before: Option<String>,
+    /// Only jobs that died at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub dead_after: Option<String>,
+    /// Only jobs that died before this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub dead_before: Option<String>,
+    /// Jobs per page (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every matching job.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `deferhook replay …`: move dead jobs back to `scheduled` at a bounded rate.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ReplayCommand,
+}
+
+/// The `replay` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ReplayCommand {
+    /// Start a replay of the dead jobs that match (or count them with --dry-run).
+    Create(CreateReplayArgs),
+    /// Show a replay's progress.
+    Status(ReplayStatusArgs),
+    /// Stop a running replay; jobs already requeued stay requeued.
+    Cancel(ReplayIdArgs),
+}
+
+/// `deferhook replay create`: at least one filter, or `--all`.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("selection")
+        .required(true)
+        .multiple(true)
+        .args(["subscriber", "event", "dead_reason", "dead_after", "dead_before", "all"])
+))]
+pub struct CreateReplayArgs {
+    /// Only dead jobs of this subscriber.
+    #[arg(long, value_name = "ID")]
+    pub subscriber: Option<String>,
+    /// Only dead jobs of this event.
+    #[arg(long, value_name = "ID")]
+    pub event: Option<String>,
+    /// Only dead jobs with this reason (e.g. `deadline_exceeded`).
+    #[arg(long, value_name = "REASON")]
+    pub dead_reason: Option<String>,
+    /// Only jobs that died at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub dead_after: Option<String>,
+    /// Only jobs that died before this time (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub dead_before: Option<String>,
+    /// Every dead job (instead of filters).
+    #[arg(long, conflicts_with_all = ["subscriber", "event", "dead_reason", "dead_after", "dead_before"])]
+    pub all: bool,
+    /// Most jobs requeued per second, across all instances (at most the server's
+    /// `--max-replay-rate`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: u32,
+    /// Most jobs the replay takes, oldest dead first (1 to 100000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_jobs: u32,
+    /// Each requeued job's new deadline is its requeue time plus this, in
+    /// milliseconds (the server's `--default-ttl-ms` when absent).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl_ms: Option<u64>,
+    /// Only count the matching jobs; nothing changes.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Follow the replay's progress until it ends.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub watch: bool,
+}
+
+/// `deferhook replay status`.
+#[derive(Debug, Args)]
+pub struct ReplayStatusArgs {
+    /// The replay's id.
+    pub replay_id: String,
+    /// Refresh until the replay is no longer running.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// A command naming one replay.
+#[derive(Debug, Args)]
+pub struct ReplayIdArgs {
+    /// The replay's id.
+    pub replay_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_never_shows_in_debug_output() {
+        let token = parse_token("s3cret-value").unwrap();
+        assert_eq!(token.expose(), "s3cret-value");
+        assert!(!format!("{token:?}").contains("s3cret"));
+        assert!(parse_token("with space").is_err());
+    }
+
+    #[test]
+    fn an_empty_token_is_no_token() {
+        use crate::config::{Cli, Command};
+        use clap::Parser;
+        for (argv, expected) in [
+            (&["deferhook", "jobs", "list", "--token", ""][..], None),
+            (
+                &["deferhook", "jobs", "list", "--token", " t1 "],
+                Some("t1"),
+            ),
+        ] {
+            let Command::Jobs(jobs) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected jobs")
+            };
+            assert_eq!(jobs.client.token().map(Token::expose), expected, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn servers_must_be_http_urls() {
+        assert!(parse_server("http://127.0.0.1:8080").is_ok());
+        assert!(parse_server("https://deferhook.internal/prefix/").is_ok());
+        for bad in ["127.0.0.1:8080", "ftp://host", "http://h/?q=1", "nonsense"] {
+            assert!(parse_server(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn times_need_an_offset() {
+        assert!(parse_time("2026-11-30T12:00:00Z").is_ok());
+        assert!(parse_time("2026-11-30T12:00:00+02:00").is_ok());
+        assert!(parse_time("2026-11-30T12:00:00").is_err());
+        assert!(parse_time("yesterday").is_err());
+    }
+}

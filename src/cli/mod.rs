@@ -1,0 +1,13 @@
+//! Operator commands that talk to a running server over its HTTP API:
+//! `deferhook jobs get | list` and `deferhook replay create | status | cancel`.
+//!
+//! They print tables (or the server's JSON with `--json`); a problem+json answer
+//! becomes one message naming the title, the detail and each invalid field, and the
+//! process exits 1.
+
+pub mod args;
+pub mod client;
+pub mod jobs;
+pub mod progress;
+pub mod render;
+pub mod replay;
