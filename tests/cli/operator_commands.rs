@@ -180,6 +180,32 @@ fn jobs_list_filters_pages_and_follows_cursors() {
 }
 
 #[test]
+fn jobs_list_finds_dead_letters_by_reason_and_time() {
+    let served = Served::start(true);
+    served.subscriber("billing", &refusing_receiver());
+    let dead = served.job("billing", "invoice.paid:1", 0);
+    served.wait_state(&dead, "dead");
+    let live = served.job("billing", "invoice.paid:2", 3_600_000);
+    let base = Some(served.base.as_str());
+    let ids = |args: &[&str]| {
+        let ran = cli(base, args);
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+        list_rows(&ran.stdout)
+            .iter()
+            .map(|r| r[0].to_owned())
+            .collect::<Vec<_>>()
+    };
+    let by_reason = ids(&["jobs", "list", "--dead-reason", "non_retryable_response"]);
+    assert_eq!(by_reason, [dead.clone()]);
+    assert!(ids(&["jobs", "list", "--dead-reason", "deadline_exceeded"]).is_empty());
+    let since = ids(&["jobs", "list", "--dead-after", "2000-01-01T00:00:00Z"]);
+    assert_eq!(since, [dead.clone()]);
+    assert!(ids(&["jobs", "list", "--dead-before", "2000-01-01T00:00:00Z"]).is_empty());
+    let created = ids(&["jobs", "list", "--created-after", "2000-01-01T00:00:00Z"]);
+    assert_eq!(created, [live, dead]);
+}
+
+#[test]
 fn jobs_list_sends_each_filter_under_its_api_name() {
     let fake = FakeServer::start(
         "200 OK",
