@@ -9,6 +9,7 @@ mod batch;
 mod error;
 pub mod postgres;
 pub mod records;
+pub(crate) mod replay_sql;
 pub mod replays;
 pub(crate) mod rows;
 pub mod sqlite;

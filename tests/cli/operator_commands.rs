@@ -196,10 +196,10 @@ fn jobs_list_finds_dead_letters_by_reason_and_time() {
             .collect::<Vec<_>>()
     };
     let by_reason = ids(&["jobs", "list", "--dead-reason", "non_retryable_response"]);
-    assert_eq!(by_reason, [dead.clone()]);
+    assert_eq!(by_reason, [dead.as_str()]);
     assert!(ids(&["jobs", "list", "--dead-reason", "deadline_exceeded"]).is_empty());
     let since = ids(&["jobs", "list", "--dead-after", "2000-01-01T00:00:00Z"]);
-    assert_eq!(since, [dead.clone()]);
+    assert_eq!(since, [dead.as_str()]);
     assert!(ids(&["jobs", "list", "--dead-before", "2000-01-01T00:00:00Z"]).is_empty());
     let created = ids(&["jobs", "list", "--created-after", "2000-01-01T00:00:00Z"]);
     assert_eq!(created, [live, dead]);
