@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::domain::replay::{Allowance, Pacing, ReplayFilter, ReplayState};
-use crate::domain::{DeadReason, JobEvent, JobSnapshot, Timestamp, Transition, job};
+use crate::domain::{DeadReason, JobEvent, JobSnapshot, JobState, Timestamp, Transition, job};
 use crate::store::StoreError;
+use crate::store::records::JobFilter;
 use crate::store::rows::{self, Columns};
 
 /// Most jobs one replay may match.
@@ -156,6 +157,19 @@ fn decode_filter(text: &str) -> Result<ReplayFilter, StoreError> {
     })
 }
 
+/// The listing filter that selects the dead jobs `filter` matches.
+pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
+    JobFilter {
+        state: Some(JobState::Dead),
+        subscriber_id: filter.subscriber_id.clone(),
+        event_id: filter.event_id.clone(),
+        dead_reason: filter.dead_reason,
+        dead_after: filter.dead_after,
+        dead_before: filter.dead_before,
+        ..JobFilter::default()
+    }
+}
+
 /// The index that serves `filter` best: the most selective condition given.
 pub fn matching_index(filter: &ReplayFilter) -> &'static str {
     if filter.event_id.is_some() {
@@ -189,30 +203,8 @@ pub fn push_matching<DB>(
     if indexed_by {
         query.push(format!(" INDEXED BY {}", matching_index(filter)));
     }
-    query.push(" WHERE j.state = 'dead'");
-    if let Some(subscriber_id) = &filter.subscriber_id {
-        query
-            .push(" AND j.subscriber_id = ")
-            .push_bind(subscriber_id.clone());
-    }
-    if let Some(event_id) = &filter.event_id {
-        query.push(" AND j.event_id = ").push_bind(event_id.clone());
-    }
-    if let Some(reason) = filter.dead_reason {
-        query
-            .push(" AND j.dead_reason = ")
-            .push_bind(reason.as_str());
-    }
-    if let Some(after) = filter.dead_after {
-        query
-            .push(" AND j.dead_at >= ")
-            .push_bind(after.as_millis());
-    }
-    if let Some(before) = filter.dead_before {
-        query
-            .push(" AND j.dead_at < ")
-            .push_bind(before.as_millis());
-    }
+    query.push(" WHERE 1 = 1");
+    rows::push_job_conditions(query, &job_filter(filter));
     query
         .push(" ORDER BY j.dead_at, j.id LIMIT ")
         .push_bind(i64::from(max_jobs));

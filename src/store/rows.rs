@@ -271,6 +271,24 @@ pub fn push_job_listing<DB>(
         "SELECT {JOB_COLUMNS} FROM jobs j{hint} JOIN subscribers s ON s.id = j.subscriber_id \
          WHERE 1 = 1"
     ));
+    push_job_conditions(query, filter);
+    if let Some(after) = page.after {
+        query.push(" AND j.id < ").push_bind(after.to_string());
+    }
+    query
+        .push(" ORDER BY j.id DESC LIMIT ")
+        .push_bind(i64::from(page.limit));
+}
+
+/// Appends ` AND …` for each condition of `filter` on `jobs j` (after a `WHERE`), each
+/// written so an index serves it (see [`push_job_listing`]).
+pub fn push_job_conditions<DB>(query: &mut sqlx::QueryBuilder<DB>, filter: &JobFilter)
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
     if let Some(event_id) = &filter.event_id {
         query.push(" AND j.event_id = ").push_bind(event_id.clone());
     }
@@ -312,10 +330,4 @@ pub fn push_job_listing<DB>(
             .push(" AND j.id < ")
             .push_bind(uuid_v7_floor(before).to_string());
     }
-    if let Some(after) = page.after {
-        query.push(" AND j.id < ").push_bind(after.to_string());
-    }
-    query
-        .push(" ORDER BY j.id DESC LIMIT ")
-        .push_bind(i64::from(page.limit));
 }
