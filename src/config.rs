@@ -2,7 +2,10 @@
 //! (DESIGN §6).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use anyhow::Context;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -12,6 +15,7 @@ use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
 use crate::delivery::retention::RetentionSettings;
 use crate::domain::policy::BackoffPolicy;
+use crate::store::Sealer;
 
 /// Most jobs one claim takes.
 const CLAIM_BATCH: u32 = 100;
@@ -65,6 +69,31 @@ pub struct DatabaseArgs {
         default_value = "sqlite://deferhook.db"
     )]
     pub database_url: String,
+}
+
+/// A flag's value that must not be shown: `Debug` prints `[redacted]`, and clap is told
+/// to hide it (`hide_env_values`) in `--help`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(String);
+
+impl SecretText {
+    /// The text itself, for the one place that uses it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::str::FromStr for SecretText {
+    type Err = std::convert::Infallible;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(SecretText(text.to_owned()))
+    }
 }
 
 /// Settings of `deferhook serve`.
@@ -137,6 +166,22 @@ pub struct ServeArgs {
         default_value_t = 2_592_000_000
     )]
     pub retain_dead_ms: u64,
+    /// Encrypts subscriber secrets at rest (ChaCha20-Poly1305) with this key: 32 random
+    /// bytes in standard base64 (`openssl rand -base64 32`). Prefer the environment
+    /// variable or --secret-key-file: a flag's value shows in the process list. Every
+    /// instance sharing a database needs the same key.
+    #[arg(
+        long,
+        env = "DEFERHOOK_SECRET_KEY",
+        hide_env_values = true,
+        value_name = "BASE64",
+        conflicts_with = "secret_key_file"
+    )]
+    pub secret_key: Option<SecretText>,
+    /// A file holding the secret key (the same base64 text; surrounding whitespace is
+    /// ignored), e.g. a mounted Docker or Kubernetes secret.
+    #[arg(long, env = "DEFERHOOK_SECRET_KEY_FILE", value_name = "PATH")]
+    pub secret_key_file: Option<PathBuf>,
     /// Run the API only (another instance delivers).
     #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
     pub no_worker: bool,
@@ -160,6 +205,27 @@ impl ServeArgs {
                 default_ttl_ms: self.default_ttl_ms,
             },
         }
+    }
+
+    /// How subscriber secrets are stored: sealed with the key of `--secret-key` or
+    /// `--secret-key-file`, plaintext without one. Errors name the flag or the file,
+    /// never the key.
+    pub fn sealer(&self) -> anyhow::Result<Sealer> {
+        if let Some(key) = &self.secret_key {
+            return Sealer::from_base64_key(key.expose())
+                .context("--secret-key (DEFERHOOK_SECRET_KEY) is not usable");
+        }
+        if let Some(path) = &self.secret_key_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --secret-key-file {}", path.display()))?;
+            return Sealer::from_base64_key(&text).with_context(|| {
+                format!(
+                    "--secret-key-file {}: the key is not usable",
+                    path.display()
+                )
+            });
+        }
+        Ok(Sealer::plaintext())
     }
 
     /// The shutdown grace period.
@@ -248,6 +314,69 @@ mod tests {
         assert_eq!(retention.retain_finished_ms, None);
         assert_eq!(retention.retain_dead_ms, None);
         assert!(!retention.enabled());
+    }
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let argv = ["deferhook", "serve"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(args) => args,
+            _ => panic!("expected serve"),
+        }
+    }
+
+    const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+    #[test]
+    fn a_secret_key_seals_and_its_debug_output_is_redacted() {
+        let args = serve(&["--secret-key", KEY]);
+        assert!(args.sealer().unwrap().is_sealing());
+        let shown = format!("{args:?}");
+        assert!(!shown.contains(KEY), "{shown}");
+        assert!(!serve(&[]).sealer().unwrap().is_sealing());
+    }
+
+    #[test]
+    fn a_key_file_is_read_and_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, format!("{KEY}\n")).unwrap();
+        let args = serve(&["--secret-key-file", path.to_str().unwrap()]);
+        assert!(args.sealer().unwrap().is_sealing());
+
+        let missing = dir.path().join("missing");
+        let args = serve(&["--secret-key-file", missing.to_str().unwrap()]);
+        let error = format!("{:#}", args.sealer().unwrap_err());
+        assert!(error.contains("cannot read --secret-key-file"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_key_is_refused_without_echoing_it() {
+        for bad in ["c2hvcnQ=", "not base64 !!", ""] {
+            let error = format!("{:#}", serve(&["--secret-key", bad]).sealer().unwrap_err());
+            assert!(error.contains("--secret-key"), "{error}");
+            assert!(bad.is_empty() || !error.contains(bad), "{error}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, "c2hvcnQ=").unwrap();
+        let args = serve(&["--secret-key-file", path.to_str().unwrap()]);
+        let error = format!("{:#}", args.sealer().unwrap_err());
+        assert!(error.contains("32 bytes, found 5"), "{error}");
+        assert!(!error.contains("c2hvcnQ="), "{error}");
+    }
+
+    #[test]
+    fn the_key_and_the_key_file_exclude_each_other() {
+        let argv = [
+            "deferhook",
+            "serve",
+            "--secret-key",
+            KEY,
+            "--secret-key-file",
+            "/k",
+        ];
+        let error = Cli::try_parse_from(argv).unwrap_err().to_string();
+        assert!(!error.contains(KEY), "{error}");
     }
 
     #[test]

@@ -30,6 +30,10 @@ const ATTEMPT_LABELS: &[(AttemptOutcome, Option<ErrorClass>)] = &[
     (AttemptOutcome::Retryable, Some(ErrorClass::Http4xx)),
     (AttemptOutcome::Retryable, Some(ErrorClass::Http429)),
     (AttemptOutcome::Retryable, Some(ErrorClass::Http5xx)),
+    (
+        AttemptOutcome::Retryable,
+        Some(ErrorClass::SecretUnreadable),
+    ),
     (AttemptOutcome::Terminal, Some(ErrorClass::Http3xx)),
     (AttemptOutcome::Terminal, Some(ErrorClass::Http4xx)),
     (AttemptOutcome::Unknown, None),

@@ -12,6 +12,7 @@ mod metrics_route;
 pub mod pagination;
 pub mod problem;
 pub mod replays;
+pub mod secret_rotation;
 mod subscriber_stats;
 mod subscribers;
 pub mod views;
@@ -97,6 +98,7 @@ struct ApiDoc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(subscribers::router())
+        .merge(secret_rotation::router())
         .merge(subscriber_stats::router())
         .merge(jobs::router())
         .merge(events::router())

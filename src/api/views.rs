@@ -51,7 +51,8 @@ impl From<Subscriber> for SubscriberView {
 /// The last failure of a job.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LastErrorView {
-    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx` or `blocked`.
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `blocked` or
+    /// `secret_unreadable`.
     pub class: ErrorClass,
     /// The HTTP status, when the receiver answered.
     pub status: Option<u16>,

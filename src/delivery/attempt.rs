@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::leases::ActiveLeases;
-use super::outcome::judge;
+use super::outcome::{judge, unsigned};
 use super::recorder::Recorder;
 use super::sender::{Outgoing, Received, Sender};
 use super::settings::DeliverySettings;
@@ -42,6 +42,9 @@ enum Interrupted {
     LeaseLost,
     /// Shutdown's grace period ended.
     Shutdown,
+    /// The subscriber's secret could not be read, so nothing was sent (the message
+    /// names the subscriber, never the secret or the key).
+    Unsigned(String),
 }
 
 /// Runs one attempt of `job` to its recorded end. `hard_stop` is cancelled when the
@@ -65,19 +68,30 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
         .settings
         .attempt_timeout
         .min(Duration::from_millis(to_deadline.max(1)));
-    let secrets = [job.secret.clone()];
-    let outgoing = Outgoing {
-        url: &job.url,
-        event_id: &job.event_id,
-        payload: &job.payload,
-        secrets: &secrets,
-        timestamp_s: now.as_unix_seconds(),
-        timeout,
-    };
-    let answer = tokio::select! {
-        received = ctx.sender.send(&outgoing) => Ok(received),
-        () = lost.cancelled() => Err(Interrupted::LeaseLost),
-        () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
+    let answer = match &job.secrets {
+        Ok(secrets) => {
+            // Signed now: the previous secret of a rotation signs too until its grace
+            // period ends (DESIGN §4).
+            let secrets = secrets.active_at(now);
+            let outgoing = Outgoing {
+                url: &job.url,
+                event_id: &job.event_id,
+                payload: &job.payload,
+                secrets: &secrets,
+                timestamp_s: now.as_unix_seconds(),
+                timeout,
+            };
+            tokio::select! {
+                received = ctx.sender.send(&outgoing) => Ok(received),
+                () = lost.cancelled() => Err(Interrupted::LeaseLost),
+                () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
+            }
+        }
+        Err(unreadable) => {
+            tracing::error!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
+                error = %unreadable, "cannot sign the attempt; nothing was sent");
+            Err(Interrupted::Unsigned(unreadable.to_string()))
+        }
     };
     ctx.leases.recording(job.job_id);
     let finished_at = ctx.clock.now();
@@ -91,6 +105,13 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
         ),
         Err(Interrupted::LeaseLost) => unknown("the lease was lost while the attempt was open"),
         Err(Interrupted::Shutdown) => unknown("interrupted by shutdown; outcome unknown"),
+        Err(Interrupted::Unsigned(why)) => unsigned(
+            why,
+            job.attempt,
+            finished_at,
+            &ctx.settings.backoff,
+            rand::random::<f64>(),
+        ),
     };
     if let Ok(Received::Response { status, .. }) = &answer {
         tracing::info!(job_id = %job.job_id, event_id = %job.event_id, attempt = job.attempt,

@@ -68,6 +68,30 @@ pub fn judge(
     }
 }
 
+/// The attempt row and the job event when attempt number `attempt` could not be
+/// signed at `now` because the subscriber's stored secret is unreadable (`why` names
+/// the subscriber, never the secret): nothing was sent. Retryable, class
+/// `secret_unreadable`, with the usual backoff: the key is the operator's to fix (an
+/// instance with the right `--secret-key` then delivers the job), and the deadline
+/// still bounds the job, so it is not dead-lettered for a configuration fault at once.
+pub fn unsigned(
+    why: &str,
+    attempt: u32,
+    now: Timestamp,
+    backoff: &BackoffPolicy,
+    jitter: f64,
+) -> (AttemptResult, JobEvent) {
+    let result = AttemptResult {
+        outcome: AttemptOutcome::Retryable,
+        status: None,
+        error_class: Some(ErrorClass::SecretUnreadable),
+        reason: Some(format!("not sent: {why}")),
+        body_excerpt: None,
+    };
+    let retry_at = next_attempt_at(now, attempt, backoff, None, jitter);
+    (result, JobEvent::RetryableFailure { retry_at })
+}
+
 /// The attempt outcome, error class and job event of a verdict; a terminal verdict
 /// records `terminal_outcome` and kills the job with `dead_reason`.
 fn meaning(
@@ -196,6 +220,19 @@ mod tests {
             assert_eq!(result.outcome, AttemptOutcome::Terminal);
             assert_eq!(result.error_class, Some(class));
         }
+    }
+
+    #[test]
+    fn an_unreadable_secret_is_retryable_and_says_nothing_was_sent() {
+        let why = "cannot read the signing secret of subscriber `s`: it does not decrypt";
+        let (result, event) = unsigned(why, 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(result.outcome, AttemptOutcome::Retryable);
+        assert_eq!(result.error_class, Some(ErrorClass::SecretUnreadable));
+        assert_eq!(result.status, None);
+        assert_eq!(result.reason.as_deref(), Some(&*format!("not sent: {why}")));
+        // The same backoff as any retryable failure.
+        let (_, expected) = judge(&response(503, None, ""), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(event, expected);
     }
 
     #[test]

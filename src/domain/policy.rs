@@ -154,6 +154,11 @@ pub enum ErrorClass {
     /// The target was refused before connecting (e.g. by the SSRF policy).
     #[serde(rename = "blocked")]
     Blocked,
+    /// Nothing was sent: the subscriber's stored signing secret could not be read
+    /// (encrypted with another `--secret-key`, or altered). Retryable: the job waits
+    /// for an instance with the right key, within its deadline.
+    #[serde(rename = "secret_unreadable")]
+    SecretUnreadable,
 }
 
 wire_names!(ErrorClass, "Every class." {
@@ -164,6 +169,7 @@ wire_names!(ErrorClass, "Every class." {
     Http429 => "http_429",
     Http5xx => "http_5xx",
     Blocked => "blocked",
+    SecretUnreadable => "secret_unreadable",
 });
 
 /// What an attempt's outcome means for the job (DESIGN §3).

@@ -179,7 +179,14 @@ fn next_attempt_uses_the_backoff_when_it_is_later_or_alone() {
 fn error_class_names_round_trip_and_match_serde() {
     let names: Vec<_> = ErrorClass::ALL.iter().map(|c| c.as_str()).collect();
     let want = [
-        "timeout", "connect", "http_3xx", "http_4xx", "http_429", "http_5xx", "blocked",
+        "timeout",
+        "connect",
+        "http_3xx",
+        "http_4xx",
+        "http_429",
+        "http_5xx",
+        "blocked",
+        "secret_unreadable",
     ];
     assert_eq!(names, want);
     for class in ErrorClass::ALL {

@@ -7,6 +7,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rand::RngCore;
 
+use crate::domain::Timestamp;
+
 /// The prefix every secret carries.
 pub const PREFIX: &str = "whsec_";
 /// Fewest key bytes accepted (192 bits).
@@ -80,6 +82,48 @@ impl std::fmt::Debug for SigningSecret {
     }
 }
 
+/// The secret that a rotation replaced, still signing until `expires_at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreviousSecret {
+    /// The secret that was current before the last rotation.
+    pub secret: SigningSecret,
+    /// The end of the rotation's grace period (exclusive): from this instant on, only
+    /// the current secret signs.
+    pub expires_at: Timestamp,
+}
+
+/// The secrets a subscriber's requests are signed with: the current one and, during a
+/// rotation's grace period, the one it replaced (DESIGN §4, §5). Only one previous
+/// secret is kept: a second rotation during a grace period replaces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SigningSecrets {
+    /// The current secret: it always signs.
+    pub current: SigningSecret,
+    /// The secret the last rotation replaced, with the end of its grace period.
+    pub previous: Option<PreviousSecret>,
+}
+
+impl SigningSecrets {
+    /// Only `current`, no grace period.
+    pub fn single(current: SigningSecret) -> Self {
+        SigningSecrets {
+            current,
+            previous: None,
+        }
+    }
+
+    /// The secrets that sign a request signed at `now`, current first: the previous
+    /// secret too while `now < expires_at`. Each gives one `v1,<signature>` in
+    /// `webhook-signature` (Standard Webhooks: receivers accept any one that verifies).
+    pub fn active_at(&self, now: Timestamp) -> Vec<SigningSecret> {
+        let mut active = vec![self.current.clone()];
+        if let Some(previous) = self.previous.as_ref().filter(|p| now < p.expires_at) {
+            active.push(previous.secret.clone());
+        }
+        active
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +157,51 @@ mod tests {
             SigningSecret::parse("whsec_c2hvcnQ="),
             Err(SecretError::KeyLength(5))
         );
+    }
+
+    #[test]
+    fn the_previous_secret_signs_until_its_grace_period_ends() {
+        let current = SigningSecret::generate();
+        let old = SigningSecret::generate();
+        let expires_at = Timestamp::from_millis(10_000);
+        let secrets = SigningSecrets {
+            current: current.clone(),
+            previous: Some(PreviousSecret {
+                secret: old.clone(),
+                expires_at,
+            }),
+        };
+        assert_eq!(
+            secrets.active_at(Timestamp::from_millis(9_999)),
+            [current.clone(), old]
+        );
+        // The end is exclusive.
+        assert_eq!(
+            secrets.active_at(expires_at),
+            std::slice::from_ref(&current)
+        );
+        assert_eq!(
+            secrets.active_at(Timestamp::from_millis(20_000)),
+            std::slice::from_ref(&current)
+        );
+        assert_eq!(
+            SigningSecrets::single(current.clone()).active_at(Timestamp::from_millis(0)),
+            [current]
+        );
+    }
+
+    #[test]
+    fn debug_output_of_the_secrets_is_redacted() {
+        let secrets = SigningSecrets {
+            current: SigningSecret::generate(),
+            previous: Some(PreviousSecret {
+                secret: SigningSecret::generate(),
+                expires_at: Timestamp::from_millis(1),
+            }),
+        };
+        let shown = format!("{secrets:?}");
+        assert!(!shown.contains(secrets.current.expose()));
+        assert!(!shown.contains(PREFIX), "{shown}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod records;
 pub(crate) mod replay_sql;
 pub mod replays;
 pub(crate) mod rows;
+pub mod sealing;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use uuid::Uuid;
 pub use error::StoreError;
 pub use records::*;
 pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
+pub use sealing::{Sealer, UnreadableSecret};
 
 use crate::domain::Timestamp;
 use crate::domain::replay::ReplayFilter;
@@ -47,6 +49,19 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// One subscriber, or `None`.
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError>;
+
+    /// Rotates subscriber `rotation.subscriber_id`'s signing secret at `now`, in one
+    /// transaction: `rotation.secret` becomes the current secret, and the secret that
+    /// was current becomes the previous one, signing alongside until `now +
+    /// rotation.grace_ms` (exclusive). Only one previous secret is kept: rotating again
+    /// during a grace period drops the older one. With a grace of 0 no previous secret
+    /// is kept. Both are written sealed when the store has a key (a sealed current
+    /// secret moves as it is). `None` when the subscriber does not exist.
+    async fn rotate_secret(
+        &self,
+        rotation: SecretRotation,
+        now: Timestamp,
+    ) -> Result<Option<SecretRotated>, StoreError>;
 
     /// Subscribers in id order, strictly after `page.after`.
     async fn list_subscribers(
@@ -201,18 +216,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<PurgedJobs, StoreError>;
 }
 
-/// Opens the store that `database_url` names and brings its schema up to date.
+/// Opens the store that `database_url` names and brings its schema up to date;
+/// subscriber secrets are written as plaintext (see [`open_with_sealer`]).
 ///
 /// `sqlite://path` (created when missing) selects SQLite, `postgres://…` PostgreSQL.
 /// Errors never include the URL's credentials.
 pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
+    open_with_sealer(database_url, Sealer::plaintext()).await
+}
+
+/// [`open`], with subscriber secrets written and read through `sealer` (sealed at rest
+/// when it has a key; plaintext values already stored stay readable).
+pub async fn open_with_sealer(
+    database_url: &str,
+    sealer: Sealer,
+) -> Result<SharedStore, StoreError> {
     if database_url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::open(database_url).await?;
+        let store = sqlite::SqliteStore::open(database_url)
+            .await?
+            .with_sealer(sealer);
         store.migrate().await?;
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        let store = postgres::PostgresStore::open(database_url).await?;
+        let store = postgres::PostgresStore::open(database_url)
+            .await?
+            .with_sealer(sealer);
         store.migrate().await?;
         return Ok(Arc::new(store));
     }

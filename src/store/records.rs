@@ -4,11 +4,12 @@ use uuid::Uuid;
 
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::ErrorClass;
-use crate::domain::secret::SigningSecret;
+use crate::domain::secret::{SigningSecret, SigningSecrets};
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp, Transition};
+use crate::store::sealing::UnreadableSecret;
 
 /// A registered receiver. Its secret is not part of it: only the delivery path reads
-/// secrets (see [`ClaimedJob::secret`]).
+/// secrets (see [`ClaimedJob::secrets`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subscriber {
     /// The operator's id for it (see `domain::validate::subscriber_id`).
@@ -39,6 +40,9 @@ pub struct SubscriberPut {
     /// The new URL (always given).
     pub url: String,
     /// A secret chosen by the caller; on create, `generated_secret` is used without it.
+    /// On update it replaces the current secret at once and ends a rotation's grace
+    /// period (the previous secret is dropped); use
+    /// [`crate::store::Store::rotate_secret`] for a grace period.
     pub secret: Option<SigningSecret>,
     /// The secret to use if the subscriber is created and `secret` is `None`.
     pub generated_secret: SigningSecret,
@@ -57,6 +61,28 @@ pub struct PutSubscriberOutcome {
     pub subscriber: Subscriber,
     /// `Some(secret)` only when this call created it: the one time a secret is shown.
     pub created_secret: Option<SigningSecret>,
+}
+
+/// A rotation of a subscriber's signing secret
+/// ([`crate::store::Store::rotate_secret`]).
+#[derive(Clone, Debug)]
+pub struct SecretRotation {
+    /// Whose secret.
+    pub subscriber_id: String,
+    /// The new current secret.
+    pub secret: SigningSecret,
+    /// How long the secret it replaces keeps signing alongside, in milliseconds; `0`
+    /// drops it at once.
+    pub grace_ms: u64,
+}
+
+/// The result of a rotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretRotated {
+    /// The subscriber after the rotation (`updated_at` is the rotation's `now`).
+    pub subscriber: Subscriber,
+    /// When the replaced secret stops signing (`now + grace`); `None` with no grace.
+    pub previous_secret_expires_at: Option<Timestamp>,
 }
 
 /// A job to create.
@@ -252,8 +278,12 @@ pub struct ClaimedJob {
     pub payload: String,
     /// Where to send it.
     pub url: String,
-    /// The key to sign with.
-    pub secret: SigningSecret,
+    /// The secrets to sign with, read (and decrypted) at the claim: the current one
+    /// and, during a rotation's grace period, the previous one with its expiry (the
+    /// attempt decides with its own `now` whether it still signs). An error when the
+    /// stored secret cannot be read (e.g. sealed with another `--secret-key`): the
+    /// attempt then fails without sending anything.
+    pub secrets: Result<SigningSecrets, UnreadableSecret>,
     /// The fencing token of this lease.
     pub lease_token: i64,
     /// When the lease expires unless renewed.

@@ -11,6 +11,7 @@ mod jobs_create;
 mod jobs_filters;
 mod jobs_read;
 mod replays;
+mod secret_rotation;
 mod subscriber_stats;
 mod subscribers;
 mod support;

@@ -130,7 +130,11 @@ impl App {
     pub async fn on(database_url: &str, flags: &[&str]) -> App {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let args = serve_args(database_url, flags);
-        let store = deferhook::store::open(database_url).await.unwrap();
+        // Secrets sealed with the key of `--secret-key` when `flags` give one.
+        let sealer = args.sealer().expect("a usable secret key");
+        let store = deferhook::store::open_with_sealer(database_url, sealer)
+            .await
+            .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = Server::start_with(&args, store.clone(), Arc::new(SystemClock), listener)
             .await

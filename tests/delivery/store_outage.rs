@@ -50,6 +50,14 @@ impl Store for Outage {
         self.check()?;
         self.inner.put_subscriber(put, now).await
     }
+    async fn rotate_secret(
+        &self,
+        rotation: SecretRotation,
+        now: Timestamp,
+    ) -> Result<Option<SecretRotated>, StoreError> {
+        self.check()?;
+        self.inner.rotate_secret(rotation, now).await
+    }
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
         self.check()?;
         self.inner.get_subscriber(id).await

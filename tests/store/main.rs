@@ -4,7 +4,10 @@
 //! `backend::module::case`; each test builds a fresh store with `factory` (an
 //! expression, may `.await`, giving an `Option<`[`support::Backend`]`>` that also keeps
 //! what the store needs alive; `None` skips a backend that is not available) and runs
-//! `suite::module::case(store)`. The same cases run on SQLite and PostgreSQL.
+//! `suite::module::case(store)`, or `suite::module::case(backend)` for a case that
+//! takes the whole [`support::Backend`] (its database URL too, to open another store on
+//! the same database or to read a column directly; see [`support::run_case`]). The
+//! same cases run on SQLite and PostgreSQL.
 //!
 //! Cases marked `#[ignore = "bug: …"]` pin a known defect: they fail today and are
 //! run with `cargo test --test store -- --ignored`.
@@ -119,6 +122,18 @@ macro_rules! store_suite {
                 stats_count_jobs_and_find_the_last_success_and_failure,
                 stats_of_a_quiet_or_unknown_subscriber,
             ],
+            rotation: [
+                rotation_keeps_the_previous_secret_until_it_expires,
+                a_second_rotation_replaces_the_previous_secret,
+                a_rotation_without_grace_keeps_no_previous_secret,
+                rotating_an_unknown_subscriber_changes_nothing,
+                a_put_with_a_secret_ends_the_grace_period,
+            ],
+            sealing: [
+                secrets_are_stored_sealed_and_claimed_in_clear,
+                plaintext_secrets_stay_readable_and_are_sealed_when_next_written,
+                a_wrong_key_fails_only_its_subscribers_claims,
+            ],
             retention: [
                 old_delivered_and_cancelled_jobs_go_with_their_attempts,
                 dead_jobs_go_only_by_their_own_cutoff,
@@ -143,7 +158,8 @@ macro_rules! store_suite {
                         async fn $case() {
                             // `None`: the backend is not available here (said once).
                             let Some(backend) = $factory else { return };
-                            let case = crate::suite::$module::$case(backend.store.clone());
+                            let case =
+                                crate::support::run_case(crate::suite::$module::$case, &backend);
                             tokio::time::timeout(crate::CASE_TIMEOUT, case)
                                 .await
                                 .expect("the case finished in time (a hang is a failure)");
@@ -163,7 +179,7 @@ async fn sqlite_store() -> Option<support::Backend> {
     let store = deferhook::store::open(&url)
         .await
         .expect("open the SQLite store");
-    Some(support::Backend::with_guard(store, dir))
+    Some(support::Backend::with_guard(store, url, dir))
 }
 
 /// A fresh, migrated PostgreSQL store in its own database, dropped when the test ends;
@@ -173,7 +189,8 @@ async fn postgres_store() -> Option<support::Backend> {
     let store = deferhook::store::open(&database.url)
         .await
         .expect("open the PostgreSQL store");
-    Some(support::Backend::with_guard(store, database))
+    let url = database.url.clone();
+    Some(support::Backend::with_guard(store, url, database))
 }
 
 store_suite!(sqlite, sqlite_store().await);

@@ -3,6 +3,8 @@
 //! a clock or sleeps: time is the `now` each call passes.
 
 use std::any::Any;
+use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use deferhook::domain::attempt::AttemptOutcome;
@@ -30,30 +32,62 @@ pub fn at(offset_ms: i64) -> Timestamp {
     Timestamp::from_millis(T0 + offset_ms)
 }
 
-/// A store under test and whatever must outlive it (e.g. the SQLite file's directory).
+/// A store under test, its database's URL, and whatever must outlive it (e.g. the
+/// SQLite file's directory). Clones share the guard.
+#[derive(Clone)]
 pub struct Backend {
     /// The store.
     pub store: SharedStore,
-    _guard: Option<Box<dyn Any + Send>>,
+    /// The URL it was opened with.
+    pub url: String,
+    _guard: Arc<dyn Any + Send + Sync>,
 }
 
 impl Backend {
-    /// A store that lives as long as `guard`.
-    pub fn with_guard(store: SharedStore, guard: impl Any + Send) -> Self {
+    /// A store on `url` that lives as long as `guard`.
+    pub fn with_guard(store: SharedStore, url: String, guard: impl Any + Send + Sync) -> Self {
         Backend {
             store,
-            _guard: Some(Box::new(guard)),
+            url,
+            _guard: Arc::new(guard),
         }
     }
 }
 
-impl From<SharedStore> for Backend {
-    fn from(store: SharedStore) -> Self {
-        Backend {
-            store,
-            _guard: None,
-        }
+/// A case of the suite: `async fn(SharedStore)`, or `async fn(Backend)` for one that
+/// needs the database itself. `Arg` only tells the two apart.
+pub trait Case<Arg> {
+    /// The case's future.
+    type Future: Future<Output = ()>;
+    /// Starts the case on `backend`.
+    fn start(self, backend: &Backend) -> Self::Future;
+}
+
+impl<F, Fut> Case<SharedStore> for F
+where
+    F: FnOnce(SharedStore) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    type Future = Fut;
+    fn start(self, backend: &Backend) -> Fut {
+        self(backend.store.clone())
     }
+}
+
+impl<F, Fut> Case<Backend> for F
+where
+    F: FnOnce(Backend) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    type Future = Fut;
+    fn start(self, backend: &Backend) -> Fut {
+        self(backend.clone())
+    }
+}
+
+/// Starts `case` on `backend` (which the caller keeps alive until it ends).
+pub fn run_case<Arg, C: Case<Arg>>(case: C, backend: &Backend) -> C::Future {
+    case.start(backend)
 }
 
 /// A fresh UUIDv7; later calls give greater ids (the listing order).
@@ -188,6 +222,15 @@ pub async fn claim_one(store: &SharedStore, owner: &str, now: Timestamp) -> Clai
     let mut claimed = claim_as(store, owner, now, 10).await;
     assert_eq!(claimed.len(), 1, "expected exactly one claimed job");
     claimed.remove(0)
+}
+
+/// The current signing secret a claim returned (which must be readable).
+pub fn current_secret(claimed: &ClaimedJob) -> &SigningSecret {
+    &claimed
+        .secrets
+        .as_ref()
+        .expect("the claim read the subscriber's secrets")
+        .current
 }
 
 /// The ids of claimed jobs, in order.

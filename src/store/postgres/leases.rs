@@ -9,13 +9,12 @@ use std::collections::HashSet;
 
 use sqlx::PgPool;
 
-use crate::domain::secret::SigningSecret;
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
-use crate::store::StoreError;
 use crate::store::records::{
     ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
 };
 use crate::store::rows::{self, Columns};
+use crate::store::{Sealer, StoreError};
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
@@ -104,10 +103,15 @@ const CLAIM: &str = "\
         subscriber_id \
       FROM claimed \
     ) \
-    SELECT c.*, s.url, s.secret FROM claimed c \
+    SELECT c.*, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at \
+    FROM claimed c \
     JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
 
-pub async fn claim(pool: &PgPool, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+pub async fn claim(
+    pool: &PgPool,
+    sealer: &Sealer,
+    request: ClaimRequest,
+) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin().await?;
@@ -136,15 +140,22 @@ pub async fn claim(pool: &PgPool, request: ClaimRequest) -> Result<Vec<ClaimedJo
             let attempts: i64 = row.int("attempts")?;
             let attempt = u32::try_from(attempts)
                 .map_err(|_| StoreError::Internal(format!("attempts {attempts}")))?;
-            let secret = SigningSecret::parse(&row.text("secret")?)
-                .map_err(|e| StoreError::Internal(format!("stored secret unreadable: {e}")))?;
+            let subscriber_id = row.text("subscriber_id")?;
+            let secrets = sealer.open_secrets(
+                &subscriber_id,
+                &row.text("secret")?,
+                row.opt_text("previous_secret")?.as_deref(),
+                row.opt_int("previous_secret_expires_at")?
+                    .map(Timestamp::from_millis),
+                now,
+            );
             Ok(ClaimedJob {
                 job_id: rows::uuid(&row.text("id")?)?,
-                subscriber_id: row.text("subscriber_id")?,
+                subscriber_id,
                 event_id: row.text("event_id")?,
                 payload: row.text("payload")?,
                 url: row.text("url")?,
-                secret,
+                secrets,
                 lease_token: row.int("lease_token")?,
                 lease_expires_at: lease_until,
                 attempt,

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::records::*;
-use super::{Store, StoreError};
+use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
 
 /// The channel a job creation is announced on.
@@ -40,6 +40,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    sealer: Sealer,
 }
 
 impl PostgresStore {
@@ -52,7 +53,16 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            sealer: Sealer::plaintext(),
+        })
+    }
+
+    /// Writes and reads subscriber secrets through `sealer` (sealed at rest when it
+    /// has a key).
+    pub fn with_sealer(self, sealer: Sealer) -> Self {
+        PostgresStore { sealer, ..self }
     }
 
     /// Applies the embedded migrations of `migrations/postgres` that are not applied
@@ -77,7 +87,15 @@ impl Store for PostgresStore {
         put: SubscriberPut,
         now: Timestamp,
     ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.pool, put, now).await
+        subscribers::put(&self.pool, &self.sealer, put, now).await
+    }
+
+    async fn rotate_secret(
+        &self,
+        rotation: SecretRotation,
+        now: Timestamp,
+    ) -> Result<Option<SecretRotated>, StoreError> {
+        subscribers::rotate_secret(&self.pool, &self.sealer, rotation, now).await
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
@@ -122,7 +140,7 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        leases::claim(&self.pool, request).await
+        leases::claim(&self.pool, &self.sealer, request).await
     }
 
     async fn renew_leases(

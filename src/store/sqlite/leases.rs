@@ -9,13 +9,13 @@ use std::collections::HashMap;
 
 use sqlx::{Row, SqlitePool};
 
-use crate::domain::secret::SigningSecret;
+use crate::domain::secret::SigningSecrets;
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
-use crate::store::StoreError;
 use crate::store::records::{
     ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
 };
 use crate::store::rows;
+use crate::store::{Sealer, StoreError, UnreadableSecret};
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
@@ -65,8 +65,12 @@ const CLAIM_CANDIDATES: &str = "\
     SELECT id, state, due_at FROM ranked WHERE rn <= allowed \
     ORDER BY rn, due_at, id LIMIT ?2";
 
+/// A subscriber's URL and signing secrets, read once per claim.
+type Target = (String, Result<SigningSecrets, UnreadableSecret>);
+
 pub async fn claim(
     writer: &SqlitePool,
+    sealer: &Sealer,
     request: ClaimRequest,
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
@@ -78,7 +82,7 @@ pub async fn claim(
         .fetch_all(&mut *tx)
         .await?;
 
-    let mut targets: HashMap<String, (String, SigningSecret)> = HashMap::new();
+    let mut targets: HashMap<String, Target> = HashMap::new();
     let mut claimed = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let id: String = candidate.try_get("id")?;
@@ -104,15 +108,27 @@ pub async fn claim(
         .await?;
         let subscriber_id: String = row.try_get("subscriber_id")?;
         if !targets.contains_key(&subscriber_id) {
-            let target = sqlx::query("SELECT url, secret FROM subscribers WHERE id = ?1")
-                .bind(&subscriber_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let secret = SigningSecret::parse(&target.try_get::<String, _>("secret")?)
-                .map_err(|e| StoreError::Internal(format!("stored secret unreadable: {e}")))?;
-            targets.insert(subscriber_id.clone(), (target.try_get("url")?, secret));
+            let target = sqlx::query(
+                "SELECT url, secret, previous_secret, previous_secret_expires_at \
+                 FROM subscribers WHERE id = ?1",
+            )
+            .bind(&subscriber_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let secrets = sealer.open_secrets(
+                &subscriber_id,
+                &target.try_get::<String, _>("secret")?,
+                target
+                    .try_get::<Option<String>, _>("previous_secret")?
+                    .as_deref(),
+                target
+                    .try_get::<Option<i64>, _>("previous_secret_expires_at")?
+                    .map(Timestamp::from_millis),
+                now,
+            );
+            targets.insert(subscriber_id.clone(), (target.try_get("url")?, secrets));
         }
-        let (url, secret) = targets[&subscriber_id].clone();
+        let (url, secrets) = targets[&subscriber_id].clone();
         let attempts: i64 = row.try_get("attempts")?;
         let attempt = u32::try_from(attempts)
             .map_err(|_| StoreError::Internal(format!("attempts {attempts}")))?;
@@ -139,7 +155,7 @@ pub async fn claim(
             event_id: row.try_get("event_id")?,
             payload: row.try_get("payload")?,
             url,
-            secret,
+            secrets,
             lease_token,
             lease_expires_at: lease_until,
             attempt,

@@ -25,7 +25,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use uuid::Uuid;
 
 use super::records::*;
-use super::{Store, StoreError};
+use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
 
 /// How long a connection waits on a lock held by another process, and how long a
@@ -39,6 +39,7 @@ const READERS: u32 = 4;
 pub struct SqliteStore {
     writer: SqlitePool,
     readers: SqlitePool,
+    sealer: Sealer,
 }
 
 impl SqliteStore {
@@ -74,7 +75,17 @@ impl SqliteStore {
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
-        Ok(SqliteStore { writer, readers })
+        Ok(SqliteStore {
+            writer,
+            readers,
+            sealer: Sealer::plaintext(),
+        })
+    }
+
+    /// Writes and reads subscriber secrets through `sealer` (sealed at rest when it
+    /// has a key).
+    pub fn with_sealer(self, sealer: Sealer) -> Self {
+        SqliteStore { sealer, ..self }
     }
 
     /// Applies the embedded migrations of `migrations/sqlite` that are not applied yet.
@@ -98,7 +109,15 @@ impl Store for SqliteStore {
         put: SubscriberPut,
         now: Timestamp,
     ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.writer, put, now).await
+        subscribers::put(&self.writer, &self.sealer, put, now).await
+    }
+
+    async fn rotate_secret(
+        &self,
+        rotation: SecretRotation,
+        now: Timestamp,
+    ) -> Result<Option<SecretRotated>, StoreError> {
+        subscribers::rotate_secret(&self.writer, &self.sealer, rotation, now).await
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
@@ -143,7 +162,7 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        leases::claim(&self.writer, request).await
+        leases::claim(&self.writer, &self.sealer, request).await
     }
 
     async fn renew_leases(

@@ -1,16 +1,18 @@
 //! Subscribers in SQLite.
 
-use sqlx::{AssertSqlSafe, SqlitePool};
+use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
 use crate::domain::Timestamp;
-use crate::store::StoreError;
 use crate::store::records::{
-    DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
+    DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, SecretRotated, SecretRotation,
+    Subscriber, SubscriberPut,
 };
 use crate::store::rows::{self, SUBSCRIBER_COLUMNS};
+use crate::store::{Sealer, StoreError};
 
 pub async fn put(
     writer: &SqlitePool,
+    sealer: &Sealer,
     put: SubscriberPut,
     now: Timestamp,
 ) -> Result<PutSubscriberOutcome, StoreError> {
@@ -28,7 +30,11 @@ pub async fn put(
             sqlx::query(
                 "UPDATE subscribers SET url = ?2, max_in_flight = ?3, \
                  rate_limit_per_second = ?4, enabled = ?5, updated_at = ?6, \
-                 secret = COALESCE(?7, secret) WHERE id = ?1",
+                 secret = COALESCE(?7, secret), \
+                 previous_secret = CASE WHEN ?7 IS NULL THEN previous_secret END, \
+                 previous_secret_expires_at = \
+                   CASE WHEN ?7 IS NULL THEN previous_secret_expires_at END \
+                 WHERE id = ?1",
             )
             .bind(&put.id)
             .bind(&put.url)
@@ -42,7 +48,7 @@ pub async fn put(
             )
             .bind(put.enabled.unwrap_or(current.enabled))
             .bind(now.as_millis())
-            .bind(put.secret.as_ref().map(|s| s.expose().to_owned()))
+            .bind(put.secret.as_ref().map(|s| sealer.seal(&put.id, s)))
             .execute(&mut *tx)
             .await?;
             None
@@ -56,7 +62,7 @@ pub async fn put(
             )
             .bind(&put.id)
             .bind(&put.url)
-            .bind(secret.expose().to_owned())
+            .bind(sealer.seal(&put.id, &secret))
             .bind(i64::from(
                 put.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
             ))
@@ -80,6 +86,45 @@ pub async fn put(
         subscriber,
         created_secret,
     })
+}
+
+/// Reads the current secret and writes the rotation in one transaction on the writer.
+pub async fn rotate_secret(
+    writer: &SqlitePool,
+    sealer: &Sealer,
+    rotation: SecretRotation,
+    now: Timestamp,
+) -> Result<Option<SecretRotated>, StoreError> {
+    let id = &rotation.subscriber_id;
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    let Some(current) = sqlx::query("SELECT secret FROM subscribers WHERE id = ?1")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let expires_at = (rotation.grace_ms > 0).then(|| now.plus_ms(rotation.grace_ms));
+    let current: String = current.try_get("secret")?;
+    let previous = expires_at.map(|_| sealer.reseal(id, &current));
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
+         previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 \
+         RETURNING {SUBSCRIBER_COLUMNS}"
+    )))
+    .bind(id)
+    .bind(sealer.seal(id, &rotation.secret))
+    .bind(previous)
+    .bind(expires_at.map(Timestamp::as_millis))
+    .bind(now.as_millis())
+    .fetch_one(&mut *tx)
+    .await?;
+    let subscriber = rows::subscriber(&row)?;
+    tx.commit().await?;
+    Ok(Some(SecretRotated {
+        subscriber,
+        previous_secret_expires_at: expires_at,
+    }))
 }
 
 pub async fn get(readers: &SqlitePool, id: &str) -> Result<Option<Subscriber>, StoreError> {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::support::{
     LEASE_MS, add_subscriber, at, claim, claim_as, claim_one, claimed_ids, create, create_due,
-    delivered, job, new_job, outcome, set_enabled, subscriber_put,
+    current_secret, delivered, job, new_job, outcome, set_enabled, subscriber_put,
 };
 
 pub async fn claims_only_due_jobs(store: SharedStore) {
@@ -59,7 +59,7 @@ pub async fn claim_marks_in_flight_and_persists_the_attempt(store: SharedStore) 
     assert_eq!(claimed.event_id, "order-1");
     assert_eq!(claimed.payload, new.payload);
     assert_eq!(claimed.url, "https://orders.example.test/hook");
-    assert_eq!(claimed.secret, secret);
+    assert_eq!(current_secret(&claimed), &secret);
     assert!(claimed.lease_token > 0);
     assert_eq!(claimed.lease_expires_at, lease_until);
     assert_eq!(claimed.attempt, 1);
@@ -214,7 +214,7 @@ pub async fn each_claimed_job_carries_its_subscriber_target(store: SharedStore) 
         } else {
             &beta
         };
-        assert_eq!(&c.secret, secret, "{}", c.event_id);
+        assert_eq!(current_secret(c), secret, "{}", c.event_id);
         assert_eq!(
             c.url,
             format!("https://{}.example.test/hook", c.subscriber_id)

@@ -14,5 +14,7 @@ pub mod listing;
 pub mod reclaims;
 pub mod replays;
 pub mod retention;
+pub mod rotation;
+pub mod sealing;
 pub mod stats;
 pub mod subscribers;
