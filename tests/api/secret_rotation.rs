@@ -104,7 +104,10 @@ async fn an_unknown_subscriber_is_404() {
     app.create_subscriber("other").await;
     let reply = app.post_json(PATH, &json!({"grace_seconds": 60})).await;
     let body = expect_problem(&reply, 404);
-    assert!(body["detail"].as_str().unwrap().contains("billing"), "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("billing"),
+        "{body}"
+    );
     // Nothing was created.
     expect_problem(&app.get("/v1/subscribers/billing").await, 404);
 }
@@ -116,14 +119,26 @@ async fn bad_fields_are_422_naming_them() {
     let cases: &[(&str, &[&str])] = &[
         (r#"{"grace_seconds": -1}"#, &["grace_seconds"]),
         (r#"{"grace_seconds": 604801}"#, &["grace_seconds"]),
-        (r#"{"grace_seconds": 99999999999999999999}"#, &["grace_seconds"]),
+        (
+            r#"{"grace_seconds": 99999999999999999999}"#,
+            &["grace_seconds"],
+        ),
         (r#"{"grace_seconds": 1.5}"#, &["grace_seconds"]),
         (r#"{"grace_seconds": "60"}"#, &["grace_seconds"]),
         (r#"{"grace_seconds": null}"#, &["grace_seconds"]),
         (r#"{}"#, &["grace_seconds"]),
-        (r#"{"grace_seconds": 60, "secret": "whsec_c2hvcnQ="}"#, &["secret"]),
-        (r#"{"grace_seconds": 60, "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}"#, &["secret"]),
-        (r#"{"grace_seconds": -5, "secret": "nope"}"#, &["grace_seconds", "secret"]),
+        (
+            r#"{"grace_seconds": 60, "secret": "whsec_c2hvcnQ="}"#,
+            &["secret"],
+        ),
+        (
+            r#"{"grace_seconds": 60, "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}"#,
+            &["secret"],
+        ),
+        (
+            r#"{"grace_seconds": -5, "secret": "nope"}"#,
+            &["grace_seconds", "secret"],
+        ),
         (r#"{"grace_seconds": 60, "grace": 1}"#, &["grace"]),
     ];
     for (body, fields) in cases {

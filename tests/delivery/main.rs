@@ -21,5 +21,6 @@ mod pg_restart;
 mod process;
 mod replay;
 mod retry_after;
+mod secrets;
 mod signing;
 mod store_outage;
