@@ -31,14 +31,6 @@ impl Server {
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
         check_worker_settings(args)?;
         let sealer = args.sealer()?;
-        if !sealer.is_sealing() {
-            tracing::warn!(
-                "subscriber signing secrets are stored in plaintext in the database; to \
-                 encrypt them at rest, start with --secret-key-file PATH or \
-                 DEFERHOOK_SECRET_KEY set to 32 random bytes in base64 \
-                 (openssl rand -base64 32)"
-            );
-        }
         let listener = if args.no_api {
             None
         } else {
@@ -56,7 +48,17 @@ impl Server {
                     .with_context(|| format!("cannot listen on {}", args.listen))?,
             )
         };
+        let sealing = sealer.is_sealing();
         let store = store::open_with_sealer(&args.database.database_url, sealer).await?;
+        // Once the start can no longer fail on a bad setting: an error stays one line.
+        if !sealing {
+            tracing::warn!(
+                "subscriber signing secrets are stored in plaintext in the database; to \
+                 encrypt them at rest, start with --secret-key-file PATH or \
+                 DEFERHOOK_SECRET_KEY set to 32 random bytes in base64 \
+                 (openssl rand -base64 32)"
+            );
+        }
         Self::launch(args, store, Arc::new(SystemClock), listener).await
     }
 
