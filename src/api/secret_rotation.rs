@@ -25,7 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// A rotation of a subscriber's signing secret.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RotateSecretRequest {
     /// How long the replaced secret keeps signing next to the new one, in seconds:
@@ -35,6 +35,16 @@ pub struct RotateSecretRequest {
     /// The new secret, `whsec_<base64 of 24–64 bytes>`; generated (32 random bytes)
     /// when absent.
     pub secret: Option<String>,
+}
+
+// By hand, so that `secret` never shows in a log or a panic.
+impl std::fmt::Debug for RotateSecretRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RotateSecretRequest")
+            .field("grace_seconds", &self.grace_seconds)
+            .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
 }
 
 /// The new secret: the only response that shows it.
@@ -191,5 +201,11 @@ mod tests {
             previous_secret_expires_at: None,
         };
         assert!(!format!("{view:?}").contains("whsec_"));
+        let request = request(5, Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+        let shown = format!("{request:?}");
+        assert!(
+            !shown.contains("whsec_") && shown.contains("[redacted]"),
+            "{shown}"
+        );
     }
 }
