@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::api::ApiSettings;
+use crate::api::auth::{ApiToken, ApiTokens};
 use crate::api::job_input::JobLimits;
 use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
@@ -73,9 +74,21 @@ pub struct ServeArgs {
     /// The database.
     #[command(flatten)]
     pub database: DatabaseArgs,
-    /// Address the API listens on (port 0 picks a free port).
+    /// Address the API listens on (port 0 picks a free port). Without API tokens, only
+    /// a loopback address.
     #[arg(long, env = "DEFERHOOK_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// An API token (repeat the flag for several, e.g. while rotating them; the
+    /// variable takes a comma-separated list). With tokens, every `/v1/*` request needs
+    /// `Authorization: Bearer <token>`; 16 to 512 visible ASCII characters each.
+    #[arg(
+        long = "api-token",
+        env = "DEFERHOOK_API_TOKENS",
+        value_name = "TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_tokens: Vec<ApiToken>,
     /// Most bytes of a job's payload (larger ones get 413).
     #[arg(long, env = "DEFERHOOK_MAX_PAYLOAD_BYTES", default_value_t = 262_144,
           value_parser = clap::value_parser!(u64).range(1..=16 * 1024 * 1024))]
@@ -146,9 +159,11 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The API's settings.
-    pub fn api_settings(&self) -> ApiSettings {
-        ApiSettings {
+    /// The API's settings; fails when an API token is malformed (the message names
+    /// it by position, never by value).
+    pub fn api_settings(&self) -> anyhow::Result<ApiSettings> {
+        Ok(ApiSettings {
+            tokens: ApiTokens::new(&self.api_tokens).map_err(anyhow::Error::msg)?,
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,
@@ -159,7 +174,7 @@ impl ServeArgs {
                 max_rate_per_second: self.max_replay_rate,
                 default_ttl_ms: self.default_ttl_ms,
             },
-        }
+        })
     }
 
     /// The shutdown grace period.

@@ -33,11 +33,14 @@ impl Server {
         let listener = if args.no_api {
             None
         } else {
-            if !args.listen.ip().is_loopback() {
+            let settings = args.api_settings()?;
+            if settings.tokens.is_empty() && !args.listen.ip().is_loopback() {
                 // DESIGN §5: without API tokens the API is open, so it binds loopback only.
                 anyhow::bail!(
-                    "refusing to listen on {}: the API has no authentication in this version, \
-                     so it only listens on a loopback address (e.g. 127.0.0.1:8080 or [::1]:8080)",
+                    "refusing to listen on {} without API tokens: anyone who can reach it \
+                     could schedule webhooks. Set --api-token (or DEFERHOOK_API_TOKENS, \
+                     comma-separated; e.g. `openssl rand -hex 32`), or listen on a loopback \
+                     address (e.g. 127.0.0.1:8080 or [::1]:8080)",
                     args.listen
                 );
             }
@@ -60,6 +63,7 @@ impl Server {
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
         check_worker_settings(args)?;
+        args.api_settings()?;
         Self::launch(args, store, clock, Some(listener)).await
     }
 
@@ -79,7 +83,7 @@ impl Server {
             let router = api::router(
                 store.clone(),
                 clock.clone(),
-                args.api_settings(),
+                args.api_settings()?,
                 wake.clone(),
             );
             let stop = shutdown.clone();

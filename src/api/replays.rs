@@ -44,12 +44,15 @@ pub struct CreateReplayRequest {
     /// `true` replays every dead job; not combined with other filters.
     pub all: Option<bool>,
     /// Most jobs to replay (1–100000), the oldest dead first.
+    #[schema(minimum = 1, maximum = 100000)]
     pub max_jobs: u32,
     /// Most jobs requeued per second, across all instances (1 to the server's
     /// `--max-replay-rate`).
+    #[schema(minimum = 1)]
     pub rate_per_second: u32,
     /// Each requeued job's new deadline is its requeue time plus this, in ms
     /// (default: the server's `--default-ttl-ms`).
+    #[schema(minimum = 1)]
     pub ttl_ms: Option<u64>,
     /// `true`: only count the matching jobs; nothing changes.
     pub dry_run: Option<bool>,

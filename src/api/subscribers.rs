@@ -36,14 +36,17 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct PutSubscriberRequest {
     /// Absolute `http(s)` URL, no credentials, no fragment.
+    #[schema(format = "uri", min_length = 1, max_length = 2048)]
     pub url: String,
     /// `whsec_<base64 of 24–64 bytes>`; generated on create when absent.
+    #[schema(pattern = "^whsec_[A-Za-z0-9+/]+={0,2}$")]
     pub secret: Option<String>,
     /// Most attempts open at once (1–10000, default 16).
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_in_flight: Option<u32>,
     /// Most attempts started per second (1–100000); `null` removes the limit.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 100000)]
     pub rate_limit_per_second: Option<Option<u32>>,
     /// False pauses deliveries to it; true resumes them (default true).
     pub enabled: Option<bool>,

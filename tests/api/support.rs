@@ -49,6 +49,10 @@ impl AppBuilder {
         self.flag("--request-timeout-ms", ms)
     }
 
+    pub fn api_token(self, token: &str) -> Self {
+        self.flag("--api-token", token)
+    }
+
     pub fn max_replay_rate(self, rate: u32) -> Self {
         self.flag("--max-replay-rate", rate)
     }

@@ -16,6 +16,7 @@ mod instances;
 mod interop;
 mod isolation;
 mod leases;
+mod log_secrets;
 mod outcomes;
 mod pg_restart;
 mod process;
