@@ -101,6 +101,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_REQUEST_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
+    /// Longest a client may take to send a request's headers before its connection is
+    /// closed (slow clients holding connections), in milliseconds.
+    #[arg(long, env = "DEFERHOOK_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
     /// On SIGTERM/SIGINT, how long open requests and running attempts may finish
     /// before the remaining leases are released, in milliseconds.
     #[arg(long, env = "DEFERHOOK_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
@@ -175,6 +180,11 @@ impl ServeArgs {
                 default_ttl_ms: self.default_ttl_ms,
             },
         })
+    }
+
+    /// The header-read timeout of API connections.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
     }
 
     /// The shutdown grace period.

@@ -88,12 +88,12 @@ impl Server {
             );
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
+            let header_read_timeout = args.header_read_timeout();
             tasks.spawn(async move {
-                let serve = axum::serve(listener, router)
-                    .with_graceful_shutdown(stop.clone().cancelled_owned())
-                    .into_future();
+                let serve =
+                    api::listener::serve(listener, router, stop.clone(), header_read_timeout);
                 tokio::select! {
-                    result = serve => result.context("the HTTP server failed"),
+                    () = serve => Ok(()),
                     () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
                         tracing::warn!("shutdown grace period over; closing open requests");
                         Ok(())

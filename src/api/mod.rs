@@ -11,6 +11,7 @@ pub mod job_filter;
 pub mod job_input;
 mod jobs;
 mod limits;
+pub mod listener;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;

@@ -49,6 +49,10 @@ impl AppBuilder {
         self.flag("--request-timeout-ms", ms)
     }
 
+    pub fn header_read_timeout_ms(self, ms: u64) -> Self {
+        self.flag("--header-read-timeout-ms", ms)
+    }
+
     pub fn api_token(self, token: &str) -> Self {
         self.flag("--api-token", token)
     }
