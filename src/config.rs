@@ -133,8 +133,8 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
     pub delivery_slo_ms: u64,
-    /// Most `rate_per_second` a replay may ask for (jobs requeued per second, across
-    /// all instances).
+    /// Most jobs requeued per second by all running replays together, across all
+    /// instances (a replay's `rate_per_second` counts against it until it ends).
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_replay_rate: u32,
@@ -178,6 +178,7 @@ impl ServeArgs {
             replay_limits: crate::api::replays::ReplayLimits {
                 max_rate_per_second: self.max_replay_rate,
                 default_ttl_ms: self.default_ttl_ms,
+                min_ttl_ms: self.attempt_timeout_ms,
             },
         })
     }

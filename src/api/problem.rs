@@ -173,9 +173,8 @@ impl From<StoreError> for ApiError {
                 "subscriber_id",
                 format!("subscriber `{id}` does not exist"),
             )),
-            conflict @ StoreError::PayloadConflict { .. } => {
-                ApiError::Conflict(conflict.to_string())
-            }
+            conflict @ (StoreError::PayloadConflict { .. }
+            | StoreError::ReplayRateBudget { .. }) => ApiError::Conflict(conflict.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }
