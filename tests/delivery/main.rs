@@ -23,3 +23,4 @@ mod replay;
 mod retry_after;
 mod signing;
 mod store_outage;
+mod targets;
