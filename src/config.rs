@@ -1,18 +1,22 @@
 //! Settings from command-line flags, each with a `DEFERHOOK_*` environment variable
 //! (DESIGN §6).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipnet::IpNet;
 
 use crate::api::ApiSettings;
 use crate::api::auth::{ApiToken, ApiTokens};
 use crate::api::job_input::JobLimits;
 use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
+use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
 use crate::domain::policy::BackoffPolicy;
+use crate::domain::target::TargetPolicy;
 
 /// Most jobs one claim takes.
 const CLAIM_BATCH: u32 = 100;
@@ -155,6 +159,17 @@ pub struct ServeArgs {
         default_value_t = 2_592_000_000
     )]
     pub retain_dead_ms: u64,
+    /// Deliver to internal addresses too: loopback, private (RFC 1918), link-local
+    /// (cloud metadata), carrier-grade NAT, IPv6 unique local, unspecified, multicast
+    /// and reserved. Off by default: such subscriber URLs are refused (422) and such
+    /// targets are blocked before connecting.
+    #[arg(long, env = "DEFERHOOK_ALLOW_PRIVATE_TARGETS")]
+    pub allow_private_targets: bool,
+    /// Permit targets in this range although it is internal (e.g. `10.20.0.0/16`, or
+    /// one address); repeatable, comma-separated in the variable.
+    #[arg(long = "allow-target-cidr", value_name = "CIDR", env = "DEFERHOOK_ALLOW_TARGET_CIDRS",
+          value_delimiter = ',', value_parser = parse_cidr)]
+    pub allow_target_cidrs: Vec<IpNet>,
     /// Run the API only (another instance delivers).
     #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
     pub no_worker: bool,
@@ -163,12 +178,31 @@ pub struct ServeArgs {
     pub no_api: bool,
 }
 
+/// A CIDR (`10.0.0.0/8`, `fd00::/8`) or a single address (`/32` or `/128`), with the
+/// host bits cleared.
+fn parse_cidr(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .map(|net| net.trunc())
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR such as 10.0.0.0/8 or fd00::/8"))
+}
+
 impl ServeArgs {
+    /// Which addresses deliveries may reach.
+    pub fn target_policy(&self) -> Arc<TargetPolicy> {
+        Arc::new(TargetPolicy {
+            allow_private: self.allow_private_targets,
+            allowed: self.allow_target_cidrs.clone(),
+        })
+    }
+
     /// The API's settings; fails when an API token is malformed (the message names
     /// it by position, never by value).
     pub fn api_settings(&self) -> anyhow::Result<ApiSettings> {
         Ok(ApiSettings {
             tokens: ApiTokens::new(&self.api_tokens).map_err(anyhow::Error::msg)?,
+            target_policy: self.target_policy(),
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,
@@ -216,6 +250,8 @@ impl ServeArgs {
             claim_batch: CLAIM_BATCH,
             poll_interval: POLL_INTERVAL,
             shutdown_grace: self.shutdown_grace(),
+            target_policy: self.target_policy(),
+            resolver: Resolver::system(),
         }
     }
 }
@@ -253,6 +289,7 @@ mod tests {
         assert_eq!(retention.retain_finished_ms, Some(604_800_000));
         assert_eq!(retention.retain_dead_ms, Some(2_592_000_000));
         assert!(!args.no_worker && !args.no_api);
+        assert_eq!(*args.target_policy(), TargetPolicy::default());
         assert!(args.delivery_settings("w".into()).validate().is_ok());
     }
 
@@ -283,8 +320,30 @@ mod tests {
             ["deferhook", "serve", "--max-payload-bytes", "0"],
             ["deferhook", "serve", "--default-ttl-ms", "-5"],
             ["deferhook", "serve", "--retain-dead-ms", "-1"],
+            ["deferhook", "serve", "--allow-target-cidr", "10.0.0.0/33"],
+            ["deferhook", "serve", "--allow-target-cidr", "intranet"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn target_flags() {
+        let cli = Cli::try_parse_from([
+            "deferhook",
+            "serve",
+            "--allow-private-targets",
+            "--allow-target-cidr",
+            "10.20.0.0/16",
+            "--allow-target-cidr=fd00::1,192.168.1.7/24",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve")
+        };
+        let policy = args.target_policy();
+        assert!(policy.allow_private);
+        let allowed: Vec<String> = policy.allowed.iter().map(ToString::to_string).collect();
+        assert_eq!(allowed, ["10.20.0.0/16", "fd00::1/128", "192.168.1.0/24"]);
     }
 }

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::config::ServeArgs;
-use crate::delivery::{Worker, retention};
+use crate::delivery::resolve::Resolver;
+use crate::delivery::{DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SystemClock};
 use crate::store::{self, SharedStore};
 
@@ -51,7 +52,14 @@ impl Server {
             )
         };
         let store = store::open(&args.database.database_url).await?;
-        Self::launch(args, store, Arc::new(SystemClock), listener).await
+        Self::launch(
+            args,
+            store,
+            Arc::new(SystemClock),
+            listener,
+            Resolver::system(),
+        )
+        .await
     }
 
     /// Starts serving on `listener` with the given store and clock (tests use a bound
@@ -62,9 +70,21 @@ impl Server {
         clock: Arc<dyn Clock>,
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
+        Self::start_with_resolver(args, store, clock, listener, Resolver::system()).await
+    }
+
+    /// Like [`Server::start_with`], with the resolver that looks subscriber host names
+    /// up before the target policy filters them (tests map names to addresses).
+    pub async fn start_with_resolver(
+        args: &ServeArgs,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        listener: TcpListener,
+        resolver: Resolver,
+    ) -> anyhow::Result<Server> {
         check_worker_settings(args)?;
         args.api_settings()?;
-        Self::launch(args, store, clock, Some(listener)).await
+        Self::launch(args, store, clock, Some(listener), resolver).await
     }
 
     async fn launch(
@@ -72,6 +92,7 @@ impl Server {
         store: SharedStore,
         clock: Arc<dyn Clock>,
         listener: Option<TcpListener>,
+        resolver: Resolver,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
         let wake = Arc::new(Notify::new());
@@ -109,12 +130,11 @@ impl Server {
                 std::process::id(),
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             );
-            let worker = Worker::new(
-                store.clone(),
-                clock.clone(),
-                args.delivery_settings(owner),
-                wake,
-            )?;
+            let settings = DeliverySettings {
+                resolver,
+                ..args.delivery_settings(owner)
+            };
+            let worker = Worker::new(store.clone(), clock.clone(), settings, wake)?;
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 worker.run(stop).await;

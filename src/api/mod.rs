@@ -38,6 +38,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::domain::Clock;
+use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
 use job_input::JobLimits;
 
@@ -65,6 +66,8 @@ pub struct AppState {
     pub delivery_slo_ms: u64,
     /// Limits on replays.
     pub replay_limits: replays::ReplayLimits,
+    /// Which literal addresses subscriber URLs may name.
+    pub target_policy: Arc<TargetPolicy>,
 }
 
 /// Settings of the HTTP layer.
@@ -80,6 +83,8 @@ pub struct ApiSettings {
     pub delivery_slo_ms: u64,
     /// Limits on replays.
     pub replay_limits: replays::ReplayLimits,
+    /// Which literal addresses subscriber URLs may name (CASES C-08).
+    pub target_policy: Arc<TargetPolicy>,
 }
 
 #[derive(OpenApi)]
@@ -134,6 +139,7 @@ pub fn router(
         metrics: crate::metrics::install(),
         delivery_slo_ms: settings.delivery_slo_ms,
         replay_limits: settings.replay_limits,
+        target_policy: settings.target_policy.clone(),
     };
     let (router, mut openapi) = routes().split_for_parts();
     doc::finish(&mut openapi);

@@ -16,3 +16,4 @@ mod replays;
 mod subscriber_stats;
 mod subscribers;
 mod support;
+mod targets;

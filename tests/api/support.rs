@@ -61,6 +61,17 @@ impl AppBuilder {
         self.flag("--max-replay-rate", rate)
     }
 
+    /// `--allow-private-targets`.
+    pub fn allow_private_targets(mut self) -> Self {
+        self.flags.push("--allow-private-targets".to_owned());
+        self
+    }
+
+    /// `--allow-target-cidr CIDR`.
+    pub fn allow_target_cidr(self, cidr: &str) -> Self {
+        self.flag("--allow-target-cidr", cidr)
+    }
+
     fn flag(mut self, name: &str, value: impl ToString) -> Self {
         self.flags.push(name.to_owned());
         self.flags.push(value.to_string());

@@ -125,6 +125,30 @@ fn an_attempt_timeout_not_below_the_lease_is_refused_with_a_clear_message() {
 }
 
 #[test]
+fn an_invalid_allowed_cidr_is_a_usage_error() {
+    for value in ["10.0.0.0/33", "intranet", "10.0.0.0/8,nope"] {
+        let output = run(deferhook().args(["serve", "--allow-target-cidr", value]));
+        assert_eq!(output.status.code(), Some(2), "{value}");
+        let text = stderr(&output);
+        assert!(text.contains("--allow-target-cidr"), "{text}");
+        assert!(text.contains("is not a CIDR"), "{text}");
+    }
+    // (Were the variable accepted, the lease check would stop the server at once.)
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(deferhook()
+        .current_dir(dir.path())
+        .env("DEFERHOOK_ALLOW_TARGET_CIDRS", "10.0.0.0/8,bad")
+        .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "2000"])
+        .args(["--attempt-timeout-ms", "8000"]));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("`bad` is not a CIDR"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn no_api_and_no_worker_cannot_be_combined() {
     let output = run(deferhook().args(["serve", "--no-api", "--no-worker"]));
     assert_eq!(output.status.code(), Some(2));

@@ -34,6 +34,7 @@ fn spawn(dir: &std::path::Path) -> Logged {
     let log = dir.join("server.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_deferhook"))
         .args(["serve", "--listen", "127.0.0.1:0", "--api-token", TOKEN])
+        .arg("--allow-private-targets")
         .args(["--backoff-base-ms", "100", "--backoff-max-ms", "200"])
         .arg("--database-url")
         .arg(format!("sqlite://{}", dir.join("d.db").display()))

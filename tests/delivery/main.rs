@@ -24,3 +24,4 @@ mod replay;
 mod retry_after;
 mod signing;
 mod store_outage;
+mod targets;
