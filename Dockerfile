@@ -3,11 +3,11 @@
 #   docker build -t deferhook .
 #   docker run --rm -v deferhook-data:/var/lib/deferhook deferhook
 #
-# IMPORTANT: in this version the API has no authentication, so `deferhook serve` refuses
-# to listen on a non-loopback address (src/server.rs, "refusing to listen"). The image
-# therefore listens on 127.0.0.1:8080, which is reachable ONLY from inside the container:
-# publishing the port (`-p 8080:8080`) does not make the API reachable from the host.
-# Use it from inside, e.g. `docker exec <container> curl -s http://127.0.0.1:8080/readyz`.
+# By default the image listens on 127.0.0.1:8080, reachable only from inside the
+# container: without API tokens `deferhook serve` refuses a non-loopback address. To
+# reach the API from outside, set tokens and listen on all interfaces:
+#   docker run -e DEFERHOOK_API_TOKENS="$(openssl rand -hex 32)" \
+#     -e DEFERHOOK_LISTEN=0.0.0.0:8080 -p 127.0.0.1:8080:8080 deferhook
 # The delivery worker is not affected: it makes outgoing requests only.
 
 # ---- build -------------------------------------------------------------------------
@@ -41,8 +41,8 @@ USER 10001:10001
 WORKDIR /var/lib/deferhook
 VOLUME ["/var/lib/deferhook"]
 
-# Loopback only (see the note at the top): the API is not reachable from outside the
-# container until API tokens exist. Set explicitly so that it is visible here.
+# Loopback by default (see the note at the top): reachable from outside only with API
+# tokens set. Set explicitly so that it is visible here.
 ENV DEFERHOOK_LISTEN=127.0.0.1:8080
 EXPOSE 8080
 

@@ -1,20 +1,25 @@
 //! Settings from command-line flags, each with a `DEFERHOOK_*` environment variable
 //! (DESIGN §6).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipnet::IpNet;
 
 use crate::api::ApiSettings;
+use crate::api::auth::{ApiToken, ApiTokens};
 use crate::api::job_input::JobLimits;
 use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
+use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
 use crate::domain::policy::BackoffPolicy;
+use crate::domain::target::TargetPolicy;
 use crate::store::Sealer;
 
 /// Most jobs one claim takes.
@@ -102,9 +107,21 @@ pub struct ServeArgs {
     /// The database.
     #[command(flatten)]
     pub database: DatabaseArgs,
-    /// Address the API listens on (port 0 picks a free port).
+    /// Address the API listens on (port 0 picks a free port). Without API tokens, only
+    /// a loopback address.
     #[arg(long, env = "DEFERHOOK_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// An API token (repeat the flag for several, e.g. while rotating them; the
+    /// variable takes a comma-separated list). With tokens, every `/v1/*` request needs
+    /// `Authorization: Bearer <token>`; 16 to 512 visible ASCII characters each.
+    #[arg(
+        long = "api-token",
+        env = "DEFERHOOK_API_TOKENS",
+        value_name = "TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_tokens: Vec<ApiToken>,
     /// Most bytes of a job's payload (larger ones get 413).
     #[arg(long, env = "DEFERHOOK_MAX_PAYLOAD_BYTES", default_value_t = 262_144,
           value_parser = clap::value_parser!(u64).range(1..=16 * 1024 * 1024))]
@@ -117,6 +134,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_REQUEST_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
+    /// Longest a client may take to send a request's headers before its connection is
+    /// closed (slow clients holding connections), in milliseconds.
+    #[arg(long, env = "DEFERHOOK_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
     /// On SIGTERM/SIGINT, how long open requests and running attempts may finish
     /// before the remaining leases are released, in milliseconds.
     #[arg(long, env = "DEFERHOOK_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
@@ -144,8 +166,8 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
     pub delivery_slo_ms: u64,
-    /// Most `rate_per_second` a replay may ask for (jobs requeued per second, across
-    /// all instances).
+    /// Most jobs requeued per second by all running replays together, across all
+    /// instances (a replay's `rate_per_second` counts against it until it ends).
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_replay_rate: u32,
@@ -182,6 +204,17 @@ pub struct ServeArgs {
     /// ignored), e.g. a mounted Docker or Kubernetes secret.
     #[arg(long, env = "DEFERHOOK_SECRET_KEY_FILE", value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
+    /// Deliver to internal addresses too: loopback, private (RFC 1918), link-local
+    /// (cloud metadata), carrier-grade NAT, IPv6 unique local, unspecified, multicast
+    /// and reserved. Off by default: such subscriber URLs are refused (422) and such
+    /// targets are blocked before connecting.
+    #[arg(long, env = "DEFERHOOK_ALLOW_PRIVATE_TARGETS")]
+    pub allow_private_targets: bool,
+    /// Permit targets in this range although it is internal (e.g. `10.20.0.0/16`, or
+    /// one address); repeatable, comma-separated in the variable.
+    #[arg(long = "allow-target-cidr", value_name = "CIDR", env = "DEFERHOOK_ALLOW_TARGET_CIDRS",
+          value_delimiter = ',', value_parser = parse_cidr)]
+    pub allow_target_cidrs: Vec<IpNet>,
     /// Run the API only (another instance delivers).
     #[arg(long, env = "DEFERHOOK_NO_WORKER", conflicts_with = "no_api")]
     pub no_worker: bool,
@@ -190,10 +223,31 @@ pub struct ServeArgs {
     pub no_api: bool,
 }
 
+/// A CIDR (`10.0.0.0/8`, `fd00::/8`) or a single address (`/32` or `/128`), with the
+/// host bits cleared.
+fn parse_cidr(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .map(|net| net.trunc())
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR such as 10.0.0.0/8 or fd00::/8"))
+}
+
 impl ServeArgs {
-    /// The API's settings.
-    pub fn api_settings(&self) -> ApiSettings {
-        ApiSettings {
+    /// Which addresses deliveries may reach.
+    pub fn target_policy(&self) -> Arc<TargetPolicy> {
+        Arc::new(TargetPolicy {
+            allow_private: self.allow_private_targets,
+            allowed: self.allow_target_cidrs.clone(),
+        })
+    }
+
+    /// The API's settings; fails when an API token is malformed (the message names
+    /// it by position, never by value).
+    pub fn api_settings(&self) -> anyhow::Result<ApiSettings> {
+        Ok(ApiSettings {
+            tokens: ApiTokens::new(&self.api_tokens).map_err(anyhow::Error::msg)?,
+            target_policy: self.target_policy(),
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,
@@ -203,8 +257,14 @@ impl ServeArgs {
             replay_limits: crate::api::replays::ReplayLimits {
                 max_rate_per_second: self.max_replay_rate,
                 default_ttl_ms: self.default_ttl_ms,
+                min_ttl_ms: self.attempt_timeout_ms,
             },
-        }
+        })
+    }
+
+    /// The header-read timeout of API connections.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
     }
 
     /// How subscriber secrets are stored: sealed with the key of `--secret-key` or
@@ -256,6 +316,8 @@ impl ServeArgs {
             claim_batch: CLAIM_BATCH,
             poll_interval: POLL_INTERVAL,
             shutdown_grace: self.shutdown_grace(),
+            target_policy: self.target_policy(),
+            resolver: Resolver::system(),
         }
     }
 }
@@ -293,6 +355,7 @@ mod tests {
         assert_eq!(retention.retain_finished_ms, Some(604_800_000));
         assert_eq!(retention.retain_dead_ms, Some(2_592_000_000));
         assert!(!args.no_worker && !args.no_api);
+        assert_eq!(*args.target_policy(), TargetPolicy::default());
         assert!(args.delivery_settings("w".into()).validate().is_ok());
     }
 
@@ -386,8 +449,30 @@ mod tests {
             ["deferhook", "serve", "--max-payload-bytes", "0"],
             ["deferhook", "serve", "--default-ttl-ms", "-5"],
             ["deferhook", "serve", "--retain-dead-ms", "-1"],
+            ["deferhook", "serve", "--allow-target-cidr", "10.0.0.0/33"],
+            ["deferhook", "serve", "--allow-target-cidr", "intranet"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn target_flags() {
+        let cli = Cli::try_parse_from([
+            "deferhook",
+            "serve",
+            "--allow-private-targets",
+            "--allow-target-cidr",
+            "10.20.0.0/16",
+            "--allow-target-cidr=fd00::1,192.168.1.7/24",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve")
+        };
+        let policy = args.target_policy();
+        assert!(policy.allow_private);
+        let allowed: Vec<String> = policy.allowed.iter().map(ToString::to_string).collect();
+        assert_eq!(allowed, ["10.20.0.0/16", "fd00::1/128", "192.168.1.0/24"]);
     }
 }

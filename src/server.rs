@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::config::ServeArgs;
-use crate::delivery::{Worker, retention};
+use crate::delivery::resolve::Resolver;
+use crate::delivery::{DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SystemClock};
 use crate::store::{self, SharedStore};
 
@@ -34,11 +35,14 @@ impl Server {
         let listener = if args.no_api {
             None
         } else {
-            if !args.listen.ip().is_loopback() {
+            let settings = args.api_settings()?;
+            if settings.tokens.is_empty() && !args.listen.ip().is_loopback() {
                 // DESIGN §5: without API tokens the API is open, so it binds loopback only.
                 anyhow::bail!(
-                    "refusing to listen on {}: the API has no authentication in this version, \
-                     so it only listens on a loopback address (e.g. 127.0.0.1:8080 or [::1]:8080)",
+                    "refusing to listen on {} without API tokens: anyone who can reach it \
+                     could schedule webhooks. Set --api-token (or DEFERHOOK_API_TOKENS, \
+                     comma-separated; e.g. `openssl rand -hex 32`), or listen on a loopback \
+                     address (e.g. 127.0.0.1:8080 or [::1]:8080)",
                     args.listen
                 );
             }
@@ -59,7 +63,14 @@ impl Server {
                  (openssl rand -base64 32)"
             );
         }
-        Self::launch(args, store, Arc::new(SystemClock), listener).await
+        Self::launch(
+            args,
+            store,
+            Arc::new(SystemClock),
+            listener,
+            Resolver::system(),
+        )
+        .await
     }
 
     /// Starts serving on `listener` with the given store and clock (tests use a bound
@@ -70,8 +81,21 @@ impl Server {
         clock: Arc<dyn Clock>,
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
+        Self::start_with_resolver(args, store, clock, listener, Resolver::system()).await
+    }
+
+    /// Like [`Server::start_with`], with the resolver that looks subscriber host names
+    /// up before the target policy filters them (tests map names to addresses).
+    pub async fn start_with_resolver(
+        args: &ServeArgs,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        listener: TcpListener,
+        resolver: Resolver,
+    ) -> anyhow::Result<Server> {
         check_worker_settings(args)?;
-        Self::launch(args, store, clock, Some(listener)).await
+        args.api_settings()?;
+        Self::launch(args, store, clock, Some(listener), resolver).await
     }
 
     async fn launch(
@@ -79,6 +103,7 @@ impl Server {
         store: SharedStore,
         clock: Arc<dyn Clock>,
         listener: Option<TcpListener>,
+        resolver: Resolver,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
         let wake = Arc::new(Notify::new());
@@ -90,17 +115,17 @@ impl Server {
             let router = api::router(
                 store.clone(),
                 clock.clone(),
-                args.api_settings(),
+                args.api_settings()?,
                 wake.clone(),
             );
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
+            let header_read_timeout = args.header_read_timeout();
             tasks.spawn(async move {
-                let serve = axum::serve(listener, router)
-                    .with_graceful_shutdown(stop.clone().cancelled_owned())
-                    .into_future();
+                let serve =
+                    api::listener::serve(listener, router, stop.clone(), header_read_timeout);
                 tokio::select! {
-                    result = serve => result.context("the HTTP server failed"),
+                    () = serve => Ok(()),
                     () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {
                         tracing::warn!("shutdown grace period over; closing open requests");
                         Ok(())
@@ -116,12 +141,11 @@ impl Server {
                 std::process::id(),
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             );
-            let worker = Worker::new(
-                store.clone(),
-                clock.clone(),
-                args.delivery_settings(owner),
-                wake,
-            )?;
+            let settings = DeliverySettings {
+                resolver,
+                ..args.delivery_settings(owner)
+            };
+            let worker = Worker::new(store.clone(), clock.clone(), settings, wake)?;
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 worker.run(stop).await;

@@ -3,7 +3,8 @@
 
 -- A replay: selected dead jobs moved back to `scheduled` at a bounded rate. The matched
 -- jobs are snapshotted in `replay_jobs` at creation, so `matched` is exact and the
--- progress (`next_position`) survives a restart. `paced_until` is the token bucket's
+-- progress (`next_position`; the last burst began at `burst_position`) survives a
+-- restart. `paced_until` is the token bucket's
 -- state (GCRA theoretical arrival time); `next_at` the instant the next token is free.
 CREATE TABLE replays (
     id               TEXT COLLATE "C" PRIMARY KEY,
@@ -16,6 +17,7 @@ CREATE TABLE replays (
     requeued         BIGINT NOT NULL DEFAULT 0,
     skipped          BIGINT NOT NULL DEFAULT 0,
     next_position    BIGINT NOT NULL DEFAULT 0,
+    burst_position   BIGINT NOT NULL DEFAULT 0,
     paced_until      BIGINT NOT NULL,
     next_at          BIGINT NOT NULL,
     created_at       BIGINT NOT NULL,
@@ -44,5 +46,5 @@ CREATE INDEX jobs_subscriber_state ON jobs (subscriber_id, state);
 -- subscriber stats: last success, last failure
 CREATE INDEX attempts_subscriber_finished ON attempts (subscriber_id, finished_at)
     WHERE finished_at IS NOT NULL;
--- retention: finished jobs by the time they finished
-CREATE INDEX jobs_finished ON jobs (updated_at) WHERE state IN ('delivered', 'cancelled', 'dead');
+-- retention: finished jobs of each state by the time they finished
+CREATE INDEX jobs_finished ON jobs (state, updated_at) WHERE state IN ('delivered', 'cancelled', 'dead');

@@ -35,11 +35,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct FanOutRequest {
     /// The producer's stable event id; with each subscriber id it identifies a job.
+    #[schema(min_length = 1, max_length = 256)]
     pub event_id: String,
     /// Any JSON value but `null`; delivered byte for byte to every subscriber.
     #[schema(value_type = Object)]
     pub payload: Box<RawValue>,
     /// 1 to 10,000 distinct subscriber ids, all registered.
+    #[schema(min_items = 1, max_items = 10000)]
     pub subscriber_ids: Vec<String>,
     /// RFC 3339 with an offset; a past instant means now.
     pub deliver_at: Option<String>,
@@ -48,8 +50,10 @@ pub struct FanOutRequest {
     /// RFC 3339 with an offset; must be after `deliver_at`.
     pub deadline: Option<String>,
     /// Milliseconds from `deliver_at` until the deadline.
+    #[schema(minimum = 1)]
     pub ttl_ms: Option<u64>,
     /// Most attempts per job (1–10000).
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_attempts: Option<u32>,
 }
 

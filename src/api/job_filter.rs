@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::problem::{ApiError, FieldError};
-use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::domain::{DeadReason, JobState, Timestamp, validate};
 use crate::store::JobFilter;
 
 /// Query of the job listing; all given filters must match. `*_after` bounds are
@@ -50,6 +50,19 @@ pub struct ListJobsQuery {
 /// before its `*_before` bound, and a dead-only filter with a `state` other than `dead`.
 pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     let mut errors = Vec::new();
+    // The same rules as where ids are written: an id that cannot exist is a mistake.
+    for (field, raw, rule) in [
+        (
+            "subscriber_id",
+            &query.subscriber_id,
+            validate::subscriber_id as fn(&str) -> _,
+        ),
+        ("event_id", &query.event_id, validate::event_id),
+    ] {
+        if let Some(Err(message)) = raw.as_deref().map(rule) {
+            errors.push(FieldError::new(field, message));
+        }
+    }
     let state = named::<JobState>("state", query.state.as_deref(), &mut errors);
     let dead_reason = named::<DeadReason>("dead_reason", query.dead_reason.as_deref(), &mut errors);
     let mut instant = |field: &str, raw: &Option<String>| {

@@ -19,9 +19,11 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
 #[serde(deny_unknown_fields)]
 pub struct CreateJobRequest {
     /// The subscriber to deliver to; must exist.
+    #[schema(min_length = 1, max_length = 128)]
     pub subscriber_id: String,
     /// The producer's stable event id (1–256 visible ASCII characters); with the
     /// subscriber id it identifies the job, and it is sent as `webhook-id`.
+    #[schema(min_length = 1, max_length = 256)]
     pub event_id: String,
     /// Any JSON value but `null`; delivered byte for byte as sent.
     #[schema(value_type = Object)]
@@ -33,8 +35,10 @@ pub struct CreateJobRequest {
     /// RFC 3339 with an offset; must be after `deliver_at`.
     pub deadline: Option<String>,
     /// Milliseconds from `deliver_at` until the deadline; must be positive.
+    #[schema(minimum = 1)]
     pub ttl_ms: Option<u64>,
     /// Most attempts (1–10000); absent: only the deadline bounds them.
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_attempts: Option<u32>,
 }
 

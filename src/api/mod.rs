@@ -1,6 +1,8 @@
 //! The HTTP API (DESIGN §5): axum routers per resource, problem+json errors, and the
 //! OpenAPI document generated from the handlers (utoipa).
 
+pub mod auth;
+mod doc;
 mod events;
 pub mod extract;
 mod health;
@@ -8,6 +10,8 @@ mod job_control;
 pub mod job_filter;
 pub mod job_input;
 mod jobs;
+mod limits;
+pub mod listener;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
@@ -35,6 +39,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::domain::Clock;
+use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
 use job_input::JobLimits;
 
@@ -62,11 +67,15 @@ pub struct AppState {
     pub delivery_slo_ms: u64,
     /// Limits on replays.
     pub replay_limits: replays::ReplayLimits,
+    /// Which literal addresses subscriber URLs may name.
+    pub target_policy: Arc<TargetPolicy>,
 }
 
 /// Settings of the HTTP layer.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ApiSettings {
+    /// The tokens `/v1/*` needs; empty: open.
+    pub tokens: auth::ApiTokens,
     /// Limits on new jobs.
     pub job_limits: JobLimits,
     /// The longest a request may take before it is answered 408.
@@ -75,6 +84,8 @@ pub struct ApiSettings {
     pub delivery_slo_ms: u64,
     /// Limits on replays.
     pub replay_limits: replays::ReplayLimits,
+    /// Which literal addresses subscriber URLs may name (CASES C-08).
+    pub target_policy: Arc<TargetPolicy>,
 }
 
 #[derive(OpenApi)]
@@ -109,7 +120,9 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI 3.1 document of the API, as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes().split_for_parts().1
+    let mut openapi = routes().split_for_parts().1;
+    doc::finish(&mut openapi);
+    openapi
 }
 
 /// The API's router with its middleware: request ids, tracing, a request timeout,
@@ -128,8 +141,10 @@ pub fn router(
         metrics: crate::metrics::install(),
         delivery_slo_ms: settings.delivery_slo_ms,
         replay_limits: settings.replay_limits,
+        target_policy: settings.target_policy.clone(),
     };
-    let (router, openapi) = routes().split_for_parts();
+    let (router, mut openapi) = routes().split_for_parts();
+    doc::finish(&mut openapi);
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let middleware = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
@@ -152,6 +167,11 @@ pub fn router(
         )
         .layer(PropagateRequestIdLayer::new(request_id))
         .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
+        .layer(axum::middleware::from_fn(limits::limit_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            settings.tokens.clone(),
+            auth::require_token,
+        ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             settings.request_timeout,

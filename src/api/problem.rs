@@ -66,6 +66,9 @@ pub enum ApiError {
     /// Fields are well-formed but invalid (422).
     #[error("invalid request")]
     Invalid(Vec<FieldError>),
+    /// No valid API token was presented (401).
+    #[error("unauthorized")]
+    Unauthorized(String),
     /// The resource does not exist (404).
     #[error("{0}")]
     NotFound(String),
@@ -99,6 +102,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound(_) | ApiError::UnknownReference(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -129,7 +133,9 @@ impl ApiError {
                 );
                 problem.errors = errors;
             }
-            ApiError::NotFound(detail) | ApiError::Conflict(detail) => {
+            ApiError::NotFound(detail)
+            | ApiError::Conflict(detail)
+            | ApiError::Unauthorized(detail) => {
                 problem.detail = Some(detail);
             }
             ApiError::UnsupportedMediaType => {
@@ -167,9 +173,8 @@ impl From<StoreError> for ApiError {
                 "subscriber_id",
                 format!("subscriber `{id}` does not exist"),
             )),
-            conflict @ StoreError::PayloadConflict { .. } => {
-                ApiError::Conflict(conflict.to_string())
-            }
+            conflict @ (StoreError::PayloadConflict { .. }
+            | StoreError::ReplayRateBudget { .. }) => ApiError::Conflict(conflict.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -224,6 +229,9 @@ pub async fn problem_for_bare_errors(request: axum::extract::Request, next: Next
         StatusCode::METHOD_NOT_ALLOWED => Some("this route does not accept that method".into()),
         StatusCode::REQUEST_TIMEOUT => Some("the request took too long".into()),
         StatusCode::PAYLOAD_TOO_LARGE => Some("the request body is too large".into()),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
+            Some("the request headers are too large".into())
+        }
         StatusCode::BAD_REQUEST => {
             Some("the request could not be read (e.g. a path that is not valid UTF-8)".into())
         }

@@ -44,12 +44,16 @@ pub struct CreateReplayRequest {
     /// `true` replays every dead job; not combined with other filters.
     pub all: Option<bool>,
     /// Most jobs to replay (1–100000), the oldest dead first.
+    #[schema(minimum = 1, maximum = 100000)]
     pub max_jobs: u32,
     /// Most jobs requeued per second, across all instances (1 to the server's
     /// `--max-replay-rate`).
+    #[schema(minimum = 1)]
     pub rate_per_second: u32,
-    /// Each requeued job's new deadline is its requeue time plus this, in ms
-    /// (default: the server's `--default-ttl-ms`).
+    /// Each requeued job's new deadline is its requeue time plus this, in ms (default:
+    /// the server's `--default-ttl-ms`; at least its `--attempt-timeout-ms`, at most
+    /// ten years).
+    #[schema(minimum = 1, maximum = 315360000000_u64)]
     pub ttl_ms: Option<u64>,
     /// `true`: only count the matching jobs; nothing changes.
     pub dry_run: Option<bool>,
@@ -140,11 +144,18 @@ pub struct DryRunView {
 /// Limits from the server's configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayLimits {
-    /// Most `rate_per_second` a replay may ask for (`--max-replay-rate`).
+    /// Most `rate_per_second` a replay may ask for, and the most all running replays
+    /// together may use (`--max-replay-rate`).
     pub max_rate_per_second: u32,
     /// `ttl_ms` when a replay names none (`--default-ttl-ms`).
     pub default_ttl_ms: u64,
+    /// The least `ttl_ms` (`--attempt-timeout-ms`): a requeued job must have time for
+    /// at least one whole attempt.
+    pub min_ttl_ms: u64,
 }
+
+/// The most `ttl_ms` of a replay: ten years, in ms.
+pub const MAX_REPLAY_TTL_MS: u64 = 315_360_000_000;
 
 /// Replay dead jobs. Selects dead jobs by the filter (oldest dead first, at most
 /// `max_jobs`) and moves them back to `scheduled` at `rate_per_second`, across all
@@ -159,6 +170,7 @@ pub struct ReplayLimits {
         (status = 202, description = "Accepted; workers requeue the matched jobs at the given pace (`state: done` at once when nothing matched)", body = ReplayView),
         (status = 200, description = "Dry run: how many dead jobs match; nothing changed", body = DryRunView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Running replays already use the server's --max-replay-rate (their rates add up); nothing created", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, or no filter and no `all: true`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable; nothing changed, retry", body = Problem, content_type = "application/problem+json"),
     )
@@ -242,8 +254,17 @@ pub fn new_replay(
             )),
         );
     }
-    if request.ttl_ms == Some(0) {
-        check("ttl_ms", Err("must be positive".into()));
+    if let Some(ttl) = request.ttl_ms
+        && !(limits.min_ttl_ms..=MAX_REPLAY_TTL_MS).contains(&ttl)
+    {
+        check(
+            "ttl_ms",
+            Err(format!(
+                "must be from {} (the attempt timeout: a shorter deadline would cut \
+                 attempts short) to {MAX_REPLAY_TTL_MS} (ten years)",
+                limits.min_ttl_ms
+            )),
+        );
     }
     let filter = ReplayFilter {
         subscriber_id: request.subscriber_id,
@@ -273,6 +294,7 @@ pub fn new_replay(
         max_jobs: request.max_jobs,
         rate_per_second: request.rate_per_second,
         ttl_ms: request.ttl_ms.unwrap_or(limits.default_ttl_ms),
+        rate_budget: limits.max_rate_per_second,
         created_at: now,
     })
 }

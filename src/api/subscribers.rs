@@ -15,6 +15,7 @@ use super::pagination::{self, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::views::SubscriberView;
 use crate::domain::secret::SigningSecret;
+use crate::domain::target::TargetPolicy;
 use crate::domain::validate;
 use crate::store::{PageRequest, SubscriberPut};
 
@@ -35,15 +36,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutSubscriberRequest {
-    /// Absolute `http(s)` URL, no credentials, no fragment.
+    /// Absolute `http(s)` URL, no credentials, no fragment. A literal internal address
+    /// (loopback, private, link-local, …) is refused unless the server allows it.
+    #[schema(format = "uri", min_length = 1, max_length = 2048)]
     pub url: String,
     /// `whsec_<base64 of 24–64 bytes>`; generated on create when absent.
+    #[schema(pattern = "^whsec_[A-Za-z0-9+/]+={0,2}$")]
     pub secret: Option<String>,
     /// Most attempts open at once (1–10000, default 16).
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_in_flight: Option<u32>,
     /// Most attempts started per second (1–100000); `null` removes the limit.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 100000)]
     pub rate_limit_per_second: Option<Option<u32>>,
     /// False pauses deliveries to it; true resumes them (default true).
     pub enabled: Option<bool>,
@@ -82,16 +87,27 @@ pub struct ListSubscribersQuery {
 }
 
 /// Checks the request; returns the parsed secret and the URL in its normalised form
-/// (what is stored and shown).
+/// (what is stored and shown). A URL whose host is a literal address the target policy
+/// refuses is invalid; a host name is checked when it is resolved, at each attempt.
 fn validate_put(
     id: &str,
     body: &PutSubscriberRequest,
+    targets: &TargetPolicy,
 ) -> Result<(Option<SigningSecret>, String), ApiError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::subscriber_id(id) {
         errors.push(FieldError::new("subscriber_id", message));
     }
-    let url = match validate::subscriber_url(&body.url) {
+    let checked = validate::subscriber_url(&body.url).and_then(|url| {
+        targets.permits_url(&url).map_err(|refusal| {
+            format!(
+                "{refusal}; deferhook refuses internal targets unless \
+                 --allow-private-targets or --allow-target-cidr allows them"
+            )
+        })?;
+        Ok(url)
+    });
+    let url = match checked {
         Ok(url) => url.to_string(),
         Err(message) => {
             errors.push(FieldError::new("url", message));
@@ -150,7 +166,7 @@ pub async fn put_subscriber(
     Path(id): Path<String>,
     AppJson(body): AppJson<PutSubscriberRequest>,
 ) -> Result<Response, ApiError> {
-    let (secret, url) = validate_put(&id, &body)?;
+    let (secret, url) = validate_put(&id, &body, &state.target_policy)?;
     let put = SubscriberPut {
         id: id.clone(),
         url,

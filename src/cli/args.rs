@@ -29,7 +29,7 @@ pub struct ClientArgs {
         env = "DEFERHOOK_SERVER",
         default_value = "http://127.0.0.1:8080",
         value_name = "URL",
-        value_parser = parse_server,
+        value_parser = Quiet(parse_server),
         global = true,
         help_heading = SERVER_HEADING
     )]
@@ -41,7 +41,7 @@ pub struct ClientArgs {
         env = "DEFERHOOK_API_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN",
-        value_parser = parse_token,
+        value_parser = Quiet(parse_token),
         global = true,
         help_heading = SERVER_HEADING
     )]
@@ -75,6 +75,35 @@ impl ClientArgs {
     }
 }
 
+/// A value parser whose errors never repeat the value (clap's own do): a token or a URL
+/// with a password must not end up on a terminal or in a CI log.
+#[derive(Clone, Copy)]
+struct Quiet<T>(fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Quiet<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let name = arg.map_or_else(|| "a value".to_owned(), |arg| format!("--{}", arg.get_id()));
+        let refuse = |message: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid {name} (its value is not shown): {message}\n"),
+            )
+            .with_cmd(command)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refuse("it is not valid UTF-8".into()))?;
+        (self.0)(text).map_err(refuse)
+    }
+}
+
 fn parse_token(raw: &str) -> Result<Token, String> {
     let token = raw.trim();
     if token.chars().any(|c| c.is_control() || c == ' ') {
@@ -91,6 +120,13 @@ fn parse_server(raw: &str) -> Result<Url, String> {
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err("must not have a query or a fragment".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "must not carry a user name or password; give the API token with \
+                    --token or DEFERHOOK_API_TOKEN"
+                .into(),
+        );
     }
     Ok(url)
 }

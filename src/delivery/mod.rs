@@ -5,6 +5,7 @@ pub mod attempt;
 pub mod leases;
 pub mod outcome;
 pub mod recorder;
+pub mod resolve;
 pub mod retention;
 pub mod sender;
 pub mod settings;

@@ -1,14 +1,18 @@
 //! One HTTP attempt: POST the payload bytes, signed, with no redirects followed, bounded
-//! in time as a whole (connect, headers and a body read capped at 64 KiB).
+//! in time as a whole (connect, headers and a body read capped at 64 KiB), and only to
+//! addresses the [`TargetPolicy`] permits (CASES C-08).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::redirect::Policy;
 
+use super::resolve::{BlockedTarget, GuardedResolver, Resolver};
 use super::signing::signature_header;
 use crate::domain::policy::TransportFailure;
 use crate::domain::secret::SigningSecret;
+use crate::domain::target::TargetPolicy;
 
 /// Most bytes of a response body that are read; the rest is never downloaded.
 pub const MAX_BODY_READ_BYTES: usize = 64 * 1024;
@@ -58,21 +62,27 @@ pub enum Received {
 #[derive(Debug, Clone)]
 pub struct Sender {
     client: reqwest::Client,
+    policy: Arc<TargetPolicy>,
 }
 
 impl Sender {
-    /// A sender whose client never follows redirects and verifies TLS with the
-    /// platform's roots.
-    pub fn new() -> anyhow::Result<Self> {
+    /// A sender whose client never follows redirects, verifies TLS with the platform's
+    /// roots, and connects only to addresses `policy` permits: names are looked up with
+    /// `resolver` and filtered (see [`GuardedResolver`]); literal addresses are checked
+    /// before each request. It ignores `HTTP(S)_PROXY`: through a proxy the name would
+    /// be resolved, and the address connected, out of the policy's sight.
+    pub fn new(policy: Arc<TargetPolicy>, resolver: Resolver) -> anyhow::Result<Self> {
         // reqwest is built without a default crypto provider; use ring's.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(Policy::none())
+            .no_proxy()
+            .dns_resolver(GuardedResolver::new(resolver, policy.clone()))
             .user_agent(USER_AGENT_VALUE)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(30))
             .build()?;
-        Ok(Sender { client })
+        Ok(Sender { client, policy })
     }
 
     /// Sends one attempt. Never fails: every problem is a [`Received::Failed`].
@@ -86,6 +96,16 @@ impl Sender {
     }
 
     async fn exchange(&self, outgoing: &Outgoing<'_>, deadline: tokio::time::Instant) -> Received {
+        // A literal address is never resolved, so the resolver cannot check it; the
+        // policy may also have changed since the URL was registered.
+        if let Ok(url) = url::Url::parse(outgoing.url)
+            && let Err(refusal) = self.policy.permits_url(&url)
+        {
+            return failed(
+                TransportFailure::Blocked,
+                format!("blocked before connecting: {refusal}"),
+            );
+        }
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
@@ -156,8 +176,19 @@ fn failed(failure: TransportFailure, reason: String) -> Received {
 }
 
 /// Classifies a reqwest error without echoing the URL (it may carry a token in its
-/// query string).
+/// query string). A [`BlockedTarget`] from the resolver, anywhere in the chain of
+/// causes, makes the failure `Blocked`.
 fn transport_failure(error: &reqwest::Error) -> Received {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(blocked) = cause.downcast_ref::<BlockedTarget>() {
+            return failed(
+                TransportFailure::Blocked,
+                format!("blocked before connecting: {blocked}"),
+            );
+        }
+        source = cause.source();
+    }
     let failure = if error.is_timeout() {
         TransportFailure::Timeout
     } else {

@@ -1,8 +1,11 @@
 //! How the delivery worker behaves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::resolve::Resolver;
 use crate::domain::policy::BackoffPolicy;
+use crate::domain::target::TargetPolicy;
 
 /// Settings of one worker (DESIGN §6).
 #[derive(Debug, Clone)]
@@ -25,6 +28,12 @@ pub struct DeliverySettings {
     /// On shutdown, how long running attempts may finish before their leases are
     /// released.
     pub shutdown_grace: Duration,
+    /// Which addresses attempts may connect to (`--allow-private-targets`,
+    /// `--allow-target-cidr`).
+    pub target_policy: Arc<TargetPolicy>,
+    /// Looks subscriber host names up before the policy filters the addresses (the
+    /// system's resolver; tests inject their own).
+    pub resolver: Resolver,
 }
 
 impl DeliverySettings {

@@ -46,7 +46,7 @@ impl Worker {
             recorder: Recorder::spawn(store.clone(), clock.clone()),
             store,
             clock,
-            sender: Sender::new()?,
+            sender: Sender::new(settings.target_policy.clone(), settings.resolver.clone())?,
             settings: Arc::new(settings),
             leases: ActiveLeases::default(),
         };

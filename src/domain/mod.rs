@@ -7,6 +7,7 @@ pub mod payload;
 pub mod policy;
 pub mod replay;
 pub mod secret;
+pub mod target;
 pub mod time;
 pub mod validate;
 pub mod waiting;

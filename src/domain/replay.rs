@@ -47,9 +47,10 @@ pub struct ReplayFilter {
 }
 
 /// The token bucket of one replay, as a generic cell rate: jobs are released in bursts
-/// of [`Pacing::burst`] at most every [`Pacing::burst_interval_ms`], so any 1 s window
-/// sees at most `rate_per_second` of them (plus one burst at a window's closed edge),
-/// however many instances share the work. Unused time does not accumulate: after a
+/// of [`Pacing::burst`] at most every [`Pacing::burst_interval_ms`], each burst spread
+/// over its interval ([`Pacing::release_at`]), so any 1 s window sees at most
+/// `rate_per_second` of them (+1 at a window's edge), however many instances share the
+/// work. Unused time does not accumulate: after a
 /// pause the next burst is one burst, never a catch-up flood.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pacing {
@@ -84,6 +85,13 @@ impl Pacing {
     /// Milliseconds between bursts, rounded up so the rate is never exceeded.
     pub fn burst_interval_ms(self) -> u64 {
         (u64::from(self.burst()) * 1000).div_ceil(u64::from(self.rate_per_second))
+    }
+
+    /// When the `k`-th job of a burst released at `now` becomes due: the burst is spread
+    /// evenly over its interval (`k × interval / burst`), so a receiver sees one job
+    /// every `1000 / rate` ms rather than a tenth of a second's jobs at once.
+    pub fn release_at(self, now: Timestamp, k: u32) -> Timestamp {
+        now.plus_ms(u64::from(k) * self.burst_interval_ms() / u64::from(self.burst()))
     }
 
     /// The bucket of a replay created at `now`: its first burst is allowed at once.
@@ -163,25 +171,44 @@ mod tests {
     }
 
     #[test]
-    fn any_second_holds_at_most_the_rate_plus_one_burst() {
-        for rate in [1, 3, 5, 7, 10, 25, 99, 100, 1000] {
+    fn any_second_holds_at_most_the_rate_plus_one() {
+        for rate in [1, 3, 5, 7, 10, 25, 90, 99, 100, 300, 1000] {
             let pacing = Pacing::new(rate);
             let (mut paced_until, _) = pacing.start(at(0));
             let mut released = Vec::new();
-            // A worker polling every 7 ms for 5 s.
+            // A worker polling every 7 ms for 5 s; each job is due at its release time.
             for now in (0..5_000).step_by(7) {
                 let allowance = pacing.allowance(paced_until, at(now));
-                released.extend(std::iter::repeat_n(now, allowance.jobs as usize));
+                for k in 0..allowance.jobs {
+                    released.push(pacing.release_at(at(now), k).as_millis());
+                }
                 paced_until = allowance.paced_until;
             }
-            for start in 0..4_000 {
-                let in_window = released
+            released.sort_unstable();
+            for (i, start) in released.iter().enumerate() {
+                let in_window = released[i..]
                     .iter()
-                    .filter(|&&t| t >= start && t < start + 1000)
+                    .take_while(|&&t| t < start + 1000)
                     .count() as u32;
-                assert!(in_window <= rate, "rate {rate}: {in_window} from {start}");
+                assert!(
+                    in_window <= rate + 1,
+                    "rate {rate}: {in_window} from {start}"
+                );
             }
             assert!(released.len() as u32 >= rate * 4, "rate {rate} too slow");
         }
+    }
+
+    #[test]
+    fn a_burst_is_spread_over_its_interval() {
+        let pacing = Pacing::new(300);
+        assert_eq!((pacing.burst(), pacing.burst_interval_ms()), (30, 100));
+        let due: Vec<i64> = (0..30)
+            .map(|k| pacing.release_at(at(0), k).as_millis())
+            .collect();
+        assert_eq!(due[0], 0);
+        assert_eq!(due[1], 3);
+        assert_eq!(due[29], 96);
+        assert_eq!(Pacing::new(5).release_at(at(0), 0), at(0));
     }
 }

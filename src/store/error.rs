@@ -23,6 +23,19 @@ pub enum StoreError {
         /// Its event.
         event_id: String,
     },
+    /// Running replays already use `used` jobs/s of the server's `budget`, so a new
+    /// replay at the asked rate would exceed it; nothing was written.
+    #[error(
+        "running replays already requeue {used} jobs/s of the server's --max-replay-rate \
+         {budget}/s; cancel one or wait for one to finish, or ask for at most {}/s",
+        u64::from(*budget).saturating_sub(*used)
+    )]
+    ReplayRateBudget {
+        /// The summed rate of the running replays, in jobs/s.
+        used: u64,
+        /// The server's limit on that sum, in jobs/s.
+        budget: u32,
+    },
     /// The database URL or options are unusable.
     #[error("{0}")]
     Config(String),

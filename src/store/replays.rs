@@ -38,6 +38,10 @@ pub struct NewReplay {
     pub rate_per_second: u32,
     /// Each requeued job's new deadline is its requeue time plus this, in ms.
     pub ttl_ms: u64,
+    /// Most jobs/s all running replays together may requeue (`--max-replay-rate`): the
+    /// creation fails with [`crate::store::StoreError::ReplayRateBudget`] when this
+    /// replay would exceed it.
+    pub rate_budget: u32,
     /// Now.
     pub created_at: Timestamp,
 }
@@ -257,12 +261,15 @@ pub struct DueReplay {
     pub ttl_ms: u64,
     /// The next snapshotted job to look at.
     pub next_position: i64,
+    /// Where the last burst began (its jobs are at `burst_position..next_position`).
+    pub burst_position: i64,
     /// The token bucket's state.
     pub paced_until: Timestamp,
 }
 
 /// The columns [`due_replay`] reads.
-pub const DUE_REPLAY_COLUMNS: &str = "id, rate_per_second, ttl_ms, next_position, paced_until";
+pub const DUE_REPLAY_COLUMNS: &str =
+    "id, rate_per_second, ttl_ms, next_position, burst_position, paced_until";
 
 /// A row of running replays.
 pub fn due_replay(row: &impl Columns) -> Result<DueReplay, StoreError> {
@@ -271,6 +278,7 @@ pub fn due_replay(row: &impl Columns) -> Result<DueReplay, StoreError> {
         pacing: Pacing::new(u32::try_from(row.int("rate_per_second")?).unwrap_or(u32::MAX)),
         ttl_ms: u64::try_from(row.int("ttl_ms")?).unwrap_or(0),
         next_position: row.int("next_position")?,
+        burst_position: row.int("burst_position")?,
         paced_until: Timestamp::from_millis(row.int("paced_until")?),
     })
 }
@@ -330,8 +338,8 @@ pub struct StepPlan {
 
 /// Plans a step of `replay` at `now` over `candidates` (the next snapshotted jobs in
 /// position order, as many as [`scan_size`] asked for): requeue up to
-/// `allowance.jobs` of those still dead, each with a fresh deadline of now +
-/// `ttl_ms`.
+/// `allowance.jobs` of those still dead, the `k`-th due at [`Pacing::release_at`]
+/// (the burst spread over its interval), each with a fresh deadline of now + `ttl_ms`.
 pub fn plan_step(
     replay: &DueReplay,
     allowance: &Allowance,
@@ -353,7 +361,14 @@ pub fn plan_step(
         looked += 1;
         plan.next_position = candidate.position + 1;
         match job::transition(&candidate.snapshot, JobEvent::Replay { deadline }, now) {
-            Ok(transition) => plan.requeue.push((candidate.job_id, transition)),
+            Ok(transition) => {
+                let due = replay.pacing.release_at(now, plan.requeue.len() as u32);
+                let transition = Transition {
+                    due_at: Some(due),
+                    ..transition
+                };
+                plan.requeue.push((candidate.job_id, transition));
+            }
             Err(_) => plan.skipped += 1,
         }
     }
@@ -386,6 +401,7 @@ mod tests {
             pacing: Pacing::new(2),
             ttl_ms: 60_000,
             next_position,
+            burst_position: 0,
             paced_until: Timestamp::from_millis(0),
         }
     }

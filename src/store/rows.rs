@@ -233,17 +233,36 @@ where
     query
 }
 
-/// The index SQLite must use for `filter`, where its planner (without statistics)
-/// would pick a worse one: a `dead_at` range alone walks `jobs_dead_at` rather than
-/// every dead job in id order through `jobs_state`. PostgreSQL plans from statistics.
+/// The states retention purges, each with its cutoff: delivered and cancelled jobs
+/// before `finished_before`, dead ones before `dead_before` (`None`: kept).
+pub fn purge_order(
+    finished_before: Option<Timestamp>,
+    dead_before: Option<Timestamp>,
+) -> [(JobState, Option<Timestamp>); 3] {
+    [
+        (JobState::Delivered, finished_before),
+        (JobState::Cancelled, finished_before),
+        (JobState::Dead, dead_before),
+    ]
+}
+
+/// The index SQLite must use for `filter`: its planner has no statistics and, given a
+/// state, prefers `jobs_state` — walking every dead job even when the listing names
+/// one subscriber or event. The most selective condition's index is named instead
+/// (each keeps the listing's id order, except a `dead_at` range). PostgreSQL plans from
+/// statistics.
 fn sqlite_index_hint(filter: &JobFilter) -> Option<&'static str> {
-    let dead_at = filter.dead_after.is_some() || filter.dead_before.is_some();
-    let other = filter.event_id.is_some()
-        || filter.subscriber_id.is_some()
-        || filter.dead_reason.is_some()
-        || filter.created_after.is_some()
-        || filter.created_before.is_some();
-    (dead_at && !other).then_some("jobs_dead_at")
+    if filter.event_id.is_some() {
+        Some("jobs_event_id")
+    } else if filter.subscriber_id.is_some() {
+        Some("jobs_subscriber_id")
+    } else if filter.dead_reason.is_some() {
+        Some("jobs_dead_reason")
+    } else if filter.dead_after.is_some() || filter.dead_before.is_some() {
+        Some("jobs_dead_at")
+    } else {
+        None
+    }
 }
 
 /// Appends the [`job_listing`] query to `query` (e.g. after `EXPLAIN QUERY PLAN`).

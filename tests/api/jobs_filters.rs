@@ -102,6 +102,9 @@ async fn invalid_filters_are_a_422_naming_the_field() {
     let cases: Vec<(String, Vec<&str>)> = vec![
         ("dead_reason=tired".into(), vec!["dead_reason"]),
         ("dead_reason=".into(), vec!["dead_reason"]),
+        ("subscriber_id=".into(), vec!["subscriber_id"]),
+        ("subscriber_id=has%20space".into(), vec!["subscriber_id"]),
+        (format!("event_id={}", "e".repeat(300)), vec!["event_id"]),
         (
             "created_after=2026-11-30T12:00:00".into(),
             vec!["created_after"],

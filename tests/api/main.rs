@@ -1,6 +1,7 @@
 //! Black-box tests of the HTTP API (DESIGN §5): a real server on 127.0.0.1:0 over a
 //! fresh SQLite file, a manual clock, and plain HTTP requests.
 
+mod auth;
 mod errors;
 mod fan_out;
 mod health;
@@ -10,8 +11,10 @@ mod job_control;
 mod jobs_create;
 mod jobs_filters;
 mod jobs_read;
+mod limits;
 mod replays;
 mod secret_rotation;
 mod subscriber_stats;
 mod subscribers;
 mod support;
+mod targets;

@@ -134,6 +134,14 @@ async fn invalid_fields_are_named() {
             "ttl_ms",
         ),
         (
+            json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": 5, "ttl_ms": 1}),
+            "ttl_ms",
+        ),
+        (
+            json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": 5, "ttl_ms": u64::MAX}),
+            "ttl_ms",
+        ),
+        (
             json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": 5, "speed": 1}),
             "speed",
         ),
@@ -206,4 +214,18 @@ async fn unknown_or_malformed_replay_ids() {
     let cancel = app.request(Method::POST, &format!("/v1/replays/{unknown}/cancel"));
     expect_problem(&app.send(cancel).await, 404);
     expect_fields(&app.get("/v1/replays/nope").await, 422, &["replay_id"]);
+}
+
+#[tokio::test]
+async fn overlapping_replays_cannot_exceed_the_server_rate() {
+    let app = app_with().max_replay_rate(50).spawn().await;
+    app.create_subscriber("s").await;
+    dead_jobs(&app, "s", 2).await;
+    let body = |rate: u32| json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": rate});
+    let first = expect_json(&app.post_json("/v1/replays", &body(30)).await, 202);
+    assert_eq!(first["state"], "running");
+    let refused = expect_problem(&app.post_json("/v1/replays", &body(30)).await, 409);
+    let detail = refused["detail"].as_str().unwrap();
+    assert!(detail.contains("at most 20/s"), "{detail}");
+    expect_json(&app.post_json("/v1/replays", &body(20)).await, 202);
 }

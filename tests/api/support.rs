@@ -49,8 +49,27 @@ impl AppBuilder {
         self.flag("--request-timeout-ms", ms)
     }
 
+    pub fn header_read_timeout_ms(self, ms: u64) -> Self {
+        self.flag("--header-read-timeout-ms", ms)
+    }
+
+    pub fn api_token(self, token: &str) -> Self {
+        self.flag("--api-token", token)
+    }
+
     pub fn max_replay_rate(self, rate: u32) -> Self {
         self.flag("--max-replay-rate", rate)
+    }
+
+    /// `--allow-private-targets`.
+    pub fn allow_private_targets(mut self) -> Self {
+        self.flags.push("--allow-private-targets".to_owned());
+        self
+    }
+
+    /// `--allow-target-cidr CIDR`.
+    pub fn allow_target_cidr(self, cidr: &str) -> Self {
+        self.flag("--allow-target-cidr", cidr)
     }
 
     fn flag(mut self, name: &str, value: impl ToString) -> Self {

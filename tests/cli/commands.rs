@@ -44,10 +44,63 @@ fn serve_refuses_a_non_loopback_address_without_authentication() {
     let text = stderr(&output);
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("loopback"), "{text}");
+    assert!(text.contains("--api-token"), "says how to set one: {text}");
     assert!(
         !dir.path().join("deferhook.db").exists(),
         "nothing is created"
     );
+}
+
+#[test]
+fn with_a_token_serve_listens_on_any_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = deferhook();
+    command.current_dir(dir.path()).args([
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--no-worker",
+        "--api-token",
+        "a-token-for-the-network-0123",
+    ]);
+    let (mut child, after) = spawn_until(command, "local_addr=");
+    let port = after
+        .split_whitespace()
+        .next()
+        .and_then(|addr| addr.rsplit(':').next())
+        .expect("a port")
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        b"GET /v1/jobs HTTP/1.1\r\nHost: deferhook\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut status = String::new();
+    BufReader::new(stream).read_line(&mut status).unwrap();
+    assert!(
+        status.starts_with("HTTP/1.1 401"),
+        "the API needs the token: {status}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_malformed_token_is_refused_without_being_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(deferhook()
+        .current_dir(dir.path())
+        .env(
+            "DEFERHOOK_API_TOKENS",
+            "good-token-0123456789abcdef,short-secret",
+        )
+        .args(["serve", "--listen", "127.0.0.1:0"]));
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(text.contains("API token #2"), "{text}");
+    assert!(!text.contains("short-secret"), "{text}");
+    assert!(!text.contains("good-token"), "{text}");
 }
 
 #[test]
@@ -68,6 +121,30 @@ fn an_attempt_timeout_not_below_the_lease_is_refused_with_a_clear_message() {
     assert!(
         text.contains("--attempt-timeout-ms (8000) must be shorter than --lease-ms (2000)"),
         "{text}"
+    );
+}
+
+#[test]
+fn an_invalid_allowed_cidr_is_a_usage_error() {
+    for value in ["10.0.0.0/33", "intranet", "10.0.0.0/8,nope"] {
+        let output = run(deferhook().args(["serve", "--allow-target-cidr", value]));
+        assert_eq!(output.status.code(), Some(2), "{value}");
+        let text = stderr(&output);
+        assert!(text.contains("--allow-target-cidr"), "{text}");
+        assert!(text.contains("is not a CIDR"), "{text}");
+    }
+    // (Were the variable accepted, the lease check would stop the server at once.)
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(deferhook()
+        .current_dir(dir.path())
+        .env("DEFERHOOK_ALLOW_TARGET_CIDRS", "10.0.0.0/8,bad")
+        .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "2000"])
+        .args(["--attempt-timeout-ms", "8000"]));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("`bad` is not a CIDR"),
+        "{}",
+        stderr(&output)
     );
 }
 

@@ -1,7 +1,8 @@
 //! `Dockerfile` and `docker-compose.yml` agree with the binary: every `DEFERHOOK_*`
 //! variable and every flag passed to `deferhook` in them is one that
-//! `deferhook serve --help` documents, the listen address is loopback (the server refuses
-//! anything else while the API has no authentication), and the files keep their shape
+//! `deferhook serve --help` documents, the listen address is loopback unless the same
+//! container sets API tokens (the server refuses anything else without them), and the
+//! files keep their shape
 //! (healthcheck, non-root user, two instances waiting for a healthy PostgreSQL).
 //!
 //! Both files are read as text, line by line: no YAML parser, and no Docker needed.
@@ -68,7 +69,15 @@ impl Help {
     }
 
     /// `args` are what follows `deferhook` on a command line.
-    fn check_args(&self, file: &str, number: usize, args: &[String], problems: &mut Vec<String>) {
+    /// `tokens`: whether API tokens are set for this command (by flag or variable).
+    fn check_args(
+        &self,
+        file: &str,
+        number: usize,
+        args: &[String],
+        tokens: bool,
+        problems: &mut Vec<String>,
+    ) {
         // (A leading global flag, as in `--log-format json serve`, skips this check.)
         if let Some(first) = args.first().filter(|arg| !arg.starts_with('-'))
             && !self.subcommands.contains(first)
@@ -95,7 +104,9 @@ impl Help {
             }
             if flag == "--listen" {
                 let value = inline_value.or(args.get(i + 1).map(String::as_str));
-                check_loopback(file, number, "--listen", value.unwrap_or(""), problems);
+                if !tokens {
+                    check_loopback(file, number, "--listen", value.unwrap_or(""), problems);
+                }
             }
         }
     }
@@ -153,7 +164,7 @@ fn check_loopback(file: &str, number: usize, what: &str, value: &str, problems: 
         Ok(address) if address.ip().is_loopback() => {}
         _ => problems.push(format!(
             "{file} line {number}: {what} is `{value}`, but deferhook serve refuses any \
-             address that is not loopback (the API has no authentication yet)"
+             address that is not loopback without API tokens (set DEFERHOOK_API_TOKENS)"
         )),
     }
 }
@@ -287,7 +298,7 @@ fn dockerfile_problems(text: &str, help: &Help) -> Vec<String> {
     if let Some((number, words)) = &entrypoint {
         let mut args = words[1.min(words.len())..].to_vec();
         args.extend(cmd.iter().flat_map(|(_, words)| words.iter().cloned()));
-        help.check_args(FILE, *number, &args, &mut problems);
+        help.check_args(FILE, *number, &args, false, &mut problems);
     }
     if cmd
         .as_ref()
@@ -482,8 +493,6 @@ fn compose_problems(text: &str, help: &Help) -> Vec<String> {
             number = line.number;
             args.extend(words(value, nested));
         }
-        help.check_args(FILE, number, &args, &mut problems);
-
         let env = get(body, "environment")
             .map(|(_, _, nested)| environment(nested))
             .unwrap_or_default();
@@ -492,7 +501,12 @@ fn compose_problems(text: &str, help: &Help) -> Vec<String> {
                 .find(|(_, k, _)| k == key)
                 .map(|(line, _, value)| (line.number, value.as_str()))
         };
-        if let Some((number, value)) = value_of("DEFERHOOK_LISTEN") {
+        let tokens = value_of("DEFERHOOK_API_TOKENS").is_some()
+            || args.iter().any(|arg| arg.starts_with("--api-token"));
+        help.check_args(FILE, number, &args, tokens, &mut problems);
+        if let Some((number, value)) = value_of("DEFERHOOK_LISTEN")
+            && !tokens
+        {
             check_loopback(FILE, number, "DEFERHOOK_LISTEN", value, &mut problems);
         }
         match value_of("DEFERHOOK_DATABASE_URL") {
@@ -555,7 +569,12 @@ fn the_compose_file_uses_only_documented_flags_and_variables() {
 #[test]
 fn the_checks_name_what_is_wrong() {
     let help = Help::of_the_binary();
-    let compose = read("docker-compose.yml")
+    let compose: String = read("docker-compose.yml")
+        .lines()
+        .filter(|line| !line.contains("DEFERHOOK_API_TOKENS:"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let compose = compose
         .replacen(
             "DEFERHOOK_LOG_FORMAT: json",
             "DEFERHOOK_LOG_FORMAT: json\n      DEFERHOOK_API_TOKEN: secret",
@@ -563,14 +582,15 @@ fn the_checks_name_what_is_wrong() {
         )
         .replacen(
             "command: [\"serve\"]",
-            "command: [\"serve\", \"--api-token\", \"x\", \"--listen=0.0.0.0:8080\"]",
+            "command: [\"serve\", \"--api-key\", \"x\", \"--listen=0.0.0.0:8080\"]",
             1,
         );
     let problems = compose_problems(&compose, &help).join("\n");
     for expected in [
         "DEFERHOOK_API_TOKEN is not an environment variable",
-        "--api-token is not a flag",
+        "--api-key is not a flag",
         "--listen is `0.0.0.0:8080`",
+        "DEFERHOOK_LISTEN is `0.0.0.0:8080`",
     ] {
         assert!(
             problems.contains(expected),

@@ -425,3 +425,29 @@ fn usage_errors_exit_2() {
         assert_eq!(ran.code, Some(2), "{args:?}: {ran:?}");
     }
 }
+
+#[test]
+fn a_refused_token_or_server_is_never_echoed() {
+    let with_password = run(clean_command().args([
+        "jobs",
+        "list",
+        "--server",
+        "http://user:s3cretpw@127.0.0.1:1/",
+    ]));
+    assert_eq!(with_password.code, Some(2), "{with_password:?}");
+    assert!(
+        with_password.stderr.contains("user name or password"),
+        "{with_password:?}"
+    );
+    assert!(
+        !with_password.stderr.contains("s3cretpw"),
+        "{with_password:?}"
+    );
+
+    let bad_token = run(clean_command()
+        .env("DEFERHOOK_API_TOKEN", "s3cret part2")
+        .args(["jobs", "list"]));
+    assert_eq!(bad_token.code, Some(2), "{bad_token:?}");
+    assert!(bad_token.stderr.contains("--token"), "{bad_token:?}");
+    assert!(!bad_token.stderr.contains("s3cret"), "{bad_token:?}");
+}

@@ -37,6 +37,8 @@ impl Served {
         let url = format!("sqlite://{}", dir.path().join("ops.db").display());
         let mut command = clean_command();
         command.args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url]);
+        // The receiver listens on 127.0.0.1, refused by default (CASES C-08).
+        command.arg("--allow-private-targets");
         if !worker {
             command.arg("--no-worker");
         }

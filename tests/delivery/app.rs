@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use deferhook::config::{Cli, Command, ServeArgs};
+use deferhook::delivery::resolve::Resolver;
 use deferhook::domain::SystemClock;
 use deferhook::server::Server;
 use serde_json::{Value, json};
@@ -23,6 +24,20 @@ pub const FAST: &[&str] = &[
     "--shutdown-grace-ms",
     "1000",
 ];
+
+/// The receivers of these tests listen on 127.0.0.1, which the default target policy
+/// refuses (CASES C-08); every instance gets this flag unless started with
+/// [`Targets::Default`].
+pub const ALLOW_PRIVATE: &str = "--allow-private-targets";
+
+/// Which target policy an instance runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Targets {
+    /// `--allow-private-targets`: receivers on 127.0.0.1 are reachable.
+    AllowPrivate,
+    /// The default: internal addresses are refused (only `flags` may allow some).
+    Default,
+}
 
 /// Which store a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +111,10 @@ pub struct App {
 }
 
 pub fn serve_args(database_url: &str, flags: &[&str]) -> ServeArgs {
+    serve_args_with(database_url, flags, Targets::AllowPrivate)
+}
+
+pub fn serve_args_with(database_url: &str, flags: &[&str], targets: Targets) -> ServeArgs {
     let mut argv = vec![
         "deferhook",
         "serve",
@@ -109,6 +128,9 @@ pub fn serve_args(database_url: &str, flags: &[&str]) -> ServeArgs {
         if !flags.contains(&pair[0]) {
             argv.extend_from_slice(pair);
         }
+    }
+    if targets == Targets::AllowPrivate && !flags.contains(&ALLOW_PRIVATE) {
+        argv.push(ALLOW_PRIVATE);
     }
     argv.extend_from_slice(flags);
     match Cli::try_parse_from(argv).expect("valid flags").command {
@@ -126,17 +148,49 @@ impl App {
         app
     }
 
+    /// A fresh database on `db` with the given target policy, looking subscriber host
+    /// names up with `resolver`.
+    pub async fn start_targets(
+        db: Db,
+        flags: &[&str],
+        targets: Targets,
+        resolver: Resolver,
+    ) -> App {
+        let database = db.database().await;
+        let mut app = App::on_with(&database.url, flags, targets, resolver).await;
+        app.database = Some(database);
+        app
+    }
+
     /// Another instance on an existing database.
     pub async fn on(database_url: &str, flags: &[&str]) -> App {
+        App::on_with(
+            database_url,
+            flags,
+            Targets::AllowPrivate,
+            Resolver::system(),
+        )
+        .await
+    }
+
+    /// Another instance on an existing database, with the given target policy and
+    /// resolver.
+    pub async fn on_with(
+        database_url: &str,
+        flags: &[&str],
+        targets: Targets,
+        resolver: Resolver,
+    ) -> App {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let args = serve_args(database_url, flags);
+        let args = serve_args_with(database_url, flags, targets);
         // Secrets sealed with the key of `--secret-key` when `flags` give one.
         let sealer = args.sealer().expect("a usable secret key");
         let store = deferhook::store::open_with_sealer(database_url, sealer)
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = Server::start_with(&args, store.clone(), Arc::new(SystemClock), listener)
+        let clock = Arc::new(SystemClock);
+        let server = Server::start_with_resolver(&args, store.clone(), clock, listener, resolver)
             .await
             .unwrap();
         App {

@@ -39,6 +39,8 @@ fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
             "127.0.0.1:0",
             "--database-url",
             database_url,
+            // The receivers listen on 127.0.0.1 (CASES C-08 refuses it by default).
+            crate::app::ALLOW_PRIVATE,
         ])
         .args(flags)
         .env("RUST_LOG", "info");

@@ -234,9 +234,39 @@ async fn a_replay_interrupted_by_a_restart_finishes_afterwards(db: Db) {
     drop(database);
 }
 
+/// A replay started while its subscriber is paused holds instead of piling requeued
+/// jobs up: when the subscriber resumes, the receiver still sees the replay's pace.
+async fn a_paused_subscriber_gets_the_replay_at_its_pace_once_resumed(db: Db) {
+    let receiver = Receiver::ok().await;
+    let app = App::start(db, &[]).await;
+    paused_subscriber(&app, "s", &receiver.url("/")).await;
+    let dead = short_lived_jobs(&app, "s", "dead", 12).await;
+    wait_all_dead(&app, &dead).await;
+    let body = json!({"subscriber_id": "s", "max_jobs": 100, "rate_per_second": 4});
+    let (status, replay) = post_replay(&app, body).await;
+    assert_eq!(status, 202, "{replay}");
+    let id = replay["id"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let held = app.get(&format!("/v1/replays/{id}")).await;
+    assert_eq!(
+        held["requeued"], 1,
+        "held behind the paused subscriber: {held}"
+    );
+    resume(&app, "s").await;
+    let requests = receiver.wait_for(12, Duration::from_secs(15)).await;
+    let all: Vec<&Recorded> = requests.iter().collect();
+    let busiest = busiest_second(&all);
+    assert!(
+        busiest <= 5,
+        "{busiest} replayed requests within 1 s at 4/s"
+    );
+    wait_replay(&app, id, "done", Duration::from_secs(10)).await;
+}
+
 on_both_backends!(
     c11_a_replay_does_not_flood_a_recovered_receiver,
     a_replay_interrupted_by_a_restart_finishes_afterwards,
+    a_paused_subscriber_gets_the_replay_at_its_pace_once_resumed,
 );
 
 /// Two instances share one PostgreSQL: the replay's token bucket is one row, so the

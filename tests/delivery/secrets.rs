@@ -235,6 +235,8 @@ fn serve_logged(dir: &Path, log: &Path, env: &[(&str, &str)]) -> Logged {
             &database,
         ])
         .args(["--backoff-base-ms", "100", "--backoff-max-ms", "200"])
+        // The receiver is on 127.0.0.1, which the SSRF policy refuses by default.
+        .arg("--allow-private-targets")
         .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap());

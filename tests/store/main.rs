@@ -104,6 +104,9 @@ macro_rules! store_suite {
                 a_cancelled_replay_requeues_nothing_more,
                 a_replayed_job_gets_a_fresh_attempt_budget,
                 a_replay_survives_the_purge_of_matched_jobs,
+                a_replay_holds_while_its_last_burst_waits,
+                a_burst_is_spread_over_its_interval,
+                running_replays_share_one_rate_budget,
             ],
             deadlines: [
                 waiting_jobs_past_their_deadline_die,

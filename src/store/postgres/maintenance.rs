@@ -28,25 +28,19 @@ const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, re
       AND outcome IN ('retryable', 'terminal', 'blocked') \
     ORDER BY finished_at DESC LIMIT 1";
 
-/// Deletes up to `$2` delivered or cancelled jobs last updated before `$1`, oldest
-/// first (`jobs_finished`). The batch is chosen once (a materialized CTE: a `LIMIT`
-/// inside `IN (…)` may be re-evaluated and delete more); rows another transaction holds
-/// (a replay, another instance's purge) are skipped, and the delete re-checks the state.
-const PURGE_FINISHED: &str = "WITH batch AS MATERIALIZED ( \
+/// Deletes up to `$2` jobs in state `$3` (`delivered`, `cancelled` or `dead`) last
+/// updated before `$1`, oldest first (a seek on `jobs_finished (state, updated_at)`;
+/// the literal state list lets the planner use that partial index). The batch is
+/// chosen once (a materialized CTE: a `LIMIT` inside `IN (…)` may be re-evaluated and
+/// delete more); rows another transaction holds (a replay, another instance's purge)
+/// are skipped, and the delete re-checks the state.
+const PURGE: &str = "WITH batch AS MATERIALIZED ( \
       SELECT id FROM jobs \
-      WHERE state IN ('delivered', 'cancelled') AND updated_at < $1 \
+      WHERE state IN ('delivered', 'cancelled', 'dead') \
+        AND state = $3 AND updated_at < $1 \
       ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
     DELETE FROM jobs j USING batch b \
-    WHERE j.id = b.id AND j.state IN ('delivered', 'cancelled') \
-    RETURNING j.state";
-
-/// Deletes up to `$2` dead jobs last updated before `$1`, as [`PURGE_FINISHED`].
-const PURGE_DEAD: &str = "WITH batch AS MATERIALIZED ( \
-      SELECT id FROM jobs \
-      WHERE state = 'dead' AND updated_at < $1 \
-      ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-    DELETE FROM jobs j USING batch b \
-    WHERE j.id = b.id AND j.state = 'dead' \
+    WHERE j.id = b.id AND j.state = $3 \
     RETURNING j.state";
 
 /// The figures of subscriber `id` at `now`, read in one snapshot (a repeatable-read,
@@ -102,14 +96,15 @@ pub async fn purge_finished(
 ) -> Result<PurgedJobs, StoreError> {
     let mut purged = PurgedJobs::default();
     let mut tx = pool.begin().await?;
-    for (statement, before) in [(PURGE_FINISHED, finished_before), (PURGE_DEAD, dead_before)] {
+    for (state, before) in rows::purge_order(finished_before, dead_before) {
         let left = u64::from(limit).saturating_sub(purged.total());
         let Some(before) = before.filter(|_| left > 0) else {
             continue;
         };
-        for row in sqlx::query(statement)
+        for row in sqlx::query(PURGE)
             .bind(before.as_millis())
             .bind(i64::try_from(left).unwrap_or(i64::MAX))
+            .bind(state.as_str())
             .fetch_all(&mut *tx)
             .await?
         {

@@ -33,23 +33,16 @@ pub(super) const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class,
       AND outcome IN ('retryable', 'terminal', 'blocked') \
     ORDER BY finished_at DESC LIMIT 1";
 
-/// Deletes up to `?2` delivered or cancelled jobs last updated before `?1`, oldest
-/// first, by the `jobs_finished` index; the outer condition re-checks the state.
-pub(super) const PURGE_FINISHED: &str = "DELETE FROM jobs WHERE id IN ( \
+/// Deletes up to `?2` jobs in state `?3` (`delivered`, `cancelled` or `dead`) last
+/// updated before `?1`, oldest first: a seek on `jobs_finished (state, updated_at)`
+/// (the literal state list lets SQLite use that partial index); the outer condition
+/// re-checks the state.
+pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
       SELECT id FROM jobs INDEXED BY jobs_finished \
       WHERE state IN ('delivered', 'cancelled', 'dead') \
-        AND state IN ('delivered', 'cancelled') AND updated_at < ?1 \
+        AND state = ?3 AND updated_at < ?1 \
       ORDER BY updated_at LIMIT ?2) \
-    AND state IN ('delivered', 'cancelled') \
-    RETURNING state";
-
-/// Deletes up to `?2` dead jobs last updated before `?1`, as [`PURGE_FINISHED`].
-pub(super) const PURGE_DEAD: &str = "DELETE FROM jobs WHERE id IN ( \
-      SELECT id FROM jobs INDEXED BY jobs_finished \
-      WHERE state IN ('delivered', 'cancelled', 'dead') \
-        AND state = 'dead' AND updated_at < ?1 \
-      ORDER BY updated_at LIMIT ?2) \
-    AND state = 'dead' \
+    AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
     RETURNING state";
 
 /// The figures of subscriber `id` at `now`, read in one snapshot (one read transaction).
@@ -103,14 +96,15 @@ pub async fn purge_finished(
 ) -> Result<PurgedJobs, StoreError> {
     let mut purged = PurgedJobs::default();
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    for (statement, before) in [(PURGE_FINISHED, finished_before), (PURGE_DEAD, dead_before)] {
+    for (state, before) in rows::purge_order(finished_before, dead_before) {
         let left = u64::from(limit).saturating_sub(purged.total());
         let Some(before) = before.filter(|_| left > 0) else {
             continue;
         };
-        for row in sqlx::query(statement)
+        for row in sqlx::query(PURGE)
             .bind(before.as_millis())
             .bind(i64::try_from(left).unwrap_or(i64::MAX))
+            .bind(state.as_str())
             .fetch_all(&mut *tx)
             .await?
         {

@@ -183,8 +183,7 @@ async fn operator_queries_read_through_indexes() {
             "attempts",
             "attempts_subscriber_finished",
         ),
-        (maintenance::PURGE_FINISHED, "jobs", "jobs_finished"),
-        (maintenance::PURGE_DEAD, "jobs", "jobs_finished"),
+        (maintenance::PURGE, "jobs", "jobs_finished"),
     ] {
         let query = QueryBuilder::<Sqlite>::new(format!("EXPLAIN QUERY PLAN {sql}"));
         let plan = plan(&store, query).await;

@@ -5,12 +5,12 @@ use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::replay::{ReplayFilter, ReplayState};
 use deferhook::domain::{DeadReason, JobEvent, JobState, Timestamp};
-use deferhook::store::{Fenced, Job, NewJob, NewReplay, Replay, SharedStore};
+use deferhook::store::{Fenced, Job, NewJob, NewReplay, Replay, SharedStore, StoreError};
 use uuid::Uuid;
 
 use crate::support::{
     add_subscriber, at, claim, claim_one, create, delivered, failed, fresh_id, job, new_job,
-    outcome,
+    outcome, set_enabled,
 };
 
 const TTL_MS: u64 = 600_000;
@@ -59,6 +59,7 @@ fn new_replay(filter: ReplayFilter, rate_per_second: u32, now: Timestamp) -> New
         max_jobs: 1_000,
         rate_per_second,
         ttl_ms: TTL_MS,
+        rate_budget: 10_000,
         created_at: now,
     }
 }
@@ -204,7 +205,11 @@ pub async fn a_replay_requeues_at_its_pace_keeping_id_and_history(store: SharedS
         (2, ReplayState::Running)
     );
 
+    // Workers take each burst before the next one (a burst still waiting holds the
+    // replay: see `a_replay_holds_while_its_last_burst_waits`).
+    claim_one(&store, "w", at(10_300)).await;
     assert_eq!(store.advance_replays(at(10_400)).await.unwrap().requeued, 1);
+    claim_one(&store, "w", at(10_500)).await;
     let last = store.advance_replays(at(10_600)).await.unwrap();
     assert_eq!((last.requeued, last.finished), (1, 1));
     let done = replay(&store, created.id).await;
@@ -212,8 +217,11 @@ pub async fn a_replay_requeues_at_its_pace_keeping_id_and_history(store: SharedS
         (done.requeued, done.skipped, done.state, done.finished_at),
         (4, 0, ReplayState::Done, Some(at(10_600)))
     );
+    claim_one(&store, "w", at(10_700)).await;
     for dead in &others {
-        assert_eq!(job(&store, dead.id).await.state, JobState::Scheduled);
+        let taken = job(&store, dead.id).await;
+        assert_eq!(taken.state, JobState::InFlight, "requeued, then claimed");
+        assert_eq!(taken.attempts, 1);
     }
     for dead in &untouched {
         assert_eq!(
@@ -389,6 +397,7 @@ pub async fn a_replay_survives_the_purge_of_matched_jobs(store: SharedStore) {
         .await
         .unwrap();
     assert_eq!(purged.dead, 2, "the two still dead");
+    claim_one(&store, "w", at(3_500)).await;
     let last = store.advance_replays(at(4_000)).await.unwrap();
     assert_eq!((last.requeued, last.finished), (0, 1));
     let done = replay(&store, created.id).await;
@@ -396,6 +405,111 @@ pub async fn a_replay_survives_the_purge_of_matched_jobs(store: SharedStore) {
         (done.state, done.matched, done.requeued, done.skipped),
         (ReplayState::Done, 3, 1, 0)
     );
-    assert_eq!(job(&store, dead[0].id).await.state, JobState::Scheduled);
+    assert_eq!(job(&store, dead[0].id).await.state, JobState::InFlight);
     assert!(store.get_job(dead[1].id).await.unwrap().is_none());
+}
+
+/// A replay releases its next burst only once the last one is taken: while its jobs
+/// wait (a paused subscriber) or retry (a failing receiver), the replay holds, so
+/// replayed jobs never pile up to reach the receiver all at once.
+pub async fn a_replay_holds_while_its_last_burst_waits(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    dead_jobs(&store, "s", 3, at(1_000), at(2_000)).await;
+    set_enabled(&store, "s", false, at(2_500)).await;
+    let created = store
+        .create_replay(new_replay(filter_of("s"), 5, at(3_000)))
+        .await
+        .unwrap();
+    assert_eq!(store.advance_replays(at(3_000)).await.unwrap().requeued, 1);
+    // Paused: the requeued job waits, so the replay holds, however long.
+    for now in [3_200, 3_400, 10_000] {
+        assert_eq!(store.advance_replays(at(now)).await.unwrap().requeued, 0);
+    }
+    assert_eq!(replay(&store, created.id).await.requeued, 1);
+
+    set_enabled(&store, "s", true, at(10_000)).await;
+    let claimed = claim_one(&store, "w", at(10_010)).await;
+    assert_eq!(store.advance_replays(at(10_100)).await.unwrap().requeued, 1);
+    // The receiver fails: the job retries, and the replay holds again.
+    let failure = failed(
+        AttemptOutcome::Retryable,
+        ErrorClass::Http5xx,
+        Some(503),
+        "503",
+        None,
+    );
+    let retry = JobEvent::RetryableFailure {
+        retry_at: at(60_000),
+    };
+    store
+        .record_outcomes(&[outcome(&claimed, retry, failure, at(10_150))], at(10_150))
+        .await
+        .unwrap();
+    let second = claim_one(&store, "w", at(10_200)).await;
+    let failure = failed(
+        AttemptOutcome::Retryable,
+        ErrorClass::Http5xx,
+        Some(503),
+        "503",
+        None,
+    );
+    let retry = JobEvent::RetryableFailure {
+        retry_at: at(60_000),
+    };
+    store
+        .record_outcomes(&[outcome(&second, retry, failure, at(10_250))], at(10_250))
+        .await
+        .unwrap();
+    assert_eq!(store.advance_replays(at(10_400)).await.unwrap().requeued, 0);
+    assert_eq!(replay(&store, created.id).await.requeued, 2);
+}
+
+/// Within a burst, jobs are due one after another across its interval.
+pub async fn a_burst_is_spread_over_its_interval(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let dead = dead_jobs(&store, "s", 4, at(1_000), at(2_000)).await;
+    // 40/s: bursts of 4 every 100 ms, one job every 25 ms.
+    store
+        .create_replay(new_replay(filter_of("s"), 40, at(3_000)))
+        .await
+        .unwrap();
+    assert_eq!(store.advance_replays(at(3_000)).await.unwrap().requeued, 4);
+    let mut due = Vec::new();
+    for job_ in &dead {
+        due.push(job(&store, job_.id).await.due_at.unwrap());
+    }
+    assert_eq!(due, [at(3_000), at(3_025), at(3_050), at(3_075)]);
+    assert_eq!(
+        claim(&store, at(3_030), 10).await.len(),
+        2,
+        "only those due"
+    );
+}
+
+/// The server's `--max-replay-rate` bounds all running replays together: overlapping
+/// replays cannot add up to more.
+pub async fn running_replays_share_one_rate_budget(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    dead_jobs(&store, "s", 2, at(1_000), at(2_000)).await;
+    let within = |rate| NewReplay {
+        rate_budget: 100,
+        ..new_replay(filter_of("s"), rate, at(3_000))
+    };
+    let first = store.create_replay(within(60)).await.unwrap();
+    let refused = store.create_replay(within(41)).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::ReplayRateBudget {
+                used: 60,
+                budget: 100
+            }
+        ),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("at most 40/s"), "{refused}");
+    store.create_replay(within(40)).await.unwrap();
+    // An ended replay frees its share.
+    store.cancel_replay(first.id, at(3_100)).await.unwrap();
+    store.create_replay(within(60)).await.unwrap();
 }

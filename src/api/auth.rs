@@ -1,0 +1,200 @@
+//! Bearer-token authentication of `/v1/*` (RFC 6750). With tokens configured
+//! (`--api-token`, `DEFERHOOK_API_TOKENS`), every `/v1/*` request needs
+//! `Authorization: Bearer <token>`; `/healthz`, `/readyz`, `/metrics`, `/openapi.json`
+//! and `/docs` stay open. Without tokens the API is open, and `serve` listens only on
+//! loopback addresses.
+//!
+//! Tokens are compared in constant time: the presented value and every configured token
+//! are hashed (SHA-256) and all digests are compared with `subtle`, so neither the
+//! length nor the first differing byte of a token shows in the answer's timing.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::problem::ApiError;
+
+/// Shortest accepted token, in characters.
+pub const MIN_TOKEN_LEN: usize = 16;
+/// Longest accepted token, in characters.
+pub const MAX_TOKEN_LEN: usize = 512;
+
+/// A configured API token. Its `Debug` output never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiToken(String);
+
+impl std::fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiToken(<redacted>)")
+    }
+}
+
+impl std::str::FromStr for ApiToken {
+    type Err = std::convert::Infallible;
+
+    /// Keeps the text as given; [`ApiTokens::new`] checks it (so that no error message
+    /// ever repeats a token).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(ApiToken(text.to_owned()))
+    }
+}
+
+/// The tokens `/v1/*` accepts; empty: the API is open.
+#[derive(Clone, Default)]
+pub struct ApiTokens {
+    digests: Arc<Vec<[u8; 32]>>,
+}
+
+impl std::fmt::Debug for ApiTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiTokens({} configured)", self.digests.len())
+    }
+}
+
+fn digest(text: &[u8]) -> [u8; 32] {
+    Sha256::digest(text).into()
+}
+
+impl ApiTokens {
+    /// Checks and keeps `tokens` (as digests). Each must be 16–512 visible ASCII
+    /// characters (RFC 6750 `b64token` characters and more, no spaces or commas); the
+    /// error names the token by its position, never by its value.
+    pub fn new(tokens: &[ApiToken]) -> Result<Self, String> {
+        let mut digests = Vec::with_capacity(tokens.len());
+        for (n, ApiToken(token)) in tokens.iter().enumerate() {
+            let position = n + 1;
+            if !(MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&token.len()) {
+                return Err(format!(
+                    "API token #{position} must be {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} \
+                     characters long (e.g. `openssl rand -hex 32`)"
+                ));
+            }
+            if !token.bytes().all(|b| b.is_ascii_graphic() && b != b',') {
+                return Err(format!(
+                    "API token #{position} must be visible ASCII characters without \
+                     spaces or commas"
+                ));
+            }
+            digests.push(digest(token.as_bytes()));
+        }
+        Ok(ApiTokens {
+            digests: Arc::new(digests),
+        })
+    }
+
+    /// True when no token is configured (the API is open).
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
+    /// True when `presented` is one of the tokens; takes the same time whichever it
+    /// matches, or none.
+    pub fn accepts(&self, presented: &str) -> bool {
+        let presented = digest(presented.as_bytes());
+        let mut matched = subtle::Choice::from(0);
+        for token in self.digests.iter() {
+            matched |= token.ct_eq(&presented);
+        }
+        matched.into()
+    }
+}
+
+/// True for the paths that need a token.
+fn protected(path: &str) -> bool {
+    path == "/v1" || path.starts_with("/v1/")
+}
+
+/// Answers 401 problem+json (with `WWW-Authenticate: Bearer`) to a `/v1/*` request
+/// without one of the tokens; passes everything else on.
+pub async fn require_token(
+    State(tokens): State<ApiTokens>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if tokens.is_empty() || !protected(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
+        });
+    match presented {
+        Some(token) if tokens.accepts(token) => next.run(request).await,
+        Some(_) => unauthorized("the bearer token is not valid", "invalid_token"),
+        None => unauthorized(
+            "send `Authorization: Bearer <token>` with one of the server's API tokens",
+            "invalid_request",
+        ),
+    }
+}
+
+fn unauthorized(detail: &str, error: &str) -> Response {
+    let mut response = ApiError::Unauthorized(detail.to_owned()).into_response();
+    let challenge = format!("Bearer realm=\"deferhook\", error=\"{error}\"");
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(list: &[&str]) -> Result<ApiTokens, String> {
+        let list: Vec<ApiToken> = list.iter().map(|t| t.parse().unwrap()).collect();
+        ApiTokens::new(&list)
+    }
+
+    #[test]
+    fn accepts_only_configured_tokens() {
+        let tokens = tokens(&["first-token-0123456789", "second-token-0123456789"]).unwrap();
+        assert!(tokens.accepts("first-token-0123456789"));
+        assert!(tokens.accepts("second-token-0123456789"));
+        assert!(!tokens.accepts("first-token-012345678"));
+        assert!(!tokens.accepts("first-token-0123456789x"));
+        assert!(!tokens.accepts(""));
+    }
+
+    #[test]
+    fn bad_tokens_are_refused_without_echoing_them() {
+        let error = tokens(&["ok-token-0123456789", "short"]).unwrap_err();
+        assert!(error.contains("#2"), "{error}");
+        assert!(!error.contains("short"), "{error}");
+        let error = tokens(&["has a space 0123456789"]).unwrap_err();
+        assert!(!error.contains("space 0123"), "{error}");
+        assert!(tokens(&["comma,0123456789abcdef"]).is_err());
+        assert!(tokens(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_token() {
+        let token: ApiToken = "secret-token-0123456789".parse().unwrap();
+        assert!(!format!("{token:?}").contains("secret-token"));
+        let tokens = ApiTokens::new(&[token]).unwrap();
+        assert_eq!(format!("{tokens:?}"), "ApiTokens(1 configured)");
+    }
+
+    #[test]
+    fn only_v1_paths_are_protected() {
+        assert!(protected("/v1/jobs"));
+        assert!(protected("/v1"));
+        assert!(!protected("/v1jobs"));
+        assert!(!protected("/healthz"));
+        assert!(!protected("/metrics"));
+        assert!(!protected("/openapi.json"));
+    }
+}

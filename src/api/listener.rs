@@ -1,0 +1,64 @@
+//! Serving the router on a listener, HTTP/1.1, with a limit on how long a client may
+//! take to send its request headers (`--header-read-timeout-ms`): a client that
+//! trickles its headers (slowloris) is disconnected instead of holding a connection
+//! forever. `axum::serve` sets no timer, so hyper's header-read timeout never fires
+//! there; this loop configures hyper directly. On shutdown it stops accepting and lets
+//! open connections finish (the caller bounds that wait with its grace period).
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+/// Pause after a failed `accept` (e.g. out of file descriptors), so the loop never spins.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// Serves `router` on `listener` until `stop` is cancelled, then waits for the open
+/// connections to finish. A connection whose request headers take longer than
+/// `header_read_timeout` to arrive is closed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    stop: CancellationToken,
+    header_read_timeout: Duration,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot accept a connection");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .map_request(|request: Request<Incoming>| request.map(Body::new)),
+        );
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
