@@ -9,7 +9,9 @@ use base64::engine::general_purpose::STANDARD;
 use deferhook::domain::secret::{PreviousSecret, SigningSecret, SigningSecrets};
 use serde_json::{Value, json};
 
-use crate::support::{START, at, expect_fields, expect_json, expect_problem, job, spawn_app};
+use crate::support::{
+    START, app_with, at, expect_fields, expect_json, expect_problem, job, spawn_app,
+};
 
 const PATH: &str = "/v1/subscribers/billing/secret/rotate";
 /// A valid caller-chosen secret (the Standard Webhooks example, 24 key bytes).
@@ -151,4 +153,31 @@ async fn bad_fields_are_422_naming_them() {
     // Nothing changed: the subscriber was never rotated.
     let read = expect_json(&app.get("/v1/subscribers/billing").await, 200);
     assert_eq!(read["updated_at"], at(0));
+}
+
+#[tokio::test]
+async fn with_api_tokens_a_rotation_needs_one() {
+    const TOKEN: &str = "rotation-token-5c1e9a7b33";
+    let app = app_with().api_token(TOKEN).spawn().await;
+    let create = app
+        .request(reqwest::Method::PUT, "/v1/subscribers/billing")
+        .bearer_auth(TOKEN)
+        .json(&json!({"url": "https://example.com/hooks/billing"}));
+    expect_json(&app.send(create).await, 201);
+
+    let anonymous = app.post_json(PATH, &json!({"grace_seconds": 60})).await;
+    let body = expect_problem(&anonymous, 401);
+    assert!(!body.to_string().contains("whsec_"), "{body}");
+    let read = app
+        .request(reqwest::Method::GET, "/v1/subscribers/billing")
+        .bearer_auth(TOKEN);
+    let read = expect_json(&app.send(read).await, 200);
+    assert_eq!(read["updated_at"], at(0), "nothing was rotated");
+
+    let rotate = app
+        .request(reqwest::Method::POST, PATH)
+        .bearer_auth(TOKEN)
+        .json(&json!({"grace_seconds": 60}));
+    let rotated = expect_json(&app.send(rotate).await, 200);
+    assert!(rotated["secret"].as_str().unwrap().starts_with("whsec_"));
 }
