@@ -47,6 +47,12 @@ enum Interrupted {
     Unsigned(String),
 }
 
+/// How long before its lease expires an unrenewed attempt stops: a tenth of the lease,
+/// 10 ms to 1 s, room for clock differences between instances.
+fn lease_margin_ms(lease_ms: u64) -> u64 {
+    (lease_ms / 10).clamp(10, 1_000)
+}
+
 /// Runs one attempt of `job` to its recorded end. `hard_stop` is cancelled when the
 /// shutdown grace period is over: the request is dropped and the lease released with
 /// the outcome unknown (never a terminal state, CASES C-02).
@@ -81,9 +87,15 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
                 timestamp_s: now.as_unix_seconds(),
                 timeout,
             };
+            let margin = lease_margin_ms(ctx.settings.lease_ms);
             tokio::select! {
                 received = ctx.sender.send(&outgoing) => Ok(received),
                 () = lost.cancelled() => Err(Interrupted::LeaseLost),
+                () = ctx.leases.until_expiry(job.job_id, ctx.clock.as_ref(), margin) => {
+                    tracing::warn!(job_id = %job.job_id,
+                        "the lease is about to expire unrenewed; abandoning the attempt");
+                    Err(Interrupted::LeaseLost)
+                }
                 () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
             }
         }

@@ -81,6 +81,25 @@ impl ActiveLeases {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Resolves when the lease on `job_id`, as this worker last extended it, is within
+    /// `margin_ms` of expiring (at once if it is not held). Renewals move the expiry, so
+    /// it sleeps and looks again; only a lease that stops being renewed (the store
+    /// unreachable, a renewal late) gets here. An attempt stops then, before another
+    /// worker can claim the job: two attempts of one job are never open at once
+    /// (CASES C-01), even while the store cannot be reached.
+    pub async fn until_expiry(&self, job_id: Uuid, clock: &dyn Clock, margin_ms: u64) {
+        loop {
+            let Some(expires_at) = self.expires_at(job_id) else {
+                return;
+            };
+            let left = expires_at.millis_since(clock.now()) - i64::try_from(margin_ms).unwrap_or(0);
+            if left <= 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(left.unsigned_abs())).await;
+        }
+    }
+
     /// One renewal round at `now`: extends every held lease to `now + lease_ms` in one
     /// write. Leases the store says are gone, and leases that expired locally because
     /// the store could not be reached, are marked lost.
@@ -148,5 +167,60 @@ impl ActiveLeases {
             }
             self.renew_once(&store, clock.now(), lease_ms).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::domain::SystemClock;
+
+    fn lease() -> LeaseRef {
+        LeaseRef {
+            job_id: Uuid::now_v7(),
+            token: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unrenewed_lease_ends_the_wait_before_it_expires() {
+        let leases = ActiveLeases::default();
+        let held = lease();
+        let clock = SystemClock;
+        leases.hold(held, clock.now().plus_ms(300));
+        let started = Instant::now();
+        leases.until_expiry(held.job_id, &clock, 100).await;
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_millis(300), "after the margin: {waited:?}");
+    }
+
+    #[tokio::test]
+    async fn a_renewal_moves_the_end_and_a_released_lease_ends_it_at_once() {
+        let leases = ActiveLeases::default();
+        let held = lease();
+        let clock = SystemClock;
+        leases.hold(held, clock.now().plus_ms(200));
+        let renewer = {
+            let leases = leases.clone();
+            let job_id = held.job_id;
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if let Some(entry) = leases.lock().get_mut(&job_id) {
+                    entry.expires_at = SystemClock.now().plus_ms(600);
+                }
+            })
+        };
+        let started = Instant::now();
+        leases.until_expiry(held.job_id, &clock, 50).await;
+        renewer.await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+
+        leases.release(held.job_id);
+        let started = Instant::now();
+        leases.until_expiry(held.job_id, &clock, 50).await;
+        assert!(started.elapsed() < Duration::from_millis(50));
     }
 }
