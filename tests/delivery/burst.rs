@@ -35,6 +35,7 @@ async fn post_until_stored(app: &App, body: serde_json::Value) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c04_a_burst_on_sqlite_loses_nothing() {
+    let _heavy = crate::app::heavy().await;
     let receiver = Receiver::ok().await;
     let app = Arc::new(App::start(Db::Sqlite, &[]).await);
     app.subscriber("s", &receiver.url("/"), None).await;

@@ -93,6 +93,7 @@ async fn setup(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_the_work_without_duplicates() {
+    let _heavy = crate::app::heavy().await;
     let receiver =
         Receiver::start(vec![Reply::status(200).jitter(Duration::from_millis(50))]).await;
     let Some((_database, a, b, pool)) = setup(&receiver).await else {
@@ -134,6 +135,7 @@ async fn two_instances_share_the_work_without_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_of_one_instance_loses_nothing() {
+    let _heavy = crate::app::heavy().await;
     let receiver =
         Receiver::start(vec![Reply::status(200).jitter(Duration::from_millis(50))]).await;
     let Some((_database, mut a, b, pool)) = setup(&receiver).await else {

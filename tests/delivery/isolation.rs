@@ -96,6 +96,7 @@ async fn c09_one_slow_subscriber_never_delays_another(db: Db) {
 /// Slow attempts hold one of the instance's `--max-in-flight` slots until they time
 /// out, so the instance is sized above the slow share (300) plus room for the rest.
 async fn fan_out_to_2000_with_300_slow_subscribers(db: Db) {
+    let _heavy = crate::app::heavy().await;
     let slow = Receiver::start(vec![Reply::status(200).after(Duration::from_secs(30))]).await;
     let fast = Receiver::ok().await;
     let app = Arc::new(
