@@ -33,6 +33,13 @@ pub enum RangeKind {
     /// `240.0.0.0/4`, reserved (RFC 1112 §4), including the limited broadcast address
     /// `255.255.255.255` (RFC 919).
     Reserved,
+    /// Special-purpose ranges that no public receiver uses (RFC 6890): IETF protocol
+    /// assignments `192.0.0.0/24`, benchmarking `198.18.0.0/15` (RFC 2544),
+    /// documentation `192.0.2.0/24`, `198.51.100.0/24`, `203.0.113.0/24` (RFC 5737) and
+    /// `2001:db8::/32` (RFC 3849), discard-only `100::/64` (RFC 6666), Teredo
+    /// `2001::/32` (RFC 4380, tunnels to addresses it hides) and local-use NAT64
+    /// `64:ff9b:1::/48` (RFC 8215).
+    SpecialPurpose,
 }
 
 impl RangeKind {
@@ -47,6 +54,7 @@ impl RangeKind {
             RangeKind::Unspecified => "an unspecified address",
             RangeKind::Multicast => "a multicast address",
             RangeKind::Reserved => "a reserved or broadcast address",
+            RangeKind::SpecialPurpose => "a special-purpose address (RFC 6890)",
         }
     }
 }
@@ -62,6 +70,9 @@ pub enum Embedding {
     /// `64:ff9b::/96`, the well-known NAT64 prefix (RFC 6052 §2.1): a NAT64 gateway
     /// forwards to the IPv4 address.
     Nat64,
+    /// `2002::/16`, 6to4 (RFC 3056): the IPv4 address of the site's relay in bits
+    /// 16–47.
+    SixToFour,
 }
 
 impl Embedding {
@@ -70,6 +81,7 @@ impl Embedding {
             Embedding::Mapped => "an IPv4-mapped",
             Embedding::Compatible => "an IPv4-compatible",
             Embedding::Nat64 => "a NAT64 (64:ff9b::/96)",
+            Embedding::SixToFour => "a 6to4 (2002::/16)",
         }
     }
 }
@@ -112,7 +124,12 @@ const REFUSED_V4: &[(u32, u8, RangeKind, &str)] = &[
     (0x7f00_0000, 8, RangeKind::Loopback, "127.0.0.0/8"),
     (0xa9fe_0000, 16, RangeKind::LinkLocal, "169.254.0.0/16"),
     (0xac10_0000, 12, RangeKind::Private, "172.16.0.0/12"),
+    (0xc000_0000, 24, RangeKind::SpecialPurpose, "192.0.0.0/24"),
+    (0xc000_0200, 24, RangeKind::SpecialPurpose, "192.0.2.0/24"),
     (0xc0a8_0000, 16, RangeKind::Private, "192.168.0.0/16"),
+    (0xc612_0000, 15, RangeKind::SpecialPurpose, "198.18.0.0/15"),
+    (0xc633_6400, 24, RangeKind::SpecialPurpose, "198.51.100.0/24"),
+    (0xcb00_7100, 24, RangeKind::SpecialPurpose, "203.0.113.0/24"),
     (0xe000_0000, 4, RangeKind::Multicast, "224.0.0.0/4"),
     (0xf000_0000, 4, RangeKind::Reserved, "240.0.0.0/4"),
 ];
@@ -124,6 +141,10 @@ const REFUSED_V6: &[(u128, u8, RangeKind, &str)] = &[
     (0xfe80 << 112, 10, RangeKind::LinkLocal, "fe80::/10"),
     (0xfc00 << 112, 7, RangeKind::UniqueLocal, "fc00::/7"),
     (0xff00 << 112, 8, RangeKind::Multicast, "ff00::/8"),
+    (0x0100 << 112, 64, RangeKind::SpecialPurpose, "100::/64"),
+    (0x2001_0db8 << 96, 32, RangeKind::SpecialPurpose, "2001:db8::/32"),
+    (0x2001_0000 << 96, 32, RangeKind::SpecialPurpose, "2001::/32"),
+    (0x0064_ff9b_0001 << 80, 48, RangeKind::SpecialPurpose, "64:ff9b:1::/48"),
 ];
 
 /// The /96 prefixes whose last 32 bits are an IPv4 address.
@@ -160,6 +181,9 @@ fn refused_v6(ip: Ipv6Addr) -> Option<(RangeKind, &'static str)> {
 /// The IPv4 address an IPv6 address carries in one of the [`Embedding`] forms.
 pub fn embedded_v4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
     let bits = u128::from(ip);
+    if bits >> 112 == 0x2002 {
+        return Some((Embedding::SixToFour, Ipv4Addr::from((bits >> 80) as u32)));
+    }
     EMBEDDINGS
         .iter()
         .find(|(prefix, _)| bits >> 32 == prefix >> 32)

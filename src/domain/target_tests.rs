@@ -345,3 +345,38 @@ fn allowed_cidrs_permit_only_their_range() {
     assert!(loopback.permits(ip("127.0.0.2")).is_err());
     assert!(loopback.permits(ip("::1")).is_err());
 }
+
+#[test]
+fn special_purpose_ranges_are_refused() {
+    for (address, range) in [
+        ("192.0.0.8", "192.0.0.0/24"),
+        ("192.0.2.1", "192.0.2.0/24"),
+        ("198.18.0.0", "198.18.0.0/15"),
+        ("198.19.255.255", "198.18.0.0/15"),
+        ("198.51.100.7", "198.51.100.0/24"),
+        ("203.0.113.200", "203.0.113.0/24"),
+        ("100::1", "100::/64"),
+        ("2001:db8::1", "2001:db8::/32"),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001::/32"),
+        ("64:ff9b:1::a00:1", "64:ff9b:1::/48"),
+    ] {
+        let refusal = refused(address);
+        assert_eq!(refusal.kind, RangeKind::SpecialPurpose, "{address}");
+        assert_eq!(refusal.range, range, "{address}");
+    }
+    for neighbour in ["198.17.255.255", "198.20.0.0", "203.0.114.1", "2001:1::1"] {
+        assert!(permitted(neighbour), "{neighbour}");
+    }
+}
+
+#[test]
+fn six_to_four_forms_of_refused_ipv4_addresses_are_refused() {
+    let refusal = refused("2002:7f00:1::1");
+    assert_eq!(
+        refusal.embedded,
+        Some((Embedding::SixToFour, Ipv4Addr::new(127, 0, 0, 1)))
+    );
+    assert_eq!(refusal.kind, RangeKind::Loopback);
+    assert_eq!(refused("2002:a9fe:a9fe::").kind, RangeKind::LinkLocal);
+    assert!(permitted("2002:808:808::1"), "6to4 of a public address");
+}
