@@ -53,7 +53,7 @@ async fn apply(
     })?;
     if !state
         .store
-        .transition_waiting(job.id, job.state, next, now)
+        .transition_waiting(job.id, job.version(), next, now)
         .await?
     {
         let current = load(state, job.id).await?;

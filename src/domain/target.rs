@@ -128,7 +128,12 @@ const REFUSED_V4: &[(u32, u8, RangeKind, &str)] = &[
     (0xc000_0200, 24, RangeKind::SpecialPurpose, "192.0.2.0/24"),
     (0xc0a8_0000, 16, RangeKind::Private, "192.168.0.0/16"),
     (0xc612_0000, 15, RangeKind::SpecialPurpose, "198.18.0.0/15"),
-    (0xc633_6400, 24, RangeKind::SpecialPurpose, "198.51.100.0/24"),
+    (
+        0xc633_6400,
+        24,
+        RangeKind::SpecialPurpose,
+        "198.51.100.0/24",
+    ),
     (0xcb00_7100, 24, RangeKind::SpecialPurpose, "203.0.113.0/24"),
     (0xe000_0000, 4, RangeKind::Multicast, "224.0.0.0/4"),
     (0xf000_0000, 4, RangeKind::Reserved, "240.0.0.0/4"),
@@ -142,9 +147,24 @@ const REFUSED_V6: &[(u128, u8, RangeKind, &str)] = &[
     (0xfc00 << 112, 7, RangeKind::UniqueLocal, "fc00::/7"),
     (0xff00 << 112, 8, RangeKind::Multicast, "ff00::/8"),
     (0x0100 << 112, 64, RangeKind::SpecialPurpose, "100::/64"),
-    (0x2001_0db8 << 96, 32, RangeKind::SpecialPurpose, "2001:db8::/32"),
-    (0x2001_0000 << 96, 32, RangeKind::SpecialPurpose, "2001::/32"),
-    (0x0064_ff9b_0001 << 80, 48, RangeKind::SpecialPurpose, "64:ff9b:1::/48"),
+    (
+        0x2001_0db8 << 96,
+        32,
+        RangeKind::SpecialPurpose,
+        "2001:db8::/32",
+    ),
+    (
+        0x2001_0000 << 96,
+        32,
+        RangeKind::SpecialPurpose,
+        "2001::/32",
+    ),
+    (
+        0x0064_ff9b_0001 << 80,
+        48,
+        RangeKind::SpecialPurpose,
+        "64:ff9b:1::/48",
+    ),
 ];
 
 /// The /96 prefixes whose last 32 bits are an IPv4 address.

@@ -89,12 +89,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<Job>, StoreError>;
 
     /// Applies an operator's `transition` (cancel, reschedule) to a waiting job, only if
-    /// it is still in state `from` (`scheduled` or `retrying`): a job claimed meanwhile
-    /// is left alone. Returns whether it applied.
+    /// it is still as it was read (`seen`: same state, `scheduled` or `retrying`, and
+    /// unchanged since): a job claimed meanwhile is left alone. Returns whether it
+    /// applied.
     async fn transition_waiting(
         &self,
         id: Uuid,
-        from: crate::domain::JobState,
+        seen: JobVersion,
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError>;

@@ -192,6 +192,14 @@ impl Job {
             .flatten()
     }
 
+    /// What a conditional write checks (see [`JobVersion`]).
+    pub fn version(&self) -> JobVersion {
+        JobVersion {
+            state: self.state,
+            updated_at: self.updated_at,
+        }
+    }
+
     /// What the state machine needs of it.
     pub fn snapshot(&self) -> JobSnapshot {
         JobSnapshot {
@@ -202,6 +210,17 @@ impl Job {
             deadline: self.deadline,
         }
     }
+}
+
+/// What an operator's decision about a job was based on: its state and when it last
+/// changed. A conditional write applies only if neither moved meanwhile (a job
+/// claimed, failed and replayed since the read is scheduled again, but not the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobVersion {
+    /// The state read.
+    pub state: JobState,
+    /// `updated_at` read.
+    pub updated_at: Timestamp,
 }
 
 /// Filters of a job listing; all given ones must match. Lower bounds (`*_after`) are

@@ -88,13 +88,13 @@ impl Store for Outage {
     async fn transition_waiting(
         &self,
         id: Uuid,
-        from: deferhook::domain::JobState,
+        seen: JobVersion,
         transition: deferhook::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         self.check()?;
         self.inner
-            .transition_waiting(id, from, transition, now)
+            .transition_waiting(id, seen, transition, now)
             .await
     }
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::domain::{DeadReason, JobEvent, JobState, Timestamp};
+use deferhook::domain::{DeadReason, JobEvent, Timestamp};
 use deferhook::store::{ClaimedJob, Job, NewJob, SharedStore};
 use uuid::Uuid;
 
@@ -61,7 +61,7 @@ pub async fn finish(store: &SharedStore, mut new: NewJob, at: Timestamp, fate: F
     if let Fate::Cancelled = fate {
         let cancel = transition(&created.snapshot(), JobEvent::Cancel, at).unwrap();
         let applied = store
-            .transition_waiting(id, JobState::Scheduled, cancel, at)
+            .transition_waiting(id, created.version(), cancel, at)
             .await
             .unwrap();
         assert!(applied, "cancel {id}");

@@ -95,6 +95,7 @@ macro_rules! store_suite {
             control: [
                 cancel_applies_only_to_a_waiting_job,
                 reschedule_moves_deliver_at_and_deadline,
+                a_decision_on_a_stale_read_is_refused,
             ],
             replays: [
                 a_dry_run_counts_matching_dead_jobs_and_changes_nothing,

@@ -4,8 +4,10 @@ use sqlx::{AssertSqlSafe, PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
-use crate::domain::{JobState, Timestamp, Transition};
-use crate::store::records::{Attempt, CreateOutcome, Job, JobFilter, NewJob, PageRequest};
+use crate::domain::{Timestamp, Transition};
+use crate::store::records::{
+    Attempt, CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest,
+};
 use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
 use crate::store::{StoreError, batch};
 
@@ -117,7 +119,7 @@ pub async fn attempts(pool: &PgPool, job_id: Uuid) -> Result<Vec<Attempt>, Store
 pub async fn transition_waiting(
     pool: &PgPool,
     id: Uuid,
-    from: JobState,
+    seen: JobVersion,
     transition: Transition,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
@@ -125,14 +127,16 @@ pub async fn transition_waiting(
         "UPDATE jobs SET state = $3, due_at = $4, deadline = $5, \
          deliver_at = CASE WHEN $3 = 'scheduled' THEN COALESCE($4, deliver_at) ELSE deliver_at END, \
          updated_at = $6 \
-         WHERE id = $1 AND state = $2 AND state IN ('scheduled', 'retrying')",
+         WHERE id = $1 AND state = $2 AND updated_at = $7 \
+         AND state IN ('scheduled', 'retrying')",
     )
     .bind(id.to_string())
-    .bind(from.as_str())
+    .bind(seen.state.as_str())
     .bind(transition.to.as_str())
     .bind(transition.due_at.map(Timestamp::as_millis))
     .bind(transition.deadline.as_millis())
     .bind(now.as_millis())
+    .bind(seen.updated_at.as_millis())
     .execute(pool)
     .await?
     .rows_affected();

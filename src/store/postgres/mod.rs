@@ -128,11 +128,11 @@ impl Store for PostgresStore {
     async fn transition_waiting(
         &self,
         id: Uuid,
-        from: crate::domain::JobState,
+        seen: JobVersion,
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.pool, id, from, transition, now).await
+        jobs::transition_waiting(&self.pool, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {

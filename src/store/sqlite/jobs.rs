@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use crate::domain::{JobState, Timestamp, Transition};
-use crate::store::records::{CreateOutcome, Job, JobFilter, NewJob, PageRequest};
+use crate::domain::{Timestamp, Transition};
+use crate::store::records::{CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest};
 use crate::store::rows::{self, JOB_COLUMNS};
 use crate::store::{StoreError, batch};
 
@@ -98,7 +98,7 @@ pub async fn list(
 pub async fn transition_waiting(
     pool: &SqlitePool,
     id: Uuid,
-    from: JobState,
+    seen: JobVersion,
     transition: Transition,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
@@ -106,14 +106,16 @@ pub async fn transition_waiting(
         "UPDATE jobs SET state = ?3, due_at = ?4, deadline = ?5, \
          deliver_at = CASE WHEN ?3 = 'scheduled' THEN COALESCE(?4, deliver_at) ELSE deliver_at END, \
          updated_at = ?6 \
-         WHERE id = ?1 AND state = ?2 AND state IN ('scheduled', 'retrying')",
+         WHERE id = ?1 AND state = ?2 AND updated_at = ?7 \
+         AND state IN ('scheduled', 'retrying')",
     )
     .bind(id.to_string())
-    .bind(from.as_str())
+    .bind(seen.state.as_str())
     .bind(transition.to.as_str())
     .bind(transition.due_at.map(Timestamp::as_millis))
     .bind(transition.deadline.as_millis())
     .bind(now.as_millis())
+    .bind(seen.updated_at.as_millis())
     .execute(pool)
     .await?
     .rows_affected();

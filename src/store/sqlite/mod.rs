@@ -150,11 +150,11 @@ impl Store for SqliteStore {
     async fn transition_waiting(
         &self,
         id: Uuid,
-        from: crate::domain::JobState,
+        seen: JobVersion,
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.writer, id, from, transition, now).await
+        jobs::transition_waiting(&self.writer, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {

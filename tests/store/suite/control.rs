@@ -21,7 +21,7 @@ pub async fn cancel_applies_only_to_a_waiting_job(store: SharedStore) {
     let cancel = transition(&later.snapshot(), JobEvent::Cancel, at(1)).unwrap();
     assert!(
         store
-            .transition_waiting(later.id, JobState::Scheduled, cancel, at(1))
+            .transition_waiting(later.id, later.version(), cancel, at(1))
             .await
             .unwrap()
     );
@@ -35,7 +35,7 @@ pub async fn cancel_applies_only_to_a_waiting_job(store: SharedStore) {
     claim_one(&store, "w", at(1)).await;
     assert!(
         !store
-            .transition_waiting(waiting.id, JobState::Scheduled, cancel, at(2))
+            .transition_waiting(waiting.id, waiting.version(), cancel, at(2))
             .await
             .unwrap()
     );
@@ -53,7 +53,7 @@ pub async fn reschedule_moves_deliver_at_and_deadline(store: SharedStore) {
     let moved = transition(&current.snapshot(), event, at(1)).unwrap();
     assert!(
         store
-            .transition_waiting(current.id, JobState::Scheduled, moved, at(1))
+            .transition_waiting(current.id, current.version(), moved, at(1))
             .await
             .unwrap()
     );
@@ -62,4 +62,49 @@ pub async fn reschedule_moves_deliver_at_and_deadline(store: SharedStore) {
     assert_eq!(after.deliver_at, at(20_000));
     assert_eq!(after.due_at, Some(at(20_000)));
     assert_eq!(after.deadline, at(90_000));
+}
+
+/// A reschedule decided on a read from before the job died and was replayed (scheduled
+/// again, with a fresh deadline) is refused: it would write back what it read.
+pub async fn a_decision_on_a_stale_read_is_refused(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let created = create(&store, vec![new_job("s", "e", at(5_000), at(10_000))]).await;
+    let read = job(&store, created[0].id).await;
+    let event = JobEvent::Reschedule {
+        deliver_at: at(8_000),
+        deadline: at(9_000),
+    };
+    let moved = transition(&read.snapshot(), event, at(1)).unwrap();
+    // Meanwhile the deadline passes and an operator replays the dead job.
+    store.expire_deadlines(at(10_000), 10).await.unwrap();
+    let dead = job(&store, read.id).await;
+    assert_eq!(dead.state, JobState::Dead);
+    let filter = deferhook::domain::replay::ReplayFilter {
+        event_id: Some("e".into()),
+        ..Default::default()
+    };
+    store
+        .create_replay(deferhook::store::NewReplay {
+            id: crate::support::fresh_id(),
+            filter,
+            max_jobs: 10,
+            rate_per_second: 10,
+            ttl_ms: 80_000,
+            rate_budget: 100,
+            created_at: at(10_001),
+        })
+        .await
+        .unwrap();
+    store.advance_replays(at(10_001)).await.unwrap();
+    let replayed = job(&store, read.id).await;
+    assert_eq!(replayed.state, JobState::Scheduled);
+    assert_eq!(read.state, replayed.state, "same state as when read…");
+    assert!(
+        !store
+            .transition_waiting(read.id, read.version(), moved, at(10_002))
+            .await
+            .unwrap(),
+        "…but not the same job any more"
+    );
+    assert_eq!(job(&store, read.id).await.deadline, replayed.deadline);
 }
