@@ -7,6 +7,7 @@
 
 mod batch;
 mod error;
+mod maintenance_sql;
 pub mod postgres;
 pub mod records;
 pub(crate) mod replay_sql;

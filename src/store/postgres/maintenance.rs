@@ -5,8 +5,13 @@ use sqlx::PgPool;
 
 use crate::domain::Timestamp;
 use crate::store::StoreError;
+use crate::store::maintenance_sql::maintenance_statements;
 use crate::store::records::{PurgedJobs, SubscriberStats};
-use crate::store::rows::{self, Columns};
+
+maintenance_statements!(sqlx::Postgres);
+
+/// Whether subscriber `$1` exists.
+const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = $1";
 
 /// Jobs of subscriber `$1` per state (`jobs_subscriber_state`).
 const STATE_COUNTS: &str =
@@ -43,8 +48,7 @@ const PURGE: &str = "WITH batch AS MATERIALIZED ( \
     WHERE j.id = b.id AND j.state = $3 \
     RETURNING j.state";
 
-/// The figures of subscriber `id` at `now`, read in one snapshot (a repeatable-read,
-/// read-only transaction).
+/// The figures of subscriber `id` at `now`, read in one snapshot.
 pub async fn subscriber_stats(
     pool: &PgPool,
     id: &str,
@@ -53,64 +57,21 @@ pub async fn subscriber_stats(
     let mut tx = pool
         .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .await?;
-    let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = $1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if known.is_none() {
-        return Ok(None);
-    }
-    let mut stats = SubscriberStats::default();
-    for row in sqlx::query(STATE_COUNTS)
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?
-    {
-        rows::add_state_count(&mut stats.jobs, &row)?;
-    }
-    let row = sqlx::query(ELIGIBLE_AND_SUCCESS)
-        .bind(id)
-        .bind(now.as_millis())
-        .fetch_one(&mut *tx)
-        .await?;
-    stats.oldest_eligible_since = row.opt_int("oldest_eligible")?.map(Timestamp::from_millis);
-    stats.last_success_at = row.opt_int("last_success")?.map(Timestamp::from_millis);
-    stats.last_failure = sqlx::query(LAST_FAILURE)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| rows::attempt_failure(&row))
-        .transpose()?;
+    let stats = statements::stats(&mut tx, id, now).await?;
     tx.commit().await?;
-    Ok(Some(stats))
+    Ok(stats)
 }
 
-/// Deletes up to `limit` finished jobs in one transaction: first delivered and
-/// cancelled ones before `finished_before`, then dead ones before `dead_before`.
-/// Attempts and replay entries go with them (`ON DELETE CASCADE`).
+/// Deletes up to `limit` finished jobs in one write transaction (see
+/// [`crate::store::Store::purge_finished`]).
 pub async fn purge_finished(
     pool: &PgPool,
     finished_before: Option<Timestamp>,
     dead_before: Option<Timestamp>,
     limit: u32,
 ) -> Result<PurgedJobs, StoreError> {
-    let mut purged = PurgedJobs::default();
     let mut tx = pool.begin().await?;
-    for (state, before) in rows::purge_order(finished_before, dead_before) {
-        let left = u64::from(limit).saturating_sub(purged.total());
-        let Some(before) = before.filter(|_| left > 0) else {
-            continue;
-        };
-        for row in sqlx::query(PURGE)
-            .bind(before.as_millis())
-            .bind(i64::try_from(left).unwrap_or(i64::MAX))
-            .bind(state.as_str())
-            .fetch_all(&mut *tx)
-            .await?
-        {
-            rows::count_purged(&mut purged, &row)?;
-        }
-    }
+    let purged = statements::purge(&mut tx, finished_before, dead_before, limit).await?;
     tx.commit().await?;
     Ok(purged)
 }

@@ -9,8 +9,13 @@ use sqlx::SqlitePool;
 
 use crate::domain::Timestamp;
 use crate::store::StoreError;
+use crate::store::maintenance_sql::maintenance_statements;
 use crate::store::records::{PurgedJobs, SubscriberStats};
-use crate::store::rows::{self, Columns};
+
+maintenance_statements!(sqlx::Sqlite);
+
+/// Whether subscriber `?1` exists.
+pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
 
 /// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
 pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
@@ -45,72 +50,28 @@ pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
     AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
     RETURNING state";
 
-/// The figures of subscriber `id` at `now`, read in one snapshot (one read transaction).
+/// The figures of subscriber `id` at `now`, read in one snapshot.
 pub async fn subscriber_stats(
     readers: &SqlitePool,
     id: &str,
     now: Timestamp,
 ) -> Result<Option<SubscriberStats>, StoreError> {
     let mut tx = readers.begin().await?;
-    let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if known.is_none() {
-        return Ok(None);
-    }
-    let mut stats = SubscriberStats::default();
-    for row in sqlx::query(STATE_COUNTS)
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?
-    {
-        rows::add_state_count(&mut stats.jobs, &row)?;
-    }
-    let row = sqlx::query(ELIGIBLE_AND_SUCCESS)
-        .bind(id)
-        .bind(now.as_millis())
-        .fetch_one(&mut *tx)
-        .await?;
-    stats.oldest_eligible_since = row.opt_int("oldest_eligible")?.map(Timestamp::from_millis);
-    stats.last_success_at = row.opt_int("last_success")?.map(Timestamp::from_millis);
-    stats.last_failure = sqlx::query(LAST_FAILURE)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| rows::attempt_failure(&row))
-        .transpose()?;
+    let stats = statements::stats(&mut tx, id, now).await?;
     tx.commit().await?;
-    Ok(Some(stats))
+    Ok(stats)
 }
 
-/// Deletes up to `limit` finished jobs in one write transaction on the writer: first
-/// delivered and cancelled ones before `finished_before`, then dead ones before
-/// `dead_before`. Attempts and replay entries go with them (foreign keys cascade; the
-/// store opens SQLite with `foreign_keys` on).
+/// Deletes up to `limit` finished jobs in one write transaction (see
+/// [`crate::store::Store::purge_finished`]).
 pub async fn purge_finished(
     writer: &SqlitePool,
     finished_before: Option<Timestamp>,
     dead_before: Option<Timestamp>,
     limit: u32,
 ) -> Result<PurgedJobs, StoreError> {
-    let mut purged = PurgedJobs::default();
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    for (state, before) in rows::purge_order(finished_before, dead_before) {
-        let left = u64::from(limit).saturating_sub(purged.total());
-        let Some(before) = before.filter(|_| left > 0) else {
-            continue;
-        };
-        for row in sqlx::query(PURGE)
-            .bind(before.as_millis())
-            .bind(i64::try_from(left).unwrap_or(i64::MAX))
-            .bind(state.as_str())
-            .fetch_all(&mut *tx)
-            .await?
-        {
-            rows::count_purged(&mut purged, &row)?;
-        }
-    }
+    let purged = statements::purge(&mut tx, finished_before, dead_before, limit).await?;
     tx.commit().await?;
     Ok(purged)
 }
