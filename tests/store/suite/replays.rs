@@ -409,6 +409,24 @@ pub async fn a_replay_survives_the_purge_of_matched_jobs(store: SharedStore) {
     assert!(store.get_job(dead[1].id).await.unwrap().is_none());
 }
 
+/// Records a 503 for `claimed` at `at`, retried a minute later.
+async fn answer_503(store: &SharedStore, claimed: &deferhook::store::ClaimedJob, at_: Timestamp) {
+    let failure = failed(
+        AttemptOutcome::Retryable,
+        ErrorClass::Http5xx,
+        Some(503),
+        "503",
+        None,
+    );
+    let retry = JobEvent::RetryableFailure {
+        retry_at: at_.plus_ms(60_000),
+    };
+    store
+        .record_outcomes(&[outcome(claimed, retry, failure, at_)], at_)
+        .await
+        .unwrap();
+}
+
 /// A replay releases its next burst only once the last one is taken: while its jobs
 /// wait (a paused subscriber) or retry (a failing receiver), the replay holds, so
 /// replayed jobs never pile up to reach the receiver all at once.
@@ -430,36 +448,10 @@ pub async fn a_replay_holds_while_its_last_burst_waits(store: SharedStore) {
     set_enabled(&store, "s", true, at(10_000)).await;
     let claimed = claim_one(&store, "w", at(10_010)).await;
     assert_eq!(store.advance_replays(at(10_100)).await.unwrap().requeued, 1);
-    // The receiver fails: the job retries, and the replay holds again.
-    let failure = failed(
-        AttemptOutcome::Retryable,
-        ErrorClass::Http5xx,
-        Some(503),
-        "503",
-        None,
-    );
-    let retry = JobEvent::RetryableFailure {
-        retry_at: at(60_000),
-    };
-    store
-        .record_outcomes(&[outcome(&claimed, retry, failure, at(10_150))], at(10_150))
-        .await
-        .unwrap();
+    // The receiver fails: the jobs retry, and the replay holds again.
+    answer_503(&store, &claimed, at(10_150)).await;
     let second = claim_one(&store, "w", at(10_200)).await;
-    let failure = failed(
-        AttemptOutcome::Retryable,
-        ErrorClass::Http5xx,
-        Some(503),
-        "503",
-        None,
-    );
-    let retry = JobEvent::RetryableFailure {
-        retry_at: at(60_000),
-    };
-    store
-        .record_outcomes(&[outcome(&second, retry, failure, at(10_250))], at(10_250))
-        .await
-        .unwrap();
+    answer_503(&store, &second, at(10_250)).await;
     assert_eq!(store.advance_replays(at(10_400)).await.unwrap().requeued, 0);
     assert_eq!(replay(&store, created.id).await.requeued, 2);
 }
