@@ -1,0 +1,35 @@
+//! The benchmark: flags, then one scenario against freshly started servers, then the
+//! report.
+
+mod args;
+mod clock;
+mod database;
+mod load;
+mod receiver;
+mod report;
+mod scenario;
+mod server;
+mod stats;
+
+use clap::Parser;
+
+pub use args::Args;
+
+/// Parses the flags, runs the scenario, prints the table and writes the JSON.
+pub async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    args.check()?;
+    // reqwest is built without a default crypto provider; use ring's.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let outcome = scenario::run(&args).await?;
+    let report = report::Report::new(&args, &outcome);
+    println!("{}", report.table());
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report.json())?)?;
+        println!("JSON written to {}", path.display());
+    }
+    match report.failure() {
+        Some(failure) => anyhow::bail!("the run failed: {failure}"),
+        None => Ok(()),
+    }
+}

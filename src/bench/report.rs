@@ -1,0 +1,213 @@
+//! The figures of a run: one table for people, the same figures as JSON.
+
+use std::collections::{HashMap, HashSet};
+
+use comfy_table::Table;
+use serde_json::{Value, json};
+
+use super::args::{Args, Scenario};
+use super::scenario::Outcome;
+use super::stats::Spread;
+
+/// The figures of one run.
+pub struct Report {
+    settings: Value,
+    expects_delivery: bool,
+    jobs: usize,
+    delivered: usize,
+    duplicates: usize,
+    unexpected: usize,
+    accepted_per_s: f64,
+    delivered_per_s: f64,
+    lateness_ms: Spread,
+    create_latency_ms: Spread,
+    probe_latency_ms: Spread,
+    peak_rss_mib: Vec<f64>,
+    cpu_seconds: Vec<f64>,
+}
+
+impl Report {
+    /// Computes the figures from what the run observed.
+    pub fn new(args: &Args, outcome: &Outcome) -> Self {
+        let due: HashMap<(&str, &str), i64> = outcome
+            .created
+            .iter()
+            .map(|job| ((job.subscriber.as_str(), job.event_id.as_str()), job.due_ms))
+            .collect();
+        let mut seen = HashSet::new();
+        let (mut duplicates, mut unexpected) = (0, 0);
+        let mut lateness = Vec::new();
+        let mut last_arrival_ms = None;
+        for arrival in &outcome.arrivals {
+            let key = (arrival.subscriber.as_str(), arrival.webhook_id.as_str());
+            let Some(due_ms) = due.get(&key) else {
+                unexpected += 1;
+                continue;
+            };
+            if !seen.insert(key) {
+                duplicates += 1;
+                continue;
+            }
+            lateness.push((arrival.at_ms - due_ms) as f64);
+            last_arrival_ms = last_arrival_ms.max(Some(arrival.at_ms));
+        }
+        let accepted: Vec<i64> = outcome.created.iter().map(|j| j.accepted_ms).collect();
+        let first_accept = accepted.iter().min().copied();
+        let last_accept = accepted.iter().max().copied();
+        let per_second = |count: usize, from: Option<i64>, to: Option<i64>| match (from, to) {
+            (Some(from), Some(to)) if to > from => count as f64 * 1_000.0 / (to - from) as f64,
+            _ => 0.0,
+        };
+        Report {
+            settings: settings(args),
+            expects_delivery: outcome.expects_delivery,
+            jobs: outcome.created.len(),
+            delivered: seen.len(),
+            duplicates,
+            unexpected,
+            accepted_per_s: per_second(
+                outcome.created.len(),
+                Some(outcome.load_started_ms),
+                last_accept,
+            ),
+            delivered_per_s: per_second(seen.len(), first_accept, last_arrival_ms),
+            lateness_ms: Spread::of(lateness),
+            create_latency_ms: Spread::of(outcome.created.iter().map(|j| j.latency_ms).collect()),
+            probe_latency_ms: Spread::of(outcome.probe_latencies_ms.clone()),
+            peak_rss_mib: outcome
+                .usage
+                .iter()
+                .map(|u| u.peak_rss_kib as f64 / 1_024.0)
+                .collect(),
+            cpu_seconds: outcome.usage.iter().map(|u| u.cpu_seconds).collect(),
+        }
+    }
+
+    /// Why the run failed its invariants, if it did: a duplicate or unexpected request,
+    /// or (unless the jobs were meant to wait) a job that never arrived.
+    pub fn failure(&self) -> Option<String> {
+        if self.duplicates > 0 || self.unexpected > 0 {
+            return Some(format!(
+                "{} duplicates, {} unexpected requests",
+                self.duplicates, self.unexpected
+            ));
+        }
+        if self.expects_delivery && self.delivered != self.jobs {
+            return Some(format!(
+                "{} of {} jobs delivered",
+                self.delivered, self.jobs
+            ));
+        }
+        None
+    }
+
+    /// The figures as a two-column table.
+    pub fn table(&self) -> Table {
+        let spread = |s: &Spread| format!("{:.1} / {:.1} / {:.1}", s.p50, s.p99, s.max);
+        let list = |values: &[f64], digits: usize| {
+            let each: Vec<String> = values.iter().map(|v| format!("{v:.digits$}")).collect();
+            each.join(" + ")
+        };
+        let mut table = Table::new();
+        table.load_style(comfy_table::presets::ASCII_MARKDOWN);
+        table.set_header(vec!["figure", "value"]);
+        let mut rows = vec![
+            ("settings", compact(&self.settings)),
+            ("jobs accepted", self.jobs.to_string()),
+            ("jobs delivered", self.delivered.to_string()),
+            ("duplicates", self.duplicates.to_string()),
+            ("unexpected requests", self.unexpected.to_string()),
+            ("accepted jobs/s", format!("{:.0}", self.accepted_per_s)),
+            (
+                "delivered jobs/s (first accept → last delivered)",
+                format!("{:.0}", self.delivered_per_s),
+            ),
+            (
+                "create latency ms p50 / p99 / max",
+                spread(&self.create_latency_ms),
+            ),
+            (
+                "server peak RSS MiB (per instance)",
+                list(&self.peak_rss_mib, 1),
+            ),
+            (
+                "server CPU seconds (per instance)",
+                list(&self.cpu_seconds, 2),
+            ),
+        ];
+        if self.expects_delivery {
+            rows.insert(
+                8,
+                ("lateness ms p50 / p99 / max", spread(&self.lateness_ms)),
+            );
+        } else {
+            let probes = (
+                "API latency ms while waiting p50 / p99 / max",
+                spread(&self.probe_latency_ms),
+            );
+            rows.push(probes);
+        }
+        for (name, value) in rows {
+            table.add_row(vec![name.to_owned(), value]);
+        }
+        table
+    }
+
+    /// The figures as JSON.
+    pub fn json(&self) -> Value {
+        json!({
+            "settings": self.settings,
+            "jobs": self.jobs,
+            "delivered": self.delivered,
+            "duplicates": self.duplicates,
+            "unexpected": self.unexpected,
+            "accepted_per_s": self.accepted_per_s,
+            "delivered_per_s": self.delivered_per_s,
+            "lateness_ms": self.lateness_ms,
+            "create_latency_ms": self.create_latency_ms,
+            "probe_latency_ms": self.probe_latency_ms,
+            "server_peak_rss_mib": self.peak_rss_mib,
+            "server_cpu_seconds": self.cpu_seconds,
+        })
+    }
+}
+
+/// `key=value` pairs of a JSON object, on one line.
+fn compact(settings: &Value) -> String {
+    let Some(object) = settings.as_object() else {
+        return settings.to_string();
+    };
+    let pairs: Vec<String> = object
+        .iter()
+        .map(|(key, value)| {
+            format!(
+                "{key}={}",
+                value.as_str().map_or(value.to_string(), str::to_owned)
+            )
+        })
+        .collect();
+    pairs.join(" ")
+}
+
+fn settings(args: &Args) -> Value {
+    let mut settings = json!({
+        "scenario": format!("{:?}", args.scenario).to_lowercase(),
+        "backend": format!("{:?}", args.backend).to_lowercase(),
+        "instances": args.instances,
+        "concurrency": args.concurrency,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+    });
+    match args.scenario {
+        Scenario::Steady => {
+            settings["rate"] = json!(args.rate);
+            settings["seconds"] = json!(args.seconds);
+        }
+        Scenario::Fanout => {
+            settings["subscribers"] = json!(args.jobs());
+            settings["slow"] = json!(args.slow);
+            settings["slow_ms"] = json!(args.slow_ms);
+        }
+        Scenario::Burst | Scenario::Backlog => settings["jobs"] = json!(args.jobs()),
+    }
+    settings
+}
