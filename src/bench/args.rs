@@ -6,7 +6,7 @@ use clap::{Parser, ValueEnum};
 
 /// deferhook-bench: load a real deferhook process and measure it.
 #[derive(Debug, Parser)]
-#[command(name = "deferhook-bench", about, long_about = None)]
+#[command(name = "deferhook-bench")]
 pub struct Args {
     /// What load to apply.
     #[arg(long, value_enum, default_value_t = Scenario::Burst)]
