@@ -64,16 +64,34 @@ pub enum LogFormat {
     Json,
 }
 
-/// Which database to use.
-#[derive(Debug, Clone, Args)]
+/// Which database to use. `Debug` hides a password in the URL, and `--help` does not
+/// show the variable's value.
+#[derive(Clone, Args)]
 pub struct DatabaseArgs {
     /// `sqlite://PATH` (created when missing).
     #[arg(
         long,
         env = "DEFERHOOK_DATABASE_URL",
-        default_value = "sqlite://deferhook.db"
+        default_value = "sqlite://deferhook.db",
+        hide_env_values = true
     )]
     pub database_url: String,
+}
+
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = match url::Url::parse(&self.database_url) {
+            Ok(mut url) if url.password().is_some() => {
+                let _ = url.set_password(Some("redacted"));
+                url.to_string()
+            }
+            Ok(_) => self.database_url.clone(),
+            Err(_) => "<not a URL>".to_owned(),
+        };
+        f.debug_struct("DatabaseArgs")
+            .field("database_url", &shown)
+            .finish()
+    }
 }
 
 /// A flag's value that must not be shown: `Debug` prints `[redacted]`, and clap is told
@@ -330,6 +348,28 @@ mod tests {
     #[test]
     fn the_cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_database_password_never_shows() {
+        let args = DatabaseArgs {
+            database_url: "postgres://u:PGPASSWORD@127.0.0.1/db".into(),
+        };
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("PGPASSWORD"), "{shown}");
+        assert!(
+            shown.contains("postgres://u:redacted@127.0.0.1/db"),
+            "{shown}"
+        );
+        let command = Cli::command();
+        for name in ["serve", "migrate"] {
+            let sub = command.find_subcommand(name).unwrap();
+            let arg = sub
+                .get_arguments()
+                .find(|arg| arg.get_id() == "database_url")
+                .unwrap();
+            assert!(arg.is_hide_env_values_set(), "{name}: --help shows the URL");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Serving the router on a listener, HTTP/1.1, with a limit on how long a client may
 //! take to send its request headers (`--header-read-timeout-ms`): a client that
 //! trickles its headers (slowloris) is disconnected instead of holding a connection
-//! forever. `axum::serve` sets no timer, so hyper's header-read timeout never fires
+//! forever. Likewise a client that stops reading its answers: a write that cannot make
+//! progress for [`WRITE_TIMEOUT`] closes the connection. `axum::serve` sets no timer, so hyper's header-read timeout never fires
 //! there; this loop configures hyper directly. On shutdown it stops accepting and lets
 //! open connections finish (the caller bounds that wait with its grace period).
 
@@ -15,8 +16,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+/// Longest a write to a client may block (the client not reading its answers).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Pause after a failed `accept` (e.g. out of file descriptors), so the loop never spins.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -52,7 +57,10 @@ pub async fn serve(
                 .clone()
                 .map_request(|request: Request<Incoming>| request.map(Body::new)),
         );
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let io = TokioIo::new(Box::pin(stream));
+        let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");

@@ -224,20 +224,43 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 /// `sqlite://path` (created when missing) selects SQLite, `postgres://…` PostgreSQL.
 /// Errors never include the URL's credentials.
 pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
-    open_with_sealer(database_url, Sealer::plaintext()).await
+    connect(database_url, Sealer::plaintext(), false).await
 }
 
-/// [`open`], with subscriber secrets written and read through `sealer` (sealed at rest
-/// when it has a key; plaintext values already stored stay readable).
+fn log_sealed(count: usize) {
+    if count > 0 {
+        tracing::info!(
+            subscribers = count,
+            "sealed the plaintext signing secrets with --secret-key"
+        );
+    }
+}
+
+/// [`open`], with subscriber secrets written and read through `sealer`: with a key,
+/// secrets stored in plaintext are sealed at once; a database whose sealed secrets this
+/// sealer cannot open is refused ([`StoreError::Config`]), so a server with a missing or
+/// wrong key never starts on it.
 pub async fn open_with_sealer(
     database_url: &str,
     sealer: Sealer,
+) -> Result<SharedStore, StoreError> {
+    connect(database_url, sealer, true).await
+}
+
+/// Opens and migrates; with `check_secrets`, checks (and seals) the stored secrets.
+async fn connect(
+    database_url: &str,
+    sealer: Sealer,
+    check_secrets: bool,
 ) -> Result<SharedStore, StoreError> {
     if database_url.starts_with("sqlite:") {
         let store = sqlite::SqliteStore::open(database_url)
             .await?
             .with_sealer(sealer);
         store.migrate().await?;
+        if check_secrets {
+            log_sealed(store.prepare_secrets().await?);
+        }
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
@@ -245,6 +268,9 @@ pub async fn open_with_sealer(
             .await?
             .with_sealer(sealer);
         store.migrate().await?;
+        if check_secrets {
+            log_sealed(store.prepare_secrets().await?);
+        }
         return Ok(Arc::new(store));
     }
     Err(StoreError::Config(

@@ -32,6 +32,26 @@ const NONCE_BYTES: usize = 12;
 /// Bytes of the Poly1305 tag after the ciphertext (RFC 8439 §2.8).
 const TAG_BYTES: usize = 16;
 
+/// A subscriber's stored secrets to write again sealed (see [`Sealer::check_stored`]):
+/// written only if `secret` is still `old_secret`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Reseal {
+    /// Which subscriber.
+    pub subscriber_id: String,
+    /// The stored `secret` the new values replace.
+    pub old_secret: String,
+    /// The sealed `secret`.
+    pub new_secret: String,
+    /// The sealed `previous_secret`, when there is one.
+    pub new_previous: Option<String>,
+}
+
+impl std::fmt::Debug for Reseal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reseal({})", self.subscriber_id)
+    }
+}
+
 /// Why a text is not a secret key. Never contains the text itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretKeyError {
@@ -169,7 +189,8 @@ impl Sealer {
     /// The signing secrets of subscriber `subscriber_id` from its columns, as of `now`
     /// (a claim): `current` (`secret`) always, `previous` (`previous_secret`) only while
     /// its grace period runs (`now < previous_expires_at`); an expired one is not even
-    /// opened.
+    /// opened, and an unreadable one is left out (logged) rather than failing the
+    /// current one.
     pub fn open_secrets(
         &self,
         subscriber_id: &str,
@@ -184,13 +205,66 @@ impl Sealer {
         };
         let current = self.open(subscriber_id, current).map_err(unreadable)?;
         let previous = match (previous, previous_expires_at) {
-            (Some(stored), Some(expires_at)) if now < expires_at => Some(PreviousSecret {
-                secret: self.open(subscriber_id, stored).map_err(unreadable)?,
-                expires_at,
-            }),
+            (Some(stored), Some(expires_at)) if now < expires_at => {
+                match self.open(subscriber_id, stored) {
+                    Ok(secret) => Some(PreviousSecret { secret, expires_at }),
+                    // The current secret still signs: a receiver that has the new one
+                    // verifies, so an unreadable old one must not block deliveries.
+                    Err(reason) => {
+                        tracing::warn!(%subscriber_id, %reason,
+                            "the previous signing secret cannot be read; signing with the \
+                             current one only");
+                        None
+                    }
+                }
+            }
             _ => None,
         };
         Ok(SigningSecrets { current, previous })
+    }
+
+    /// Checks the secrets a database holds before a server uses them, and says what to
+    /// write back. `rows` are `(subscriber id, secret, previous secret)`.
+    ///
+    /// Fails (naming the subscriber, never a value) when a sealed value does not open:
+    /// the database was sealed with a key this server lacks or does not have, and
+    /// serving would fail every delivery and mix keys or plaintext into it. With a key,
+    /// returns the plaintext values sealed (rows to write, as `(id, old secret, new
+    /// secret, old previous, new previous)`), so enabling `--secret-key` encrypts what
+    /// is already stored.
+    pub fn check_stored(
+        &self,
+        rows: &[(String, String, Option<String>)],
+    ) -> Result<Vec<Reseal>, String> {
+        let mut reseal = Vec::new();
+        for (id, secret, previous) in rows {
+            for stored in std::iter::once(secret).chain(previous) {
+                if !stored.starts_with("enc:") {
+                    continue;
+                }
+                if let Err(error) = self.open(id, stored) {
+                    let fix = match error {
+                        UnsealError::NoKey => "start it with the --secret-key that sealed them",
+                        _ => "start it with the --secret-key that sealed them (this one does not)",
+                    };
+                    return Err(format!(
+                        "the database holds encrypted signing secrets (subscriber `{id}`: \
+                         {error}); {fix}"
+                    ));
+                }
+            }
+            let plaintext = !secret.starts_with("enc:")
+                || previous.as_ref().is_some_and(|p| !p.starts_with("enc:"));
+            if self.is_sealing() && plaintext {
+                reseal.push(Reseal {
+                    subscriber_id: id.clone(),
+                    old_secret: secret.clone(),
+                    new_secret: self.reseal(id, secret),
+                    new_previous: previous.as_ref().map(|p| self.reseal(id, p)),
+                });
+            }
+        }
+        Ok(reseal)
     }
 
     fn seal_text(&self, subscriber_id: &str, text: &str) -> String {
@@ -221,6 +295,47 @@ mod tests {
 
     fn sealer(key: &str) -> Sealer {
         Sealer::from_base64_key(key).unwrap()
+    }
+
+    #[test]
+    fn a_database_sealed_with_another_key_or_none_is_refused() {
+        let secret = SigningSecret::generate();
+        let stored = sealer(KEY).seal("orders", &secret);
+        let rows = vec![("orders".to_owned(), stored.clone(), None)];
+        for refusing in [sealer(OTHER_KEY), Sealer::plaintext()] {
+            let error = refusing.check_stored(&rows).unwrap_err();
+            assert!(error.contains("subscriber `orders`"), "{error}");
+            assert!(!error.contains(secret.expose()) && !error.contains(KEY), "{error}");
+        }
+        assert_eq!(sealer(KEY).check_stored(&rows).unwrap(), Vec::new());
+        // An unreadable previous secret refuses too.
+        let previous = vec![(
+            "orders".to_owned(),
+            secret.expose().to_owned(),
+            Some(stored),
+        )];
+        assert!(sealer(OTHER_KEY).check_stored(&previous).is_err());
+    }
+
+    #[test]
+    fn with_a_key_plaintext_secrets_are_resealed() {
+        let current = SigningSecret::generate();
+        let old = SigningSecret::generate();
+        let rows = vec![(
+            "billing".to_owned(),
+            current.expose().to_owned(),
+            Some(old.expose().to_owned()),
+        )];
+        assert!(Sealer::plaintext().check_stored(&rows).unwrap().is_empty());
+        let key = sealer(KEY);
+        let reseal = key.check_stored(&rows).unwrap();
+        assert_eq!(reseal.len(), 1);
+        let row = &reseal[0];
+        assert_eq!(row.old_secret, current.expose());
+        assert_eq!(key.open("billing", &row.new_secret), Ok(current));
+        let previous = row.new_previous.as_deref().unwrap();
+        assert_eq!(key.open("billing", previous), Ok(old));
+        assert!(!format!("{row:?}").contains("whsec_"));
     }
 
     #[test]

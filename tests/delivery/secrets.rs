@@ -141,43 +141,42 @@ async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace
     assert!(!signed_by(&old, third, signatures(third)[0]));
 }
 
-async fn a_secret_sealed_with_another_key_is_never_sent(db: Db) {
+/// A server never starts on secrets it cannot open (another key, or none): it would fail
+/// every delivery and write plaintext or other-key values into a sealed database. The
+/// refusal names the subscriber, never a secret or a key. The right key delivers.
+async fn a_server_with_another_key_or_none_refuses_a_sealed_database(db: Db) {
     let receiver = Receiver::ok().await;
     let mut sealing = App::start(db, &["--secret-key", KEY]).await;
     let secret = sealing.subscriber("s", &receiver.url("/"), None).await;
+    let job = sealing.job("s", "e1", json!({"delay_ms": 60_000})).await;
     let database = sealing.keep_database();
     let url = sealing.database_url.clone();
     sealing.stop().await;
 
-    let wrong = App::on(&url, &["--secret-key", OTHER_KEY]).await;
-    let job = wrong.job("s", "e1", json!({})).await;
-    let failed = wrong
-        .wait_job(&job, Duration::from_secs(5), |j| {
-            j["attempts"].as_u64().unwrap_or(0) >= 2
-                && j["last_error"]["class"] == "secret_unreadable"
-        })
-        .await;
-    assert!(
-        receiver.requests().is_empty(),
-        "nothing may be sent unsigned"
-    );
-    let reason = failed["last_error"]["reason"].as_str().unwrap();
-    assert!(reason.contains("subscriber `s`"), "{reason}");
-    for hidden in [secret.as_str(), &secret[6..], KEY, OTHER_KEY] {
-        assert!(!failed.to_string().contains(hidden), "{failed}");
-    }
-    assert_eq!(failed["dead_reason"], Value::Null);
-    for attempt in wrong.attempts(&job).await {
-        if attempt["outcome"] != "in_progress" {
-            assert_eq!(attempt["outcome"], "retryable", "{attempt}");
-            assert_eq!(attempt["error_class"], "secret_unreadable", "{attempt}");
-            assert_eq!(attempt["status"], Value::Null, "{attempt}");
+    let other = deferhook::store::sealing::Sealer::from_base64_key(OTHER_KEY).unwrap();
+    for sealer in [other, deferhook::store::sealing::Sealer::plaintext()] {
+        let refused = deferhook::store::open_with_sealer(&url, sealer)
+            .await
+            .expect_err("a sealed database needs its key");
+        let message = refused.to_string();
+        assert!(message.contains("subscriber `s`"), "{message}");
+        assert!(message.contains("--secret-key"), "{message}");
+        for hidden in [secret.as_str(), &secret[6..], KEY, OTHER_KEY] {
+            assert!(!message.contains(hidden), "{message}");
         }
     }
-    wrong.stop().await;
 
-    // An instance with the right key delivers it.
+    // The right key: the job is delivered, signed with the secret.
     let right = App::on(&url, &["--secret-key", KEY]).await;
+    let id = job["id"].as_str().unwrap();
+    let response = right
+        .client
+        .patch(format!("{}/v1/jobs/{id}", right.base))
+        .json(&json!({"deliver_at": "2000-01-01T00:00:00Z"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
     right
         .wait_state(&job, "delivered", Duration::from_secs(5))
         .await;
@@ -192,9 +191,44 @@ async fn a_secret_sealed_with_another_key_is_never_sent(db: Db) {
     drop(database);
 }
 
+/// Subscriber `id`'s `secret` column as stored.
+async fn raw_secret(url: &str, id: &str) -> String {
+    let query = "SELECT secret FROM subscribers WHERE id = ";
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{query}?1")))
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{query}$1")))
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    }
+}
+
+/// Turning `--secret-key` on seals the secrets already stored in plaintext at start.
+async fn enabling_a_key_seals_the_stored_secrets(db: Db) {
+    let mut plain = App::start(db, &[]).await;
+    plain.subscriber("p", "http://127.0.0.1:9/hook", None).await;
+    let database = plain.keep_database();
+    let url = plain.database_url.clone();
+    plain.stop().await;
+    let sealed = App::on(&url, &["--secret-key", KEY]).await;
+    sealed.stop().await;
+    let raw = raw_secret(&url, "p").await;
+    assert!(raw.starts_with("enc:v1:"), "still plaintext: {}", &raw[..6]);
+    drop(database);
+}
+
 crate::on_both_backends!(
     c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace_ends,
-    a_secret_sealed_with_another_key_is_never_sent,
+    a_server_with_another_key_or_none_refuses_a_sealed_database,
+    enabling_a_key_seals_the_stored_secrets,
 );
 
 // ---- the real binary's log -------------------------------------------------------------

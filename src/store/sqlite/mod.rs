@@ -88,6 +88,39 @@ impl SqliteStore {
         SqliteStore { sealer, ..self }
     }
 
+    /// Checks the stored signing secrets against this store's sealer and seals the
+    /// plaintext ones when it has a key (see [`crate::store::sealing::Sealer::check_stored`]):
+    /// fails when sealed secrets do not open. Returns how many subscribers were sealed.
+    pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
+        let rows: Vec<(String, String, Option<String>)> =
+            sqlx::query_as("SELECT id, secret, previous_secret FROM subscribers")
+                .fetch_all(&self.writer)
+                .await?;
+        let reseal = self
+            .sealer
+            .check_stored(&rows)
+            .map_err(StoreError::Config)?;
+        if reseal.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        for row in &reseal {
+            sqlx::query(
+                "UPDATE subscribers SET secret = ?2, \
+                 previous_secret = COALESCE(?3, previous_secret) \
+                 WHERE id = ?1 AND secret = ?4",
+            )
+            .bind(&row.subscriber_id)
+            .bind(&row.new_secret)
+            .bind(row.new_previous.as_deref())
+            .bind(&row.old_secret)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(reseal.len())
+    }
+
     /// Applies the embedded migrations of `migrations/sqlite` that are not applied yet.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/sqlite")
