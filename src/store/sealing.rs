@@ -305,7 +305,10 @@ mod tests {
         for refusing in [sealer(OTHER_KEY), Sealer::plaintext()] {
             let error = refusing.check_stored(&rows).unwrap_err();
             assert!(error.contains("subscriber `orders`"), "{error}");
-            assert!(!error.contains(secret.expose()) && !error.contains(KEY), "{error}");
+            assert!(
+                !error.contains(secret.expose()) && !error.contains(KEY),
+                "{error}"
+            );
         }
         assert_eq!(sealer(KEY).check_stored(&rows).unwrap(), Vec::new());
         // An unreadable previous secret refuses too.
