@@ -247,6 +247,15 @@ pub async fn open_with_sealer(
     connect(database_url, sealer, true).await
 }
 
+/// [`open_with_sealer`] without its start-up check of the stored secrets: for tests
+/// and tools that open a database they know holds other keys' secrets.
+pub async fn open_with_sealer_unchecked(
+    database_url: &str,
+    sealer: Sealer,
+) -> Result<SharedStore, StoreError> {
+    connect(database_url, sealer, false).await
+}
+
 /// Opens and migrates; with `check_secrets`, checks (and seals) the stored secrets.
 async fn connect(
     database_url: &str,
