@@ -1,8 +1,17 @@
 //! Rules both stores apply when creating a batch of jobs.
 
+use std::collections::{BTreeSet, HashSet};
+
 use crate::domain::payload::same_json_value;
 use crate::store::StoreError;
+use crate::store::group_commit::{GroupResults, same_kind};
 use crate::store::records::{CreateOutcome, Job, NewJob};
+
+/// Most jobs one group commit of creates writes (a larger request is written alone).
+pub const MAX_CREATE_GROUP: usize = 1_000;
+
+/// One create request's outcomes.
+pub type Created = Vec<CreateOutcome>;
 
 /// The order to write `jobs` in: by (subscriber_id, event_id), whatever the request
 /// order, so concurrent batches lock rows in the same order and cannot deadlock.
@@ -13,6 +22,141 @@ pub fn key_order(jobs: &[NewJob]) -> Vec<usize> {
             .cmp(&(&jobs[b].subscriber_id, &jobs[b].event_id))
     });
     order
+}
+
+/// The order to write a group's requests in: by each one's smallest key, so that
+/// concurrent groups (other instances) mostly take row locks in the same order.
+fn request_order(requests: &[Vec<NewJob>]) -> Vec<usize> {
+    fn first_key(jobs: &[NewJob]) -> Option<(&str, &str)> {
+        jobs.iter()
+            .map(|j| (j.subscriber_id.as_str(), j.event_id.as_str()))
+            .min()
+    }
+    let mut order: Vec<usize> = (0..requests.len()).collect();
+    order.sort_by(|&a, &b| first_key(&requests[a]).cmp(&first_key(&requests[b])));
+    order
+}
+
+/// The distinct subscriber ids a group's requests name, sorted.
+pub fn subscriber_ids(requests: &[Vec<NewJob>]) -> Vec<&str> {
+    let ids: BTreeSet<&str> = requests
+        .iter()
+        .flatten()
+        .map(|j| j.subscriber_id.as_str())
+        .collect();
+    ids.into_iter().collect()
+}
+
+/// The error for a request naming a subscriber that is not in `known` (the first such
+/// id in sorted order), if any.
+fn unknown_subscriber(jobs: &[NewJob], known: &HashSet<String>) -> Option<StoreError> {
+    jobs.iter()
+        .map(|j| j.subscriber_id.as_str())
+        .filter(|id| !known.contains(*id))
+        .min()
+        .map(|id| StoreError::UnknownSubscriber(id.to_owned()))
+}
+
+/// Whether a request needs a savepoint of its own inside a group: only one of several
+/// jobs can fail after writing (a payload conflict on a later job); a lone job that
+/// conflicts has written nothing.
+fn needs_savepoint(jobs: &[NewJob]) -> bool {
+    jobs.len() > 1
+}
+
+/// The statements of one group's transaction that [`write_requests`] needs.
+pub trait GroupWriter {
+    /// Runs a statement without parameters (the savepoint commands).
+    async fn execute(&mut self, sql: &'static str) -> Result<(), StoreError>;
+    /// Inserts one request's jobs and reads them back (outcomes in request order); a
+    /// repeat of a stored job with another payload is a [`StoreError::PayloadConflict`].
+    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError>;
+}
+
+/// Writes each request of a group inside the group's open transaction, in
+/// [`request_order`]: a request naming an unknown subscriber (not in `known`) writes
+/// nothing; one whose job conflicts is rolled back to its savepoint; the others stay
+/// written. Any other error fails the whole group (the caller drops the transaction).
+/// Results are in the order of `requests`.
+pub async fn write_requests(
+    group: &mut impl GroupWriter,
+    requests: &[Vec<NewJob>],
+    known: &HashSet<String>,
+) -> Result<GroupResults<Created>, StoreError> {
+    let mut results: Vec<Option<Result<Created, StoreError>>> =
+        requests.iter().map(|_| None).collect();
+    for index in request_order(requests) {
+        let jobs = &requests[index];
+        if let Some(unknown) = unknown_subscriber(jobs, known) {
+            results[index] = Some(Err(unknown));
+            continue;
+        }
+        let savepoint = needs_savepoint(jobs);
+        if savepoint {
+            group.execute("SAVEPOINT request").await?;
+        }
+        let result = match group.insert(jobs).await {
+            Ok(outcomes) => Ok(outcomes),
+            Err(conflict @ StoreError::PayloadConflict { .. }) => Err(conflict),
+            Err(other) => return Err(other),
+        };
+        if savepoint {
+            if result.is_err() {
+                group.execute("ROLLBACK TO SAVEPOINT request").await?;
+            }
+            group.execute("RELEASE SAVEPOINT request").await?;
+        }
+        results[index] = Some(result);
+    }
+    Ok(results.into_iter().flatten().collect())
+}
+
+/// A store that writes a group of create requests in one transaction (each request
+/// all or nothing on its own, see [`write_requests`]).
+pub trait CreateGroups {
+    /// Writes `requests` in one transaction; one result per request, in order.
+    async fn create_group(
+        &self,
+        requests: &[Vec<NewJob>],
+    ) -> Result<GroupResults<Created>, StoreError>;
+}
+
+/// Writes a group of create requests with `store` (one transaction for all);
+/// when that fails as a whole, writes each request alone, so one request's failure
+/// (or a deadlock between instances) never fails the others. Once a lone write finds
+/// the store unavailable, the requests left get that error without trying.
+pub async fn alone_on_failure(
+    requests: Vec<Vec<NewJob>>,
+    store: &impl CreateGroups,
+) -> GroupResults<Created> {
+    let error = match store.create_group(&requests).await {
+        Ok(results) => return results,
+        Err(error) if requests.len() == 1 => return vec![Err(error)],
+        Err(error) => error,
+    };
+    tracing::debug!(%error, requests = requests.len(),
+        "a group of creates failed; writing its requests one by one");
+    let mut results = Vec::with_capacity(requests.len());
+    let mut unavailable: Option<StoreError> = None;
+    for request in requests.chunks(1) {
+        if let Some(error) = &unavailable {
+            results.push(Err(same_kind(error)));
+            continue;
+        }
+        let result = match store.create_group(request).await {
+            Ok(mut alone) => alone
+                .pop()
+                .unwrap_or_else(|| Err(StoreError::Internal("a create without a result".into()))),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &result
+            && matches!(error, StoreError::Unavailable(_))
+        {
+            unavailable = Some(same_kind(error));
+        }
+        results.push(result);
+    }
+    results
 }
 
 /// The outcome for `new` when a job with its key was already `stored` with

@@ -7,6 +7,7 @@
 
 mod batch;
 mod error;
+pub mod group_commit;
 mod maintenance_sql;
 pub mod postgres;
 pub mod records;

@@ -48,6 +48,7 @@ macro_rules! store_suite {
                 a_batch_mixes_existing_and_created,
                 concurrent_repeats_create_one_job,
                 concurrent_batches_in_any_order_succeed,
+                concurrent_requests_succeed_or_fail_alone,
                 an_empty_batch_is_fine,
             ],
             listing: [

@@ -1,38 +1,84 @@
 //! Creating, reading and listing jobs, and their attempt history, in PostgreSQL.
 
-use sqlx::{AssertSqlSafe, PgPool, Postgres, Row};
+use std::collections::HashSet;
+
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use super::JOBS_CHANNEL;
 use crate::domain::{Timestamp, Transition};
+use crate::store::StoreError;
+use crate::store::batch::{self, Created};
+use crate::store::group_commit::GroupResults;
 use crate::store::records::{
     Attempt, CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest,
 };
 use crate::store::rows::{self, ATTEMPT_COLUMNS, JOB_COLUMNS};
-use crate::store::{StoreError, batch};
 
-pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
-    let mut tx = pool.begin().await?;
-    let mut wanted: Vec<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    // FOR SHARE: a subscriber cannot vanish before the jobs that name it commit.
-    let known: Vec<String> =
-        sqlx::query_scalar("SELECT id FROM subscribers WHERE id = ANY($1) FOR SHARE")
-            .bind(&wanted)
-            .fetch_all(&mut *tx)
-            .await?;
-    if let Some(missing) = wanted.iter().find(|id| !known.iter().any(|k| k == *id)) {
-        return Err(StoreError::UnknownSubscriber((*missing).to_owned()));
+impl batch::CreateGroups for PgPool {
+    async fn create_group(
+        &self,
+        requests: &[Vec<NewJob>],
+    ) -> Result<GroupResults<Created>, StoreError> {
+        create_group(self, requests).await
     }
+}
+
+/// Writes a group of create requests in one transaction (see
+/// [`batch::write_requests`]) and, when it created a job, announces it once with
+/// `NOTIFY` (delivered at commit, to the workers of every instance).
+async fn create_group(
+    pool: &PgPool,
+    requests: &[Vec<NewJob>],
+) -> Result<GroupResults<Created>, StoreError> {
+    let mut tx = pool.begin().await?;
+    // FOR SHARE: a subscriber cannot vanish before the jobs that name it commit.
+    let known: HashSet<String> =
+        sqlx::query_scalar("SELECT id FROM subscribers WHERE id = ANY($1) FOR SHARE")
+            .bind(batch::subscriber_ids(requests))
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+    let results = batch::write_requests(&mut Group(&mut tx), requests, &known).await?;
+    let created = results
+        .iter()
+        .flatten()
+        .flatten()
+        .any(|outcome| matches!(outcome, CreateOutcome::Created(_)));
+    if created {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(JOBS_CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+/// A group's transaction, as [`batch::write_requests`] drives it.
+struct Group<'t>(&'t mut PgConnection);
+
+impl batch::GroupWriter for Group<'_> {
+    async fn execute(&mut self, sql: &'static str) -> Result<(), StoreError> {
+        sqlx::query(sql).execute(&mut *self.0).await?;
+        Ok(())
+    }
+
+    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError> {
+        insert(self.0, jobs).await
+    }
+}
+
+/// Inserts one request's jobs (in key order) and reads each back; a repeat of a
+/// stored job with another payload is a [`StoreError::PayloadConflict`].
+async fn insert(tx: &mut PgConnection, jobs: &[NewJob]) -> Result<Created, StoreError> {
     let find = format!(
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = $1 AND j.event_id = $2"
     );
-    let order = batch::key_order(&jobs);
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
-    let mut created = 0;
-    for &index in &order {
+    for index in batch::key_order(jobs) {
         let job = &jobs[index];
         let inserted = sqlx::query(
             "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
@@ -59,21 +105,11 @@ pub async fn create(pool: &PgPool, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcom
             .await?;
         let stored = rows::job(&row)?;
         outcomes[index] = Some(if inserted {
-            created += 1;
             CreateOutcome::Created(stored)
         } else {
-            // A conflict returns early: dropping the transaction rolls back this call.
             batch::repeat(stored, row.try_get("payload")?, job)?
         });
     }
-    if created > 0 {
-        // Delivered at commit, to the workers of every instance.
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(JOBS_CHANNEL)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
     batch::in_request_order(outcomes)
 }
 

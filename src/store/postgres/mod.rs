@@ -25,6 +25,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::batch::{self, Created};
+use super::group_commit::{GroupCommit, GroupLimits};
 use super::records::*;
 use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
@@ -33,6 +35,9 @@ use crate::domain::Timestamp;
 pub const JOBS_CHANNEL: &str = "deferhook_jobs";
 /// Connections per instance.
 const MAX_CONNECTIONS: u32 = 16;
+/// Group commits of creates running at once, each on its own connection: PostgreSQL
+/// flushes concurrent commits together, so a few groups overlap their round trips.
+const CREATE_GROUPS_AT_ONCE: usize = 4;
 /// How long a call waits for a connection before the store reports itself unavailable.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -41,6 +46,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct PostgresStore {
     pool: PgPool,
     sealer: Sealer,
+    /// Creates, group-committed over a few connections at once.
+    creates: GroupCommit<Vec<NewJob>, Created>,
 }
 
 impl PostgresStore {
@@ -53,9 +60,21 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
+        let creates = {
+            let pool = pool.clone();
+            let limits = GroupLimits {
+                max_weight: batch::MAX_CREATE_GROUP,
+                parallel: CREATE_GROUPS_AT_ONCE,
+            };
+            GroupCommit::spawn(limits, Vec::len, move |requests| {
+                let pool = pool.clone();
+                async move { batch::alone_on_failure(requests, &pool).await }
+            })
+        };
         Ok(PostgresStore {
             pool,
             sealer: Sealer::plaintext(),
+            creates,
         })
     }
 
@@ -143,7 +162,7 @@ impl Store for PostgresStore {
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
-        jobs::create(&self.pool, jobs).await
+        self.creates.submit(jobs).await
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {

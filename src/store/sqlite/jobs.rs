@@ -1,37 +1,74 @@
 //! Creating, reading and listing jobs in SQLite.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 
-use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool};
+use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use crate::domain::{Timestamp, Transition};
+use crate::store::StoreError;
+use crate::store::batch::{self, Created};
+use crate::store::group_commit::GroupResults;
 use crate::store::records::{CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest};
 use crate::store::rows::{self, JOB_COLUMNS};
-use crate::store::{StoreError, batch};
 
-pub async fn create(
+/// Writes a group of create requests in one transaction (one fsync): each request is
+/// all or nothing on its own (a savepoint around a multi-job request), and a request
+/// that fails (unknown subscriber, payload conflict) leaves the others written. An
+/// error of the database itself fails the whole group (see
+/// [`batch::alone_on_failure`]).
+impl batch::CreateGroups for SqlitePool {
+    async fn create_group(
+        &self,
+        requests: &[Vec<NewJob>],
+    ) -> Result<GroupResults<Created>, StoreError> {
+        create_group(self, requests).await
+    }
+}
+
+async fn create_group(
     writer: &SqlitePool,
-    jobs: Vec<NewJob>,
-) -> Result<Vec<CreateOutcome>, StoreError> {
+    requests: &[Vec<NewJob>],
+) -> Result<GroupResults<Created>, StoreError> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let subscriber_ids: BTreeSet<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
-    for id in subscriber_ids {
-        let known = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")
+    let mut known = HashSet::new();
+    for id in batch::subscriber_ids(requests) {
+        let found = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-        if known.is_none() {
-            return Err(StoreError::UnknownSubscriber(id.to_owned()));
+        if found.is_some() {
+            known.insert(id.to_owned());
         }
     }
+    let results = batch::write_requests(&mut Group(&mut tx), requests, &known).await?;
+    tx.commit().await?;
+    Ok(results)
+}
+
+/// A group's transaction, as [`batch::write_requests`] drives it.
+struct Group<'t>(&'t mut SqliteConnection);
+
+impl batch::GroupWriter for Group<'_> {
+    async fn execute(&mut self, sql: &'static str) -> Result<(), StoreError> {
+        sqlx::query(sql).execute(&mut *self.0).await?;
+        Ok(())
+    }
+
+    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError> {
+        insert(self.0, jobs).await
+    }
+}
+
+/// Inserts one request's jobs (in key order) and reads each back; a repeat of a
+/// stored job with another payload is a [`StoreError::PayloadConflict`].
+async fn insert(tx: &mut SqliteConnection, jobs: &[NewJob]) -> Result<Created, StoreError> {
     let find = format!(
         "SELECT {JOB_COLUMNS}, j.payload FROM jobs j JOIN subscribers s \
          ON s.id = j.subscriber_id WHERE j.subscriber_id = ?1 AND j.event_id = ?2"
     );
-    let order = batch::key_order(&jobs);
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
-    for &index in &order {
+    for index in batch::key_order(jobs) {
         let job = &jobs[index];
         let inserted = sqlx::query(
             "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
@@ -60,11 +97,9 @@ pub async fn create(
         outcomes[index] = Some(if inserted {
             CreateOutcome::Created(stored)
         } else {
-            // A conflict returns early: dropping the transaction rolls back this call.
             batch::repeat(stored, row.try_get("payload")?, job)?
         });
     }
-    tx.commit().await?;
     batch::in_request_order(outcomes)
 }
 

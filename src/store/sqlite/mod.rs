@@ -24,6 +24,8 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use uuid::Uuid;
 
+use super::batch::{self, Created};
+use super::group_commit::{GroupCommit, GroupLimits};
 use super::records::*;
 use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
@@ -40,6 +42,8 @@ pub struct SqliteStore {
     writer: SqlitePool,
     readers: SqlitePool,
     sealer: Sealer,
+    /// Creates, group-committed on the writer.
+    creates: GroupCommit<Vec<NewJob>, Created>,
 }
 
 impl SqliteStore {
@@ -75,10 +79,22 @@ impl SqliteStore {
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
+        let creates = {
+            let writer = writer.clone();
+            let limits = GroupLimits {
+                max_weight: batch::MAX_CREATE_GROUP,
+                parallel: 1,
+            };
+            GroupCommit::spawn(limits, Vec::len, move |requests| {
+                let writer = writer.clone();
+                async move { batch::alone_on_failure(requests, &writer).await }
+            })
+        };
         Ok(SqliteStore {
             writer,
             readers,
             sealer: Sealer::plaintext(),
+            creates,
         })
     }
 
@@ -165,7 +181,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
-        jobs::create(&self.writer, jobs).await
+        self.creates.submit(jobs).await
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {

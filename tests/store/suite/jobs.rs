@@ -255,3 +255,72 @@ pub async fn concurrent_batches_in_any_order_succeed(store: SharedStore) {
     assert_eq!(created, 30, "each job created exactly once");
     assert_eq!(list(&store, JobFilter::default()).await.len(), 30);
 }
+
+/// Concurrent create requests share group commits (one transaction for many
+/// requests); each must still succeed or fail on its own, all or nothing: a request
+/// whose second job conflicts leaves none of its jobs, an unknown subscriber writes
+/// nothing, and the requests around them are written as if alone.
+pub async fn concurrent_requests_succeed_or_fail_alone(store: SharedStore) {
+    add_subscriber(&store, "a").await;
+    let stored = NewJob {
+        payload: r#"{"v":1}"#.into(),
+        ..new_job("a", "dup", at(0), at(60_000))
+    };
+    create(&store, vec![stored.clone()]).await;
+    let with = |event: &str, payload: &str| NewJob {
+        payload: payload.into(),
+        ..new_job("a", event, at(0), at(60_000))
+    };
+    let mut requests: Vec<Vec<NewJob>> = (0..40)
+        .map(|n| vec![with(&format!("e{n}"), "{}")])
+        .collect();
+    // 40: written in key order, its job `aa1` is new and then `dup` conflicts with the
+    // stored job.
+    requests.push(vec![with("dup", r#"{"v":2}"#), with("aa1", r#"{"x":1}"#)]);
+    // 41: names a subscriber that does not exist.
+    requests.push(vec![new_job("ghost", "g", at(0), at(60_000))]);
+    // 42: repeats the stored job.
+    requests.push(vec![with("dup", r#"{"v":1}"#)]);
+    // 43: the key and payload of request 40's rolled-back job.
+    requests.push(vec![with("aa1", r#"{"x":1}"#)]);
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|request| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create_jobs(request).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.expect("task"));
+    }
+    for (n, result) in results[..40].iter().enumerate() {
+        let outcomes = result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("request {n}: {e}"));
+        assert_eq!(expect_created(&outcomes[0]).event_id, format!("e{n}"));
+    }
+    assert!(
+        matches!(&results[40], Err(StoreError::PayloadConflict { event_id, .. }) if event_id == "dup"),
+        "{:?}",
+        results[40]
+    );
+    assert!(
+        matches!(&results[41], Err(StoreError::UnknownSubscriber(id)) if id == "ghost"),
+        "{:?}",
+        results[41]
+    );
+    let repeat = results[42].as_ref().expect("the repeat");
+    assert_eq!(expect_existing(&repeat[0]).0.id, stored.id);
+    let aa1 = results[43].as_ref().expect("aa1 alone");
+    let aa1 = expect_created(&aa1[0]).id;
+    let jobs = list(&store, JobFilter::default()).await;
+    assert_eq!(jobs.len(), 1 + 40 + 1, "nothing of request 40 stays");
+    let stored_aa1: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.event_id == "aa1")
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(stored_aa1, [aa1]);
+    assert!(jobs.iter().all(|j| j.subscriber_id == "a"));
+}
