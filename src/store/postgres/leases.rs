@@ -21,30 +21,27 @@ const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was record
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
 /// work and room under their limits, oldest due work first. Holding these locks, a
 /// claim's count of a subscriber's open attempts cannot race another instance's claim:
-/// a subscriber locked elsewhere is skipped this time.
+/// a subscriber locked elsewhere is skipped this time. Each subscriber costs a few
+/// index probes (its oldest due job from `jobs_subscriber_due`, its open leases, and
+/// its last second of attempts only when it has a rate limit), whatever the backlog.
 const LOCK_SUBSCRIBERS: &str = "\
-    WITH due AS ( \
-      SELECT j.subscriber_id, MIN(j.due_at) AS oldest FROM jobs j \
-      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-        AND j.deadline > $1 \
+    SELECT s.id FROM subscribers s \
+    CROSS JOIN LATERAL ( \
+      SELECT j.due_at AS oldest FROM jobs j \
+      WHERE j.subscriber_id = s.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
+        AND j.due_at <= $1 AND j.deadline > $1 \
         AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
                  AND j.attempts >= j.max_attempts) \
-      GROUP BY j.subscriber_id \
-    ), open AS ( \
-      SELECT subscriber_id, COUNT(*) AS n FROM jobs \
-      WHERE state = 'in_flight' AND due_at > $1 GROUP BY subscriber_id \
-    ), recent AS ( \
-      SELECT subscriber_id, COUNT(*) AS n, MAX(started_at) AS last FROM attempts \
-      WHERE started_at > $1 - 1000 GROUP BY subscriber_id \
-    ) \
-    SELECT s.id FROM subscribers s JOIN due d ON d.subscriber_id = s.id \
-    LEFT JOIN open o ON o.subscriber_id = s.id \
-    LEFT JOIN recent r ON r.subscriber_id = s.id \
-    WHERE s.enabled AND s.max_in_flight > COALESCE(o.n, 0) \
-      AND (s.rate_limit_per_second IS NULL \
-           OR (s.rate_limit_per_second > COALESCE(r.n, 0) \
-               AND (r.last IS NULL OR r.last <= $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
-                                                  / s.rate_limit_per_second))) \
+      ORDER BY j.due_at LIMIT 1 \
+    ) d \
+    WHERE s.enabled \
+      AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+                             AND o.state = 'in_flight' AND o.due_at > $1) \
+      AND CASE WHEN s.rate_limit_per_second IS NULL THEN true ELSE ( \
+        SELECT s.rate_limit_per_second > COUNT(*) \
+          AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
+               * GREATEST(1, s.rate_limit_per_second / 10) / s.rate_limit_per_second) \
+        FROM attempts a WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END \
     ORDER BY d.oldest, s.id LIMIT $2 \
     FOR NO KEY UPDATE OF s SKIP LOCKED";
 
@@ -59,25 +56,31 @@ const CLAIM: &str = "\
       SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, \
         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
          AND o.state = 'in_flight' AND o.due_at > $1) AS open, \
+        CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-         AND a.started_at > $1 - 1000) AS recent, \
+         AND a.started_at > $1 - 1000) END AS recent, \
+        CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-         AND a.started_at > $1 - 1000) AS last \
+         AND a.started_at > $1 - 1000) END AS last \
       FROM subscribers s WHERE s.id = ANY($6) \
     ), allowance AS ( \
-      SELECT id AS subscriber_id, LEAST(max_in_flight - open, \
+      SELECT id AS subscriber_id, GREATEST(0, LEAST(max_in_flight - open, \
         CASE WHEN rate IS NULL THEN 2147483647 \
              WHEN last > $1 - 1000 * GREATEST(1, rate / 10) / rate THEN 0 \
-             ELSE LEAST(GREATEST(1, rate / 10), rate - recent) END) AS allowed \
+             ELSE LEAST(GREATEST(1, rate / 10), rate - recent) END)) AS allowed \
       FROM load \
     ), ranked AS ( \
-      SELECT j.id, j.state AS old_state, j.due_at AS due_since, al.allowed, \
-        ROW_NUMBER() OVER (PARTITION BY j.subscriber_id ORDER BY j.due_at, j.id) AS rn \
-      FROM jobs j JOIN allowance al ON al.subscriber_id = j.subscriber_id \
-      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-        AND j.deadline > $1 \
-        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
-                 AND j.attempts >= j.max_attempts) \
+      SELECT j.id, j.old_state, j.due_since, al.allowed, \
+        ROW_NUMBER() OVER (PARTITION BY al.subscriber_id ORDER BY j.due_since, j.id) AS rn \
+      FROM allowance al CROSS JOIN LATERAL ( \
+        SELECT d.id, d.state AS old_state, d.due_at AS due_since FROM jobs d \
+        WHERE d.subscriber_id = al.subscriber_id \
+          AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
+          AND d.deadline > $1 \
+          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                   AND d.attempts >= d.max_attempts) \
+        ORDER BY d.due_at, d.id LIMIT LEAST(al.allowed, $2) \
+      ) j \
     ), candidates AS ( \
       SELECT j.id, r.old_state, r.due_since, r.rn FROM ranked r JOIN jobs j ON j.id = r.id \
       WHERE r.rn <= r.allowed \
