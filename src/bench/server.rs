@@ -44,6 +44,16 @@ pub fn binary(flag: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(dir.join("deferhook"))
 }
 
+/// The server's `RUST_LOG`: its start-up line only, plus any directives in
+/// `DEFERHOOK_BENCH_SERVER_LOG`.
+fn server_log() -> String {
+    let base = "warn,deferhook::server=info";
+    match std::env::var("DEFERHOOK_BENCH_SERVER_LOG") {
+        Ok(extra) if !extra.trim().is_empty() => format!("{base},{extra}"),
+        _ => base.to_owned(),
+    }
+}
+
 impl Server {
     /// Starts `binary serve` on `database_url` and waits for its API address.
     pub fn start(binary: &PathBuf, database_url: &str) -> anyhow::Result<Self> {
@@ -52,7 +62,9 @@ impl Server {
             .arg(database_url)
             .args(["--api-token", TOKEN, "--allow-private-targets"])
             // Only the startup line: a log line per request would cost what is measured.
-            .env("RUST_LOG", "warn,deferhook::server=info")
+            // DEFERHOOK_BENCH_SERVER_LOG adds directives, for profiling (e.g.
+            // `sqlx::query=debug` logs each statement with its time).
+            .env("RUST_LOG", server_log())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -31,11 +31,13 @@ pub struct SubscriberLoad {
     pub open_attempts: u32,
     /// Its `max_in_flight`.
     pub max_in_flight: u32,
-    /// Attempts started for it in the last second.
+    /// Attempts started for it in the last second; counted only when it has a rate
+    /// limit (0 otherwise: nothing compares it).
     pub started_last_second: u32,
     /// Its `rate_limit_per_second`, if any.
     pub rate_limit_per_second: Option<u32>,
-    /// When its latest attempt of the last second started.
+    /// When its latest attempt of the last second started; read only when it has a
+    /// rate limit.
     pub last_started_at: Option<Timestamp>,
 }
 

@@ -1,11 +1,16 @@
 //! Rules both stores apply when creating a batch of jobs.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::domain::payload::same_json_value;
 use crate::store::StoreError;
 use crate::store::group_commit::{GroupResults, same_kind};
 use crate::store::records::{CreateOutcome, Job, NewJob};
+use crate::store::rows::INSERT_CHUNK;
+
+/// The subscribers a group's requests name that exist, each with whether it is
+/// enabled.
+pub type KnownSubscribers = HashMap<String, bool>;
 
 /// Most jobs one group commit of creates writes (a larger request is written alone).
 pub const MAX_CREATE_GROUP: usize = 1_000;
@@ -49,10 +54,10 @@ pub fn subscriber_ids(requests: &[Vec<NewJob>]) -> Vec<&str> {
 
 /// The error for a request naming a subscriber that is not in `known` (the first such
 /// id in sorted order), if any.
-fn unknown_subscriber(jobs: &[NewJob], known: &HashSet<String>) -> Option<StoreError> {
+fn unknown_subscriber(jobs: &[NewJob], known: &KnownSubscribers) -> Option<StoreError> {
     jobs.iter()
         .map(|j| j.subscriber_id.as_str())
-        .filter(|id| !known.contains(*id))
+        .filter(|id| !known.contains_key(*id))
         .min()
         .map(|id| StoreError::UnknownSubscriber(id.to_owned()))
 }
@@ -71,21 +76,48 @@ pub trait GroupWriter {
     /// Inserts one request's jobs and reads them back (outcomes in request order); a
     /// repeat of a stored job with another payload is a [`StoreError::PayloadConflict`].
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError>;
+    /// Inserts `jobs` (at most [`INSERT_CHUNK`]) in one statement (see
+    /// [`crate::store::rows::insert_new_jobs`]), skipping those whose key exists;
+    /// returns the ids inserted.
+    async fn insert_new(&mut self, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError>;
 }
 
-/// Writes each request of a group inside the group's open transaction, in
-/// [`request_order`]: a request naming an unknown subscriber (not in `known`) writes
-/// nothing; one whose job conflicts is rolled back to its savepoint; the others stay
-/// written. Any other error fails the whole group (the caller drops the transaction).
-/// Results are in the order of `requests`.
+/// Writes each request of a group inside the group's open transaction, as if one
+/// after the other: first the lone jobs of existing subscribers, all in one multi-row
+/// insert (per [`INSERT_CHUNK`]); then, in [`request_order`], the rest: a request
+/// naming an unknown subscriber (not in `known`) writes nothing; a lone job whose key
+/// exists is a repeat or a conflict; a multi-job request is written inside its own
+/// savepoint and rolled back to it on a conflict. Any other error fails the whole
+/// group (the caller drops the transaction). Results are in the order of `requests`.
 pub async fn write_requests(
     group: &mut impl GroupWriter,
     requests: &[Vec<NewJob>],
-    known: &HashSet<String>,
+    known: &KnownSubscribers,
 ) -> Result<GroupResults<Created>, StoreError> {
     let mut results: Vec<Option<Result<Created, StoreError>>> =
         requests.iter().map(|_| None).collect();
-    for index in request_order(requests) {
+    let order = request_order(requests);
+    let lone: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&i| requests[i].len() == 1 && unknown_subscriber(&requests[i], known).is_none())
+        .collect();
+    for chunk in lone.chunks(INSERT_CHUNK) {
+        let jobs: Vec<&NewJob> = chunk.iter().map(|&i| &requests[i][0]).collect();
+        let inserted = group.insert_new(&jobs).await?;
+        for (&index, job) in chunk.iter().zip(jobs) {
+            if inserted.contains(&job.id.to_string()) {
+                let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
+                results[index] = Some(Ok(vec![CreateOutcome::Created(Job::scheduled(
+                    job, enabled,
+                ))]));
+            }
+        }
+    }
+    for index in order {
+        if results[index].is_some() {
+            continue;
+        }
         let jobs = &requests[index];
         if let Some(unknown) = unknown_subscriber(jobs, known) {
             results[index] = Some(Err(unknown));

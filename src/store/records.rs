@@ -185,6 +185,30 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job as `new` is stored when created: `scheduled`, due at its `deliver_at`,
+    /// no attempt yet, updated when created. Equal to what a read of it returns.
+    pub fn scheduled(new: &NewJob, subscriber_enabled: bool) -> Job {
+        Job {
+            id: new.id,
+            subscriber_id: new.subscriber_id.clone(),
+            event_id: new.event_id.clone(),
+            state: JobState::Scheduled,
+            attempts: 0,
+            max_attempts: new.max_attempts,
+            deliver_at: new.deliver_at,
+            deadline: new.deadline,
+            due_at: Some(new.deliver_at),
+            created_at: new.created_at,
+            updated_at: new.created_at,
+            delivered_at: None,
+            dead_at: None,
+            dead_reason: None,
+            last_error: None,
+            lease: None,
+            subscriber_enabled,
+        }
+    }
+
     /// `next_attempt_at`: the due time of a retrying job.
     pub fn next_attempt_at(&self) -> Option<Timestamp> {
         (self.state == JobState::Retrying)

@@ -8,7 +8,7 @@ use crate::domain::waiting::SubscriberLoad;
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::records::{
-    Attempt, AttemptFailure, Job, JobCounts, JobFilter, LastError, LeaseInfo, PageRequest,
+    Attempt, AttemptFailure, Job, JobCounts, JobFilter, LastError, LeaseInfo, NewJob, PageRequest,
     PurgedJobs, Subscriber, uuid_v7_floor,
 };
 
@@ -230,6 +230,42 @@ where
 {
     let mut query = sqlx::QueryBuilder::<DB>::new("");
     push_job_listing(&mut query, filter, page);
+    query
+}
+
+/// Most rows one multi-row job insert writes (10 parameters each, under SQLite's
+/// 32,766 and PostgreSQL's 65,535).
+pub const INSERT_CHUNK: usize = 500;
+
+/// `INSERT` of `jobs` (at most [`INSERT_CHUNK`]) as new `scheduled` rows in one
+/// statement; a job whose (subscriber_id, event_id) exists (or repeats an earlier row)
+/// is skipped. Returns the ids it inserted. `QueryBuilder` writes each backend's
+/// placeholders.
+pub fn insert_new_jobs<DB>(jobs: &[&NewJob]) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> Option<i64>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut query = sqlx::QueryBuilder::<DB>::new(
+        "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
+         deliver_at, deadline, due_at, created_at, updated_at) ",
+    );
+    query.push_values(jobs, |mut row, job| {
+        row.push_bind(job.id.to_string())
+            .push_bind(job.subscriber_id.clone())
+            .push_bind(job.event_id.clone())
+            .push_bind(job.payload.clone())
+            .push("'scheduled'")
+            .push_bind(job.max_attempts.map(i64::from))
+            .push_bind(job.deliver_at.as_millis())
+            .push_bind(job.deadline.as_millis())
+            .push_bind(job.deliver_at.as_millis())
+            .push_bind(job.created_at.as_millis())
+            .push_bind(job.created_at.as_millis());
+    });
+    query.push(" ON CONFLICT (subscriber_id, event_id) DO NOTHING RETURNING id");
     query
 }
 

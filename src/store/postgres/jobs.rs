@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::JOBS_CHANNEL;
 use crate::domain::{Timestamp, Transition};
 use crate::store::StoreError;
-use crate::store::batch::{self, Created};
+use crate::store::batch::{self, Created, KnownSubscribers};
 use crate::store::group_commit::GroupResults;
 use crate::store::records::{
     Attempt, CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest,
@@ -33,13 +33,14 @@ async fn create_group(
 ) -> Result<GroupResults<Created>, StoreError> {
     let mut tx = pool.begin().await?;
     // FOR SHARE: a subscriber cannot vanish before the jobs that name it commit.
-    let known: HashSet<String> =
-        sqlx::query_scalar("SELECT id FROM subscribers WHERE id = ANY($1) FOR SHARE")
-            .bind(batch::subscriber_ids(requests))
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
+    let known: KnownSubscribers = sqlx::query_as::<_, (String, bool)>(
+        "SELECT id, enabled FROM subscribers WHERE id = ANY($1) FOR SHARE",
+    )
+    .bind(batch::subscriber_ids(requests))
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
     let results = batch::write_requests(&mut Group(&mut tx), requests, &known).await?;
     let created = results
         .iter()
@@ -67,6 +68,14 @@ impl batch::GroupWriter for Group<'_> {
 
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError> {
         insert(self.0, jobs).await
+    }
+
+    async fn insert_new(&mut self, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError> {
+        let ids: Vec<String> = rows::insert_new_jobs::<Postgres>(jobs)
+            .build_query_scalar()
+            .fetch_all(&mut *self.0)
+            .await?;
+        Ok(ids.into_iter().collect())
     }
 }
 

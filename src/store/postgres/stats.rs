@@ -101,10 +101,12 @@ pub async fn subscriber_load(
         "SELECT s.max_in_flight, s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
           AND o.state = 'in_flight' AND o.due_at > $2) AS open_attempts, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
          (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > $2 - 1000) AS started_last_second, \
+          AND a.started_at > $2 - 1000) END AS started_last_second, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > $2 - 1000) AS last_started_at \
+          AND a.started_at > $2 - 1000) END AS last_started_at \
          FROM subscribers s WHERE s.id = $1",
     )
     .bind(id)

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::domain::{Timestamp, Transition};
 use crate::store::StoreError;
-use crate::store::batch::{self, Created};
+use crate::store::batch::{self, Created, KnownSubscribers};
 use crate::store::group_commit::GroupResults;
 use crate::store::records::{CreateOutcome, Job, JobFilter, JobVersion, NewJob, PageRequest};
 use crate::store::rows::{self, JOB_COLUMNS};
@@ -31,14 +31,15 @@ async fn create_group(
     requests: &[Vec<NewJob>],
 ) -> Result<GroupResults<Created>, StoreError> {
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let mut known = HashSet::new();
+    let mut known = KnownSubscribers::new();
     for id in batch::subscriber_ids(requests) {
-        let found = sqlx::query("SELECT 1 FROM subscribers WHERE id = ?1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if found.is_some() {
-            known.insert(id.to_owned());
+        let enabled: Option<bool> =
+            sqlx::query_scalar("SELECT enabled FROM subscribers WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(enabled) = enabled {
+            known.insert(id.to_owned(), enabled);
         }
     }
     let results = batch::write_requests(&mut Group(&mut tx), requests, &known).await?;
@@ -57,6 +58,14 @@ impl batch::GroupWriter for Group<'_> {
 
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError> {
         insert(self.0, jobs).await
+    }
+
+    async fn insert_new(&mut self, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError> {
+        let ids: Vec<String> = rows::insert_new_jobs::<Sqlite>(jobs)
+            .build_query_scalar()
+            .fetch_all(&mut *self.0)
+            .await?;
+        Ok(ids.into_iter().collect())
     }
 }
 

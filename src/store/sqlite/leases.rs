@@ -5,8 +5,9 @@
 //! out of `in_flight` still names the lease's fencing token, exactly as the PostgreSQL
 //! store must.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
 use crate::domain::secret::SigningSecrets;
@@ -73,6 +74,26 @@ const CLAIM_CANDIDATES: &str = "\
 /// A subscriber's URL and signing secrets, read once per claim.
 type Target = (String, Result<SigningSecrets, UnreadableSecret>);
 
+/// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease and
+/// returns what an attempt needs.
+const MARK_IN_FLIGHT: &str = "\
+    UPDATE jobs SET state = 'in_flight', attempts = attempts + 1, \
+      lease_token = lease_token + 1, lease_owner = ?2, lease_expires_at = ?3, \
+      due_at = ?3, updated_at = ?4, \
+      possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
+    WHERE id IN (SELECT value FROM json_each(?1)) \
+    RETURNING id, subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
+      lease_token, possible_duplicate";
+
+/// Persists the `in_progress` attempt of each job just marked (`?1`, a JSON array of
+/// ids), before any request leaves.
+const START_ATTEMPTS: &str = "\
+    INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, outcome, \
+      possible_duplicate, subscriber_id) \
+    SELECT id, attempts, lease_token, lease_owner, ?2, 'in_progress', possible_duplicate, \
+      subscriber_id \
+    FROM jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
 pub async fn claim(
     writer: &SqlitePool,
     sealer: &Sealer,
@@ -86,31 +107,46 @@ pub async fn claim(
         .bind(i64::from(request.limit))
         .fetch_all(&mut *tx)
         .await?;
-
-    let mut targets: HashMap<String, Target> = HashMap::new();
-    let mut claimed = Vec::with_capacity(candidates.len());
-    for candidate in candidates {
+    if candidates.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    // Candidate order is the claim's order (round-robin); the updates come back in any.
+    let mut order = Vec::with_capacity(candidates.len());
+    for candidate in &candidates {
         let id: String = candidate.try_get("id")?;
         let reclaimed = candidate.try_get::<String, _>("state")? == JobState::InFlight.as_str();
-        let due_since = Timestamp::from_millis(candidate.try_get("due_at")?);
         if reclaimed {
             mark_in_progress_unknown(&mut tx, &id, now).await?;
         }
-        let row = sqlx::query(
-            "UPDATE jobs SET state = 'in_flight', attempts = attempts + 1, \
-             lease_token = lease_token + 1, lease_owner = ?2, lease_expires_at = ?3, \
-             due_at = ?3, updated_at = ?4, \
-             possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
-             WHERE id = ?1 \
-             RETURNING subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
-             lease_token, possible_duplicate",
-        )
-        .bind(&id)
+        let due_since = Timestamp::from_millis(candidate.try_get("due_at")?);
+        order.push((id, reclaimed, due_since));
+    }
+    let ids = serde_json::to_string(&order.iter().map(|(id, ..)| id).collect::<Vec<_>>())
+        .map_err(|e| StoreError::Internal(e.to_string()))?;
+    let marked = sqlx::query(MARK_IN_FLIGHT)
+        .bind(&ids)
         .bind(&request.owner)
         .bind(lease_until.as_millis())
         .bind(now.as_millis())
-        .fetch_one(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
+    sqlx::query(START_ATTEMPTS)
+        .bind(&ids)
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
+    let mut rows: HashMap<String, SqliteRow> = HashMap::with_capacity(marked.len());
+    for row in marked {
+        rows.insert(row.try_get("id")?, row);
+    }
+
+    let mut targets: HashMap<String, Target> = HashMap::new();
+    let mut claimed = Vec::with_capacity(order.len());
+    for (id, reclaimed, due_since) in order {
+        let row = rows
+            .remove(&id)
+            .ok_or_else(|| StoreError::Internal(format!("claimed job {id} was not marked")))?;
         let subscriber_id: String = row.try_get("subscriber_id")?;
         if !targets.contains_key(&subscriber_id) {
             let target = sqlx::query(
@@ -139,20 +175,6 @@ pub async fn claim(
             .map_err(|_| StoreError::Internal(format!("attempts {attempts}")))?;
         let lease_token: i64 = row.try_get("lease_token")?;
         let possible_duplicate: bool = row.try_get("possible_duplicate")?;
-        sqlx::query(
-            "INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
-             outcome, possible_duplicate, subscriber_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, ?7)",
-        )
-        .bind(&id)
-        .bind(attempts)
-        .bind(lease_token)
-        .bind(&request.owner)
-        .bind(now.as_millis())
-        .bind(possible_duplicate)
-        .bind(&subscriber_id)
-        .execute(&mut *tx)
-        .await?;
         let max_attempts: Option<i64> = row.try_get("max_attempts")?;
         claimed.push(ClaimedJob {
             job_id: rows::uuid(&id)?,
@@ -237,86 +259,119 @@ pub async fn record_outcomes(
             bad.lease.job_id
         )));
     }
+    let batch = serde_json::Value::Array(records.iter().map(|r| outcome_json(r, now)).collect())
+        .to_string();
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let mut results = Vec::with_capacity(records.len());
-    for record in records {
-        let id = record.lease.job_id.to_string();
-        let result = &record.result;
-        sqlx::query(
-            "UPDATE attempts SET finished_at = ?4, outcome = ?5, status = ?6, \
-             error_class = ?7, reason = ?8, body_excerpt = ?9 \
-             WHERE job_id = ?1 AND number = ?2 AND lease_token = ?3",
-        )
-        .bind(&id)
-        .bind(i64::from(record.attempt))
-        .bind(record.lease.token)
-        .bind(record.finished_at.as_millis())
-        .bind(result.outcome.as_str())
-        .bind(result.status.map(i64::from))
-        .bind(result.error_class.map(|c| c.as_str()))
-        .bind(&result.reason)
-        .bind(&result.body_excerpt)
+    sqlx::query(FINISH_ATTEMPTS)
+        .bind(&batch)
         .execute(&mut *tx)
         .await?;
-        let transition = &record.transition;
-        let applied = sqlx::query(
-            "UPDATE jobs SET state = ?3, due_at = ?4, attempts = ?5, dead_reason = ?6, \
-             deadline = ?7, possible_duplicate = ?8, updated_at = ?9, \
-             lease_owner = NULL, lease_expires_at = NULL, \
-             delivered_at = CASE WHEN ?3 = 'delivered' THEN ?10 ELSE delivered_at END, \
-             dead_at = CASE WHEN ?3 = 'dead' THEN ?9 ELSE dead_at END, \
-             last_error_class = CASE WHEN ?11 IS NULL THEN last_error_class ELSE ?11 END, \
-             last_error_status = CASE WHEN ?11 IS NULL THEN last_error_status ELSE ?12 END, \
-             last_error_reason = CASE WHEN ?11 IS NULL THEN last_error_reason ELSE ?13 END, \
-             last_error_body = CASE WHEN ?11 IS NULL THEN last_error_body ELSE ?14 END \
-             WHERE id = ?1 AND lease_token = ?2 AND state = 'in_flight'",
-        )
-        .bind(&id)
-        .bind(record.lease.token)
-        .bind(transition.to.as_str())
-        .bind(transition.due_at.map(Timestamp::as_millis))
-        .bind(i64::from(transition.attempts))
-        .bind(transition.dead_reason.map(DeadReason::as_str))
-        .bind(transition.deadline.as_millis())
-        .bind(transition.possible_duplicate)
-        .bind(now.as_millis())
-        .bind(record.finished_at.as_millis())
-        .bind(result.error_class.map(|c| c.as_str()))
-        .bind(result.status.map(i64::from))
-        .bind(&result.reason)
-        .bind(&result.body_excerpt)
-        .execute(&mut *tx)
+    let mut applied: HashSet<(String, i64)> = sqlx::query_as(APPLY_TRANSITIONS)
+        .bind(&batch)
+        .fetch_all(&mut *tx)
         .await?
-        .rows_affected();
-        if record.pause_subscriber {
-            sqlx::query(
-                "UPDATE subscribers SET enabled = 0, updated_at = ?2 \
-                 WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1)",
-            )
-            .bind(&id)
-            .bind(now.as_millis())
-            .execute(&mut *tx)
-            .await?;
-        }
-        results.push(if applied == 1 {
-            Fenced::Applied
-        } else {
-            Fenced::Late
-        });
+        .into_iter()
+        .collect();
+    for record in records.iter().filter(|r| r.pause_subscriber) {
+        sqlx::query(
+            "UPDATE subscribers SET enabled = 0, updated_at = ?2 \
+             WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1)",
+        )
+        .bind(record.lease.job_id.to_string())
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
-    Ok(results)
+    // As if written one by one: the same lease twice in a batch applies once, first.
+    Ok(records
+        .iter()
+        .map(|r| {
+            if applied.remove(&(r.lease.job_id.to_string(), r.lease.token)) {
+                Fenced::Applied
+            } else {
+                Fenced::Late
+            }
+        })
+        .collect())
 }
 
-pub async fn expire_deadlines(
-    writer: &SqlitePool,
-    now: Timestamp,
-    limit: u32,
-) -> Result<ExpiredJobs, StoreError> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    // Two range scans (deadlines passed; expired leases), so far-future jobs cost nothing.
-    let overdue = sqlx::query(
-        "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS past_deadline, \
+/// One outcome as the JSON object [`FINISH_ATTEMPTS`] and [`APPLY_TRANSITIONS`] read.
+fn outcome_json(record: &OutcomeRecord, now: Timestamp) -> serde_json::Value {
+    let (result, transition) = (&record.result, &record.transition);
+    serde_json::json!({
+        "id": record.lease.job_id.to_string(),
+        "token": record.lease.token,
+        "number": record.attempt,
+        "finished_at": record.finished_at.as_millis(),
+        "outcome": result.outcome.as_str(),
+        "status": result.status,
+        "error_class": result.error_class.map(|c| c.as_str()),
+        "reason": result.reason,
+        "body_excerpt": result.body_excerpt,
+        "state": transition.to.as_str(),
+        "due_at": transition.due_at.map(Timestamp::as_millis),
+        "attempts": transition.attempts,
+        "dead_reason": transition.dead_reason.map(DeadReason::as_str),
+        "deadline": transition.deadline.as_millis(),
+        "possible_duplicate": transition.possible_duplicate,
+        "now": now.as_millis(),
+    })
+}
+
+/// The outcomes of a batch (`?1`, a JSON array of [`outcome_json`]) as rows.
+macro_rules! outcome_rows {
+    () => {
+        "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
+           json_extract(value, '$.number') AS number, \
+           json_extract(value, '$.finished_at') AS finished_at, \
+           json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.status') AS status, \
+           json_extract(value, '$.error_class') AS error_class, \
+           json_extract(value, '$.reason') AS reason, \
+           json_extract(value, '$.body_excerpt') AS body_excerpt, \
+           json_extract(value, '$.state') AS state, json_extract(value, '$.due_at') AS due_at, \
+           json_extract(value, '$.attempts') AS attempts, \
+           json_extract(value, '$.dead_reason') AS dead_reason, \
+           json_extract(value, '$.deadline') AS deadline, \
+           json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
+           json_extract(value, '$.now') AS now \
+         FROM json_each(?1)) AS v"
+    };
+}
+
+/// Finishes each attempt of the batch: its row is named by its lease token, so a late
+/// result still lands on its own attempt.
+const FINISH_ATTEMPTS: &str = concat!(
+    "UPDATE attempts SET finished_at = v.finished_at, outcome = v.outcome, \
+     status = v.status, error_class = v.error_class, reason = v.reason, \
+     body_excerpt = v.body_excerpt FROM ",
+    outcome_rows!(),
+    " WHERE attempts.job_id = v.id AND attempts.number = v.number \
+     AND attempts.lease_token = v.token"
+);
+
+/// Applies each transition only while its lease holds (fencing token, `in_flight`);
+/// returns the (id, token) of those applied.
+const APPLY_TRANSITIONS: &str = concat!(
+    "UPDATE jobs SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
+     dead_reason = v.dead_reason, deadline = v.deadline, \
+     possible_duplicate = v.possible_duplicate, updated_at = v.now, \
+     lease_owner = NULL, lease_expires_at = NULL, \
+     delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE delivered_at END, \
+     dead_at = CASE WHEN v.state = 'dead' THEN v.now ELSE dead_at END, \
+     last_error_class = CASE WHEN v.error_class IS NULL THEN last_error_class ELSE v.error_class END, \
+     last_error_status = CASE WHEN v.error_class IS NULL THEN last_error_status ELSE v.status END, \
+     last_error_reason = CASE WHEN v.error_class IS NULL THEN last_error_reason ELSE v.reason END, \
+     last_error_body = CASE WHEN v.error_class IS NULL THEN last_error_body ELSE v.body_excerpt END \
+     FROM ",
+    outcome_rows!(),
+    " WHERE jobs.id = v.id AND jobs.lease_token = v.token AND jobs.state = 'in_flight' \
+     RETURNING jobs.id, jobs.lease_token"
+);
+
+/// The jobs a sweep at `?1` moves, at most `?2`, deadline first: two range scans
+/// (deadlines passed; expired leases), so far-future jobs cost nothing.
+const OVERDUE: &str = "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS past_deadline, \
          j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts AS used_up \
          FROM jobs j INDEXED BY jobs_deadline JOIN subscribers s ON s.id = j.subscriber_id \
          WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.deadline <= ?1 \
@@ -328,12 +383,30 @@ pub async fn expire_deadlines(
          WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
            AND j.state = 'in_flight' AND j.deadline > ?1 \
            AND (s.enabled = 0 OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts)) \
-         ORDER BY deadline LIMIT ?2",
-    )
-    .bind(now.as_millis())
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await?;
+         ORDER BY deadline LIMIT ?2";
+
+pub async fn expire_deadlines(
+    writer: &SqlitePool,
+    readers: &SqlitePool,
+    now: Timestamp,
+    limit: u32,
+) -> Result<ExpiredJobs, StoreError> {
+    // A read first, so a sweep with nothing to do costs no write transaction (the
+    // writer is shared with creates, claims and outcomes).
+    let anything = sqlx::query(OVERDUE)
+        .bind(now.as_millis())
+        .bind(1_i64)
+        .fetch_optional(readers)
+        .await?;
+    if anything.is_none() {
+        return Ok(ExpiredJobs::default());
+    }
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    let overdue = sqlx::query(OVERDUE)
+        .bind(now.as_millis())
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
     let mut expired = ExpiredJobs::default();
     for job in overdue {
         let id: String = job.try_get("id")?;

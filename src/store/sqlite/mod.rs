@@ -288,7 +288,7 @@ impl Store for SqliteStore {
         now: Timestamp,
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
-        leases::expire_deadlines(&self.writer, now, limit).await
+        leases::expire_deadlines(&self.writer, &self.readers, now, limit).await
     }
 
     async fn subscriber_stats(

@@ -21,12 +21,13 @@ pub async fn next_wake_at(
 ) -> Result<Option<Timestamp>, StoreError> {
     let row = sqlx::query(
         "WITH due AS ( \
-           SELECT subscriber_id FROM jobs INDEXED BY jobs_due \
-           WHERE state IN ('scheduled', 'retrying', 'in_flight') AND due_at <= ?1 \
-             AND deadline > ?1 \
-             AND NOT (state = 'in_flight' AND max_attempts IS NOT NULL \
-                      AND attempts >= max_attempts) \
-           GROUP BY subscriber_id \
+           SELECT s.id AS subscriber_id FROM subscribers s WHERE EXISTS ( \
+             SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
+             WHERE d.subscriber_id = s.id \
+               AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
+               AND d.deadline > ?1 \
+               AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                        AND d.attempts >= d.max_attempts)) \
          ), open AS ( \
            SELECT subscriber_id, COUNT(*) AS n FROM jobs \
            WHERE state = 'in_flight' AND due_at > ?1 GROUP BY subscriber_id \
@@ -128,10 +129,12 @@ pub async fn subscriber_load(
         "SELECT s.max_in_flight, s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
           AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
          (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) AS started_last_second, \
+          AND a.started_at > ?2 - 1000) END AS started_last_second, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) AS last_started_at \
+          AND a.started_at > ?2 - 1000) END AS last_started_at \
          FROM subscribers s WHERE s.id = ?1",
     )
     .bind(id)
