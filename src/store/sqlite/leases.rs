@@ -34,7 +34,7 @@ const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was record
 /// work, not by the backlog: each one's oldest `?2` due jobs at most are read, from
 /// `jobs_subscriber_due` (a whole-backlog ranking cost 28 ms per claim at 10,000 due
 /// jobs; this reads them in under 1 ms).
-const CLAIM_CANDIDATES: &str = "\
+pub(super) const CLAIM_CANDIDATES: &str = "\
     WITH active AS ( \
       SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate FROM subscribers s \
       WHERE s.enabled = 1 AND EXISTS ( \
@@ -76,7 +76,7 @@ type Target = (String, Result<SigningSecrets, UnreadableSecret>);
 
 /// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease and
 /// returns what an attempt needs.
-const MARK_IN_FLIGHT: &str = "\
+pub(super) const MARK_IN_FLIGHT: &str = "\
     UPDATE jobs SET state = 'in_flight', attempts = attempts + 1, \
       lease_token = lease_token + 1, lease_owner = ?2, lease_expires_at = ?3, \
       due_at = ?3, updated_at = ?4, \
@@ -87,7 +87,7 @@ const MARK_IN_FLIGHT: &str = "\
 
 /// Persists the `in_progress` attempt of each job just marked (`?1`, a JSON array of
 /// ids), before any request leaves.
-const START_ATTEMPTS: &str = "\
+pub(super) const START_ATTEMPTS: &str = "\
     INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, outcome, \
       possible_duplicate, subscriber_id) \
     SELECT id, attempts, lease_token, lease_owner, ?2, 'in_progress', possible_duplicate, \
@@ -341,7 +341,7 @@ macro_rules! outcome_rows {
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
 /// result still lands on its own attempt.
-const FINISH_ATTEMPTS: &str = concat!(
+pub(super) const FINISH_ATTEMPTS: &str = concat!(
     "UPDATE attempts SET finished_at = v.finished_at, outcome = v.outcome, \
      status = v.status, error_class = v.error_class, reason = v.reason, \
      body_excerpt = v.body_excerpt FROM ",
@@ -351,8 +351,10 @@ const FINISH_ATTEMPTS: &str = concat!(
 );
 
 /// Applies each transition only while its lease holds (fencing token, `in_flight`);
-/// returns the (id, token) of those applied.
-const APPLY_TRANSITIONS: &str = concat!(
+/// returns the (id, token) of those applied. `+jobs.state` keeps the planner on the
+/// primary key, driven by the batch: with an index on the state it would walk every
+/// job in flight and re-read the whole batch for each (see the plan test).
+pub(super) const APPLY_TRANSITIONS: &str = concat!(
     "UPDATE jobs SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
      dead_reason = v.dead_reason, deadline = v.deadline, \
      possible_duplicate = v.possible_duplicate, updated_at = v.now, \
@@ -365,7 +367,7 @@ const APPLY_TRANSITIONS: &str = concat!(
      last_error_body = CASE WHEN v.error_class IS NULL THEN last_error_body ELSE v.body_excerpt END \
      FROM ",
     outcome_rows!(),
-    " WHERE jobs.id = v.id AND jobs.lease_token = v.token AND jobs.state = 'in_flight' \
+    " WHERE jobs.id = v.id AND jobs.lease_token = v.token AND +jobs.state = 'in_flight' \
      RETURNING jobs.id, jobs.lease_token"
 );
 

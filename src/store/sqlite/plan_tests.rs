@@ -200,6 +200,49 @@ async fn operator_queries_read_through_indexes() {
     }
 }
 
+/// The claim and outcome statements are driven by the batch or by each subscriber's
+/// due jobs: every read of `jobs` or `attempts` searches an index (a scan would cost
+/// the whole backlog, or every job in flight times the batch, per claim or write), and
+/// an `UPDATE … FROM` the batch (`json_each`) loops over the batch, not over the table.
+#[tokio::test]
+async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
+    use super::leases::{
+        APPLY_TRANSITIONS, CLAIM_CANDIDATES, FINISH_ATTEMPTS, MARK_IN_FLIGHT, START_ATTEMPTS,
+    };
+    let store = store().await;
+    for sql in [
+        CLAIM_CANDIDATES,
+        MARK_IN_FLIGHT,
+        START_ATTEMPTS,
+        FINISH_ATTEMPTS,
+        APPLY_TRANSITIONS,
+    ] {
+        let query = QueryBuilder::<Sqlite>::new(format!("EXPLAIN QUERY PLAN {sql}"));
+        let plan = plan(&store, query).await;
+        for (table, alias) in [
+            ("jobs", "j"),
+            ("jobs", "d"),
+            ("jobs", "o"),
+            ("attempts", "r"),
+        ] {
+            let lines = reads(&plan, table, alias);
+            assert!(
+                lines.iter().all(|line| uses_an_index(line)),
+                "{sql}: {plan:?}"
+            );
+        }
+        // An `UPDATE … FROM` the batch: the batch is the outer loop (an `IN` list is
+        // built once whatever the line order).
+        if sql.contains("FROM (SELECT json_extract") {
+            let first = plan.iter().position(|l| l.contains("json_each"));
+            let jobs = plan
+                .iter()
+                .position(|l| l.starts_with("SEARCH jobs") || l.starts_with("SEARCH attempts"));
+            assert!(first < jobs, "the batch drives: {sql}: {plan:?}");
+        }
+    }
+}
+
 /// Guards the checks above: a query that must scan is caught.
 #[tokio::test]
 async fn a_full_scan_is_caught() {
