@@ -176,8 +176,9 @@ pub struct ServeArgs {
     /// The cap on the backoff, in milliseconds.
     #[arg(long, env = "DEFERHOOK_BACKOFF_MAX_MS", default_value_t = 3_600_000)]
     pub backoff_max_ms: u64,
-    /// Most attempts running at once in this instance.
-    #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT", default_value_t = 256,
+    /// Most attempts running at once in this instance. Each holds a socket; the server
+    /// raises its open-files limit to this plus 1,024 when the hard limit allows.
+    #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT", default_value_t = 1_024,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub max_in_flight: u64,
     /// The eligible → delivered objective behind `deferhook_jobs_past_slo`, in
@@ -387,7 +388,7 @@ mod tests {
         assert_eq!(args.lease_ms, 30_000);
         assert_eq!(args.backoff_base_ms, 1_000);
         assert_eq!(args.backoff_max_ms, 3_600_000);
-        assert_eq!(args.max_in_flight, 256);
+        assert_eq!(args.max_in_flight, 1_024);
         assert_eq!(args.delivery_slo_ms, 60_000);
         assert_eq!(args.retain_finished_ms, 604_800_000);
         assert_eq!(args.retain_dead_ms, 2_592_000_000);

@@ -14,6 +14,7 @@ pub mod config;
 pub mod delivery;
 pub mod domain;
 pub mod metrics;
+pub mod open_files;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -203,7 +203,32 @@ fn check_worker_settings(args: &ServeArgs) -> anyhow::Result<()> {
     }
     args.delivery_settings(String::new())
         .validate()
-        .map_err(anyhow::Error::msg)
+        .map_err(anyhow::Error::msg)?;
+    make_room_for_attempts(args.max_in_flight);
+    Ok(())
+}
+
+/// Raises the open-files limit so `max_in_flight` attempts (a socket each) fit beside
+/// everything else; warns when the hard limit does not allow it.
+fn make_room_for_attempts(max_in_flight: u64) {
+    let wanted = max_in_flight.saturating_add(crate::open_files::RESERVED);
+    match crate::open_files::raise_to(wanted) {
+        Ok(files) if files.now < wanted => tracing::warn!(
+            open_files = files.now,
+            wanted,
+            max_in_flight,
+            "the hard open-files limit is below --max-in-flight plus 1024; attempts may \
+             fail to connect when that many run at once (raise `ulimit -Hn`, or lower \
+             --max-in-flight)"
+        ),
+        Ok(files) if files.now > files.before => tracing::debug!(
+            before = files.before,
+            now = files.now,
+            "raised the open-files limit"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
+    }
 }
 
 /// This machine's name, for lease owners (`HOSTNAME`, else /etc/hostname).

@@ -127,7 +127,7 @@ pub async fn write_requests(
         if savepoint {
             group.execute("SAVEPOINT request").await?;
         }
-        let result = match group.insert(jobs).await {
+        let result = match write_request(group, jobs, known).await {
             Ok(outcomes) => Ok(outcomes),
             Err(conflict @ StoreError::PayloadConflict { .. }) => Err(conflict),
             Err(other) => return Err(other),
@@ -141,6 +141,35 @@ pub async fn write_requests(
         results[index] = Some(result);
     }
     Ok(results.into_iter().flatten().collect())
+}
+
+/// Writes one request's jobs in key order: all of them in multi-row inserts (per
+/// [`INSERT_CHUNK`]), then, one by one, those whose key already existed (a repeat, or
+/// a [`StoreError::PayloadConflict`]). Outcomes in request order.
+async fn write_request(
+    group: &mut impl GroupWriter,
+    jobs: &[NewJob],
+    known: &KnownSubscribers,
+) -> Result<Created, StoreError> {
+    let order = key_order(jobs);
+    let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
+    for chunk in order.chunks(INSERT_CHUNK) {
+        let batch: Vec<&NewJob> = chunk.iter().map(|&i| &jobs[i]).collect();
+        let inserted = group.insert_new(&batch).await?;
+        for (&index, job) in chunk.iter().zip(batch) {
+            if inserted.contains(&job.id.to_string()) {
+                let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
+                outcomes[index] = Some(CreateOutcome::Created(Job::scheduled(job, enabled)));
+            }
+        }
+    }
+    for index in order {
+        if outcomes[index].is_none() {
+            let mut existing = group.insert(std::slice::from_ref(&jobs[index])).await?;
+            outcomes[index] = existing.pop();
+        }
+    }
+    in_request_order(outcomes)
 }
 
 /// A store that writes a group of create requests in one transaction (each request

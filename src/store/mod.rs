@@ -9,6 +9,7 @@ mod batch;
 mod error;
 pub mod group_commit;
 mod maintenance_sql;
+mod outcome_batch;
 pub mod postgres;
 pub mod records;
 pub(crate) mod replay_sql;

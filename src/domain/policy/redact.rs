@@ -99,10 +99,12 @@ const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
 ///   value does not read as a word or short code.
 ///
 /// The result is cut again to `max_bytes` bytes on a character boundary, so it never
-/// exceeds `max_bytes` even when `[redacted]` is longer than what it replaced.
+/// exceeds `max_bytes` even when `[redacted]` is longer than what it replaced. A NUL
+/// byte becomes U+FFFD: PostgreSQL text cannot hold it, and one binary answer must not
+/// make a batch of outcomes unwritable.
 pub fn redact_excerpt(body: &[u8], max_bytes: usize) -> String {
     let window = &body[..body.len().min(max_bytes)];
-    let mut excerpt = redact(&decode_lossy(window));
+    let mut excerpt = redact(&decode_lossy(window).replace('\0', "\u{FFFD}"));
     let mut end = excerpt.len().min(max_bytes);
     while !excerpt.is_char_boundary(end) {
         end -= 1;

@@ -447,3 +447,11 @@ proptest! {
         prop_assert!(!excerpt.contains(&secret), "{:?} -> {:?}", text, excerpt);
     }
 }
+
+#[test]
+fn a_nul_byte_becomes_a_replacement_character() {
+    // PostgreSQL text cannot store NUL; a binary answer must still be recordable.
+    let excerpt = redact_excerpt(b"bin\0ary\0", 100);
+    assert_eq!(excerpt, "bin\u{FFFD}ary\u{FFFD}");
+    assert!(!excerpt.contains('\0'));
+}

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use sqlx::PgPool;
 
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
+use crate::store::outcome_batch;
 use crate::store::records::{
     ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
 };
@@ -209,89 +210,76 @@ pub async fn renew(
         .collect())
 }
 
+/// The outcomes of a batch (`$1`, a JSON array of
+/// [`crate::store::outcome_batch::to_json`]) as rows.
+macro_rules! outcome_rows {
+    () => {
+        "json_to_recordset($1::json) AS v(id text, token bigint, number bigint, \
+           finished_at bigint, outcome text, status bigint, error_class text, reason text, \
+           body_excerpt text, state text, due_at bigint, attempts bigint, dead_reason text, \
+           deadline bigint, possible_duplicate boolean, now bigint)"
+    };
+}
+
+/// Finishes each attempt of the batch: its row is named by its lease token, so a late
+/// result still lands on its own attempt.
+const FINISH_ATTEMPTS: &str = concat!(
+    "UPDATE attempts a SET finished_at = v.finished_at, outcome = v.outcome, \
+     status = v.status, error_class = v.error_class, reason = v.reason, \
+     body_excerpt = v.body_excerpt FROM ",
+    outcome_rows!(),
+    " WHERE a.job_id = v.id AND a.number = v.number AND a.lease_token = v.token"
+);
+
+/// Applies each transition only while its lease holds (fencing token, `in_flight`);
+/// returns the (id, token) of those applied.
+const APPLY_TRANSITIONS: &str = concat!(
+    "UPDATE jobs j SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
+     dead_reason = v.dead_reason, deadline = v.deadline, \
+     possible_duplicate = v.possible_duplicate, updated_at = v.now, \
+     lease_owner = NULL, lease_expires_at = NULL, \
+     delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE j.delivered_at END, \
+     dead_at = CASE WHEN v.state = 'dead' THEN v.now ELSE j.dead_at END, \
+     last_error_class = COALESCE(v.error_class, j.last_error_class), \
+     last_error_status = CASE WHEN v.error_class IS NULL THEN j.last_error_status ELSE v.status END, \
+     last_error_reason = CASE WHEN v.error_class IS NULL THEN j.last_error_reason ELSE v.reason END, \
+     last_error_body = CASE WHEN v.error_class IS NULL THEN j.last_error_body ELSE v.body_excerpt END \
+     FROM ",
+    outcome_rows!(),
+    " WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'in_flight' \
+     RETURNING j.id, j.lease_token"
+);
+
 pub async fn record_outcomes(
     pool: &PgPool,
     records: &[OutcomeRecord],
     now: Timestamp,
 ) -> Result<Vec<Fenced>, StoreError> {
-    if let Some(bad) = records
-        .iter()
-        .find(|r| r.transition.to == JobState::InFlight)
-    {
-        return Err(StoreError::Internal(format!(
-            "an outcome must move job {} out of in_flight",
-            bad.lease.job_id
-        )));
-    }
+    outcome_batch::check(records)?;
+    let batch = outcome_batch::to_json(records, now);
     let mut tx = pool.begin().await?;
-    let mut results = Vec::with_capacity(records.len());
-    for record in records {
-        let id = record.lease.job_id.to_string();
-        let result = &record.result;
-        sqlx::query(
-            "UPDATE attempts SET finished_at = $4, outcome = $5, status = $6, \
-             error_class = $7, reason = $8, body_excerpt = $9 \
-             WHERE job_id = $1 AND number = $2 AND lease_token = $3",
-        )
-        .bind(&id)
-        .bind(i64::from(record.attempt))
-        .bind(record.lease.token)
-        .bind(record.finished_at.as_millis())
-        .bind(result.outcome.as_str())
-        .bind(result.status.map(i64::from))
-        .bind(result.error_class.map(|c| c.as_str()))
-        .bind(&result.reason)
-        .bind(&result.body_excerpt)
+    sqlx::query(FINISH_ATTEMPTS)
+        .bind(&batch)
         .execute(&mut *tx)
         .await?;
-        let transition = &record.transition;
-        let applied = sqlx::query(
-            "UPDATE jobs SET state = $3, due_at = $4, attempts = $5, dead_reason = $6, \
-             deadline = $7, possible_duplicate = $8, updated_at = $9, \
-             lease_owner = NULL, lease_expires_at = NULL, \
-             delivered_at = CASE WHEN $3 = 'delivered' THEN $10 ELSE delivered_at END, \
-             dead_at = CASE WHEN $3 = 'dead' THEN $9 ELSE dead_at END, \
-             last_error_class = COALESCE($11, last_error_class), \
-             last_error_status = CASE WHEN $11 IS NULL THEN last_error_status ELSE $12 END, \
-             last_error_reason = CASE WHEN $11 IS NULL THEN last_error_reason ELSE $13 END, \
-             last_error_body = CASE WHEN $11 IS NULL THEN last_error_body ELSE $14 END \
-             WHERE id = $1 AND lease_token = $2 AND state = 'in_flight'",
-        )
-        .bind(&id)
-        .bind(record.lease.token)
-        .bind(transition.to.as_str())
-        .bind(transition.due_at.map(Timestamp::as_millis))
-        .bind(i64::from(transition.attempts))
-        .bind(transition.dead_reason.map(DeadReason::as_str))
-        .bind(transition.deadline.as_millis())
-        .bind(transition.possible_duplicate)
-        .bind(now.as_millis())
-        .bind(record.finished_at.as_millis())
-        .bind(result.error_class.map(|c| c.as_str()))
-        .bind(result.status.map(i64::from))
-        .bind(&result.reason)
-        .bind(&result.body_excerpt)
-        .execute(&mut *tx)
+    let applied: HashSet<(String, i64)> = sqlx::query_as(APPLY_TRANSITIONS)
+        .bind(&batch)
+        .fetch_all(&mut *tx)
         .await?
-        .rows_affected();
-        if record.pause_subscriber {
-            sqlx::query(
-                "UPDATE subscribers SET enabled = FALSE, updated_at = $2 \
-                 WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1)",
-            )
-            .bind(&id)
-            .bind(now.as_millis())
-            .execute(&mut *tx)
-            .await?;
-        }
-        results.push(if applied == 1 {
-            Fenced::Applied
-        } else {
-            Fenced::Late
-        });
+        .into_iter()
+        .collect();
+    for record in records.iter().filter(|r| r.pause_subscriber) {
+        sqlx::query(
+            "UPDATE subscribers SET enabled = FALSE, updated_at = $2 \
+             WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1)",
+        )
+        .bind(record.lease.job_id.to_string())
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
-    Ok(results)
+    Ok(outcome_batch::fenced_in_order(records, applied))
 }
 
 pub async fn expire_deadlines(

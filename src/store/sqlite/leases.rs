@@ -15,8 +15,8 @@ use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
 use crate::store::records::{
     ClaimRequest, ClaimedJob, ExpiredJobs, Fenced, LeaseRef, OutcomeRecord,
 };
-use crate::store::rows;
 use crate::store::{Sealer, StoreError, UnreadableSecret};
+use crate::store::{outcome_batch, rows};
 
 const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
@@ -250,23 +250,14 @@ pub async fn record_outcomes(
     records: &[OutcomeRecord],
     now: Timestamp,
 ) -> Result<Vec<Fenced>, StoreError> {
-    if let Some(bad) = records
-        .iter()
-        .find(|r| r.transition.to == JobState::InFlight)
-    {
-        return Err(StoreError::Internal(format!(
-            "an outcome must move job {} out of in_flight",
-            bad.lease.job_id
-        )));
-    }
-    let batch = serde_json::Value::Array(records.iter().map(|r| outcome_json(r, now)).collect())
-        .to_string();
+    outcome_batch::check(records)?;
+    let batch = outcome_batch::to_json(records, now);
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query(FINISH_ATTEMPTS)
         .bind(&batch)
         .execute(&mut *tx)
         .await?;
-    let mut applied: HashSet<(String, i64)> = sqlx::query_as(APPLY_TRANSITIONS)
+    let applied: HashSet<(String, i64)> = sqlx::query_as(APPLY_TRANSITIONS)
         .bind(&batch)
         .fetch_all(&mut *tx)
         .await?
@@ -283,43 +274,11 @@ pub async fn record_outcomes(
         .await?;
     }
     tx.commit().await?;
-    // As if written one by one: the same lease twice in a batch applies once, first.
-    Ok(records
-        .iter()
-        .map(|r| {
-            if applied.remove(&(r.lease.job_id.to_string(), r.lease.token)) {
-                Fenced::Applied
-            } else {
-                Fenced::Late
-            }
-        })
-        .collect())
+    Ok(outcome_batch::fenced_in_order(records, applied))
 }
 
-/// One outcome as the JSON object [`FINISH_ATTEMPTS`] and [`APPLY_TRANSITIONS`] read.
-fn outcome_json(record: &OutcomeRecord, now: Timestamp) -> serde_json::Value {
-    let (result, transition) = (&record.result, &record.transition);
-    serde_json::json!({
-        "id": record.lease.job_id.to_string(),
-        "token": record.lease.token,
-        "number": record.attempt,
-        "finished_at": record.finished_at.as_millis(),
-        "outcome": result.outcome.as_str(),
-        "status": result.status,
-        "error_class": result.error_class.map(|c| c.as_str()),
-        "reason": result.reason,
-        "body_excerpt": result.body_excerpt,
-        "state": transition.to.as_str(),
-        "due_at": transition.due_at.map(Timestamp::as_millis),
-        "attempts": transition.attempts,
-        "dead_reason": transition.dead_reason.map(DeadReason::as_str),
-        "deadline": transition.deadline.as_millis(),
-        "possible_duplicate": transition.possible_duplicate,
-        "now": now.as_millis(),
-    })
-}
-
-/// The outcomes of a batch (`?1`, a JSON array of [`outcome_json`]) as rows.
+/// The outcomes of a batch (`?1`, a JSON array of
+/// [`crate::store::outcome_batch::to_json`]) as rows.
 macro_rules! outcome_rows {
     () => {
         "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
