@@ -24,6 +24,8 @@ pub struct OpenFiles {
 ///
 /// # Errors
 /// The OS error of `getrlimit`/`setrlimit`.
+// `rlim_t` is u64 on Linux but not on every platform, hence the casts.
+#[allow(clippy::unnecessary_cast)]
 pub fn raise_to(wanted: u64) -> std::io::Result<OpenFiles> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
