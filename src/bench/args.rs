@@ -61,6 +61,8 @@ pub enum Scenario {
     Backlog,
     /// One event to `--jobs` subscribers, `--slow` of them slow.
     Fanout,
+    /// No server: the database's own ceilings (single-row commits/s, claimed rows/s).
+    Ceilings,
 }
 
 /// The server's database.
@@ -88,7 +90,7 @@ impl Args {
     pub fn jobs(&self) -> u64 {
         self.jobs.unwrap_or(match self.scenario {
             Scenario::Burst => 10_000,
-            Scenario::Steady => 0,
+            Scenario::Steady | Scenario::Ceilings => 0,
             Scenario::Backlog => 100_000,
             Scenario::Fanout => 2_000,
         })

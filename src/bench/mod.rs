@@ -2,6 +2,7 @@
 //! report.
 
 mod args;
+mod ceilings;
 mod clock;
 mod database;
 mod load;
@@ -21,6 +22,9 @@ pub async fn main() -> anyhow::Result<()> {
     args.check()?;
     // reqwest is built without a default crypto provider; use ring's.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if args.scenario == args::Scenario::Ceilings {
+        return ceilings::run(&args).await;
+    }
     let outcome = scenario::run(&args).await?;
     let report = report::Report::new(&args, &outcome);
     println!("{}", report.table());

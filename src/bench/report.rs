@@ -207,7 +207,9 @@ fn settings(args: &Args) -> Value {
             settings["slow"] = json!(args.slow);
             settings["slow_ms"] = json!(args.slow_ms);
         }
-        Scenario::Burst | Scenario::Backlog => settings["jobs"] = json!(args.jobs()),
+        Scenario::Burst | Scenario::Backlog | Scenario::Ceilings => {
+            settings["jobs"] = json!(args.jobs())
+        }
     }
     settings
 }

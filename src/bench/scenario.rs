@@ -77,6 +77,7 @@ async fn start_and_load(
         Scenario::Steady => steady(args, &api, &receiver).await?,
         Scenario::Backlog => burst_due_in(args, &api, &receiver, Some(3_600_000)).await?,
         Scenario::Fanout => fanout(args, &api, &receiver).await?,
+        Scenario::Ceilings => anyhow::bail!("`ceilings` starts no server"),
     };
     let expects_delivery = args.scenario != Scenario::Backlog;
     let mut probe_latencies_ms = Vec::new();
