@@ -172,6 +172,11 @@ impl Receiver {
         self.shared.lock().unwrap().max_open_per_path
     }
 
+    /// Requests open now (arrived, not yet answered or dropped).
+    pub fn open_now(&self) -> usize {
+        self.shared.lock().unwrap().open_total
+    }
+
     /// The most requests open at once.
     pub fn max_open(&self) -> usize {
         self.shared.lock().unwrap().max_open
