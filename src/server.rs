@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -106,7 +105,7 @@ impl Server {
         resolver: Resolver,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
-        let wake = Arc::new(Notify::new());
+        let wake = crate::delivery::Wake::new();
         let mut tasks = JoinSet::new();
         let mut api_addr = None;
         if let Some(listener) = listener.filter(|_| !args.no_api) {

@@ -154,13 +154,16 @@ pub async fn fan_out(
             )),
             other => ApiError::from(other),
         })?;
-    let created = outcomes
+    let created: Vec<_> = outcomes
         .iter()
-        .filter(|o| matches!(o, CreateOutcome::Created(_)))
-        .count();
-    if created > 0 {
-        state.wake.notify_one();
-        crate::metrics::jobs_accepted(created as u64);
+        .filter_map(|o| match o {
+            CreateOutcome::Created(job) => Some(job.deliver_at),
+            CreateOutcome::Existing { .. } => None,
+        })
+        .collect();
+    if let Some(earliest) = created.iter().min() {
+        state.wake.job_due_at(*earliest);
+        crate::metrics::jobs_accepted(created.len() as u64);
     }
     let items = outcomes
         .into_iter()
@@ -170,7 +173,7 @@ pub async fn fan_out(
             }
         })
         .collect();
-    let status = if created > 0 {
+    let status = if !created.is_empty() {
         StatusCode::CREATED
     } else {
         StatusCode::OK

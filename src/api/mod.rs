@@ -28,7 +28,6 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::sync::Notify;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -60,7 +59,7 @@ pub struct AppState {
     /// Limits on new jobs.
     pub job_limits: JobLimits,
     /// Notified when a job is created, so the worker claims it at once.
-    pub wake: Arc<Notify>,
+    pub wake: Arc<crate::delivery::Wake>,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
@@ -131,7 +130,7 @@ pub fn router(
     store: SharedStore,
     clock: Arc<dyn Clock>,
     settings: ApiSettings,
-    wake: Arc<Notify>,
+    wake: Arc<crate::delivery::Wake>,
 ) -> Router {
     let state = AppState {
         store,

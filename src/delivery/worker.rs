@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -14,6 +14,7 @@ use super::leases::ActiveLeases;
 use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
+use super::wake::Wake;
 use crate::domain::Clock;
 use crate::metrics;
 use crate::store::{ClaimRequest, SharedStore};
@@ -22,6 +23,10 @@ use crate::store::{ClaimRequest, SharedStore};
 const EXPIRE_BATCH: u32 = 500;
 /// Pause after a failed claim before trying again.
 const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
+/// Most often the deadline sweep and the replay step run (by the injected clock): each
+/// is a store read even when idle, and finished attempts wake the loop many times a
+/// second under load.
+const UPKEEP_EVERY_MS: i64 = 25;
 /// Pause when something is due that this claim could not take (e.g. a sweep still to
 /// run), so the loop never spins.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
@@ -30,16 +35,16 @@ const MIN_PAUSE: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub struct Worker {
     ctx: AttemptContext,
-    wake: Arc<Notify>,
+    wake: Arc<Wake>,
 }
 
 impl Worker {
-    /// A worker over `store`; `wake` is notified when a job is created.
+    /// A worker over `store`; `wake` tells it of created jobs due before it would wake.
     pub fn new(
         store: SharedStore,
         clock: Arc<dyn Clock>,
         settings: DeliverySettings,
-        wake: Arc<Notify>,
+        wake: Arc<Wake>,
     ) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
         let ctx = AttemptContext {
@@ -69,10 +74,11 @@ impl Worker {
         // Wake-ups when another instance creates a job (PostgreSQL NOTIFY).
         let listener = {
             let store = self.ctx.store.clone();
-            let (wake, stop) = (self.wake.clone(), renewer_stop.clone());
+            let (wake, stop) = (self.wake.notify(), renewer_stop.clone());
             tokio::spawn(async move { store.listen_for_jobs(wake, stop).await })
         };
         let mut attempts = JoinSet::new();
+        let mut last_upkeep: Option<crate::domain::Timestamp> = None;
         tracing::info!(owner = %settings.owner, max_in_flight = settings.max_in_flight,
             "delivery worker started");
         loop {
@@ -87,9 +93,13 @@ impl Worker {
                     _ = attempts.join_next() => continue,
                 }
             }
+            self.wake.busy();
             let now = self.ctx.clock.now();
-            self.expire_deadlines(now).await;
-            self.advance_replays(now).await;
+            if last_upkeep.is_none_or(|at| now.millis_since(at) >= UPKEEP_EVERY_MS || now < at) {
+                self.expire_deadlines(now).await;
+                self.advance_replays(now).await;
+                last_upkeep = Some(now);
+            }
             let limit = u32::try_from(free)
                 .unwrap_or(u32::MAX)
                 .min(settings.claim_batch);
@@ -131,6 +141,8 @@ impl Worker {
                 continue;
             }
             let pause = self.pause_until_next_due().await;
+            self.wake
+                .sleeping_until(self.ctx.clock.now().plus_ms(pause.as_millis() as u64));
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.wake.notified() => {}

@@ -12,35 +12,27 @@ use crate::store::rows::{self, Columns};
 /// store (see there).
 pub async fn next_wake_at(pool: &PgPool, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
     let row = sqlx::query(
-        "WITH due AS ( \
-           SELECT subscriber_id FROM jobs \
-           WHERE state IN ('scheduled', 'retrying', 'in_flight') AND due_at <= $1 \
-             AND deadline > $1 \
-             AND NOT (state = 'in_flight' AND max_attempts IS NOT NULL \
-                      AND attempts >= max_attempts) \
-           GROUP BY subscriber_id \
-         ), open AS ( \
-           SELECT subscriber_id, COUNT(*) AS n FROM jobs \
-           WHERE state = 'in_flight' AND due_at > $1 GROUP BY subscriber_id \
-         ), recent AS ( \
-           SELECT subscriber_id, COUNT(*) AS n, MIN(started_at) AS first, \
-             MAX(started_at) AS last FROM attempts \
-           WHERE started_at > $1 - 1000 GROUP BY subscriber_id \
-         ) \
-         SELECT LEAST( \
+        "SELECT LEAST( \
            (SELECT MIN(CASE \
-              WHEN s.max_in_flight <= COALESCE(o.n, 0) THEN NULL \
+              WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
+                THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN $1 \
-              WHEN r.last > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
-                                / s.rate_limit_per_second \
-                THEN r.last + 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
-                                / s.rate_limit_per_second \
-              WHEN COALESCE(r.n, 0) >= s.rate_limit_per_second THEN r.first + 1000 \
-              ELSE $1 END) \
-            FROM due d JOIN subscribers s ON s.id = d.subscriber_id \
-            LEFT JOIN open o ON o.subscriber_id = s.id \
-            LEFT JOIN recent r ON r.subscriber_id = s.id \
-            WHERE s.enabled), \
+              ELSE (SELECT CASE \
+                WHEN MAX(a.started_at) > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                  THEN MAX(a.started_at) + 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                WHEN COUNT(*) >= s.rate_limit_per_second THEN MIN(a.started_at) + 1000 \
+                ELSE $1 END \
+                FROM attempts a \
+                WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END) \
+            FROM subscribers s WHERE s.enabled AND EXISTS ( \
+              SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
+                AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
+                AND d.deadline > $1 \
+                AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                         AND d.attempts >= d.max_attempts))), \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at > $1 AND s.enabled), \
            (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \

@@ -20,44 +20,35 @@ pub async fn next_wake_at(
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
     let row = sqlx::query(
-        "WITH due AS ( \
-           SELECT s.id AS subscriber_id FROM subscribers s WHERE EXISTS ( \
-             SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
-             WHERE d.subscriber_id = s.id \
-               AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
-               AND d.deadline > ?1 \
-               AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
-                        AND d.attempts >= d.max_attempts)) \
-         ), open AS ( \
-           SELECT subscriber_id, COUNT(*) AS n FROM jobs \
-           WHERE state = 'in_flight' AND due_at > ?1 GROUP BY subscriber_id \
-         ), recent AS ( \
-           SELECT subscriber_id, COUNT(*) AS n, MIN(started_at) AS first, \
-             MAX(started_at) AS last FROM attempts INDEXED BY attempts_started \
-           WHERE started_at > ?1 - 1000 GROUP BY subscriber_id \
-         ) \
-         SELECT \
+        "SELECT \
            (SELECT MIN(CASE \
-              WHEN s.max_in_flight <= COALESCE(o.n, 0) THEN NULL \
+              WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
+                AND o.state = 'in_flight' AND o.due_at > ?1) THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN ?1 \
-              WHEN r.last > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
-                                / s.rate_limit_per_second \
-                THEN r.last + 1000 * MAX(1, s.rate_limit_per_second / 10) \
-                                / s.rate_limit_per_second \
-              WHEN COALESCE(r.n, 0) >= s.rate_limit_per_second THEN r.first + 1000 \
-              ELSE ?1 END) \
-            FROM due d JOIN subscribers s ON s.id = d.subscriber_id \
-            LEFT JOIN open o ON o.subscriber_id = s.id \
-            LEFT JOIN recent r ON r.subscriber_id = s.id \
-            WHERE s.enabled = 1) AS held, \
+              ELSE (SELECT CASE \
+                WHEN MAX(a.started_at) > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                  THEN MAX(a.started_at) + 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                WHEN COUNT(*) >= s.rate_limit_per_second THEN MIN(a.started_at) + 1000 \
+                ELSE ?1 END \
+                FROM attempts a INDEXED BY attempts_subscriber_started \
+                WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000) END) \
+            FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
+              SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
+              WHERE d.subscriber_id = s.id \
+                AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
+                AND d.deadline > ?1 \
+                AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                         AND d.attempts >= d.max_attempts))) AS held, \
            (SELECT j.due_at FROM jobs j INDEXED BY jobs_due \
             JOIN subscribers s ON s.id = j.subscriber_id \
             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at > ?1 \
               AND j.state <> 'in_flight' AND s.enabled = 1 \
             ORDER BY j.due_at LIMIT 1) AS coming, \
-           (SELECT due_at FROM jobs INDEXED BY jobs_due \
-            WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state = 'in_flight' \
-            ORDER BY due_at LIMIT 1) AS lease, \
+           (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_in_flight_subscriber \
+            WHERE state = 'in_flight') AS lease, \
            (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
             ORDER BY deadline LIMIT 1) AS deadline",
