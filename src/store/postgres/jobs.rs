@@ -32,9 +32,11 @@ async fn create_group(
     requests: &[Vec<NewJob>],
 ) -> Result<GroupResults<Created>, StoreError> {
     let mut tx = pool.begin().await?;
-    // FOR SHARE: a subscriber cannot vanish before the jobs that name it commit.
+    // FOR KEY SHARE (what a foreign-key check takes): the subscriber cannot vanish
+    // before the jobs that name it commit, while claims (FOR NO KEY UPDATE of the same
+    // row) and limit changes go on; FOR SHARE made every claim wait for the creates.
     let known: KnownSubscribers = sqlx::query_as::<_, (String, bool)>(
-        "SELECT id, enabled FROM subscribers WHERE id = ANY($1) FOR SHARE",
+        "SELECT id, enabled FROM subscribers WHERE id = ANY($1) FOR KEY SHARE",
     )
     .bind(batch::subscriber_ids(requests))
     .fetch_all(&mut *tx)

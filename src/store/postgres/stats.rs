@@ -33,8 +33,11 @@ pub async fn next_wake_at(pool: &PgPool, now: Timestamp) -> Result<Option<Timest
                 AND d.deadline > $1 \
                 AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
                          AND d.attempts >= d.max_attempts))), \
-           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-            WHERE j.state IN ('scheduled', 'retrying') AND j.due_at > $1 AND s.enabled), \
+           (SELECT j.due_at FROM jobs j \
+            WHERE j.state IN ('scheduled', 'retrying', 'in_flight') \
+              AND j.state IN ('scheduled', 'retrying') AND j.due_at > $1 \
+              AND EXISTS (SELECT 1 FROM subscribers s WHERE s.id = j.subscriber_id AND s.enabled) \
+            ORDER BY j.due_at LIMIT 1), \
            (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
            (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
          ) AS next",
