@@ -2,6 +2,7 @@
 # Every benchmark scenario of BENCHMARKS.md on both backends, RUNS times each (default 3),
 # with the release binaries; JSON per run in OUT (default bench-results/), then a
 # summary of medians (scripts/bench-summary.py). Takes about 20 minutes with RUNS=3.
+# BACKENDS (default "sqlite postgres") picks the backends.
 # Usage: cargo build --release --bins && scripts/bench-all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,12 +17,12 @@ run() { # name, then bench flags
     "$B" "$@" --json "$OUT/$name-$i.json" | grep -E "accepted jobs/s|delivered jobs/s|lateness|RSS|CPU|duplicates|while waiting" || true
   done
 }
-for be in sqlite postgres; do
+for be in ${BACKENDS:-sqlite postgres}; do
   run "burst-$be" --scenario burst --jobs 50000 --backend "$be"
   run "burst50-$be" --scenario burst --jobs 10000 --concurrency 50 --backend "$be"
   run "steady-$be" --scenario steady --rate 1000 --seconds 60 --backend "$be"
   run "backlog-$be" --scenario backlog --jobs 100000 --backend "$be"
   run "fanout-$be" --scenario fanout --jobs 2000 --slow 300 --slow-ms 2000 --backend "$be"
 done
-run "burst-postgres-2" --scenario burst --jobs 50000 --backend postgres --instances 2
+[[ " ${BACKENDS:-postgres} " == *" postgres "* ]] && run "burst-postgres-2" --scenario burst --jobs 50000 --backend postgres --instances 2
 python3 scripts/bench-summary.py "$OUT"
