@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark scenario of BENCHMARKS.md on both backends, RUNS times each (default 3),
 # with the release binaries; JSON per run in OUT (default bench-results/), then a
-# summary of medians (scripts/bench-summary.py). Takes about 20 minutes with RUNS=3.
+# summary of medians (scripts/bench-summary.py). Takes about 25 minutes with RUNS=3.
 # BACKENDS (default "sqlite postgres") picks the backends.
 # Usage: cargo build --release --bins && scripts/bench-all.sh
 set -euo pipefail
