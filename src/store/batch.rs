@@ -182,6 +182,43 @@ pub trait CreateGroups {
     ) -> Result<GroupResults<Created>, StoreError>;
 }
 
+/// Writes a group of create requests so that every transaction takes its row locks in
+/// ascending key order, and concurrent transactions (other groups, other instances)
+/// cannot deadlock: the lone-job requests together in one transaction (one multi-row
+/// insert in key order), and each multi-job request in its own (its jobs in key
+/// order). Mixing them let one group hold a lone key while waiting for a key of a
+/// multi-job request that another group held the other way round. Results in the
+/// order of `requests`.
+pub async fn write_in_key_order(
+    requests: Vec<Vec<NewJob>>,
+    store: &impl CreateGroups,
+) -> GroupResults<Created> {
+    let count = requests.len();
+    let (mut lone, mut lone_at) = (Vec::new(), Vec::new());
+    let mut results: Vec<Option<Result<Created, StoreError>>> = (0..count).map(|_| None).collect();
+    let mut several = Vec::new();
+    for (index, request) in requests.into_iter().enumerate() {
+        if request.len() == 1 {
+            lone.push(request);
+            lone_at.push(index);
+        } else {
+            several.push((index, request));
+        }
+    }
+    if !lone.is_empty() {
+        for (index, result) in lone_at.into_iter().zip(alone_on_failure(lone, store).await) {
+            results[index] = Some(result);
+        }
+    }
+    for (index, request) in several {
+        results[index] = alone_on_failure(vec![request], store).await.pop();
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(StoreError::Internal("a create without a result".into()))))
+        .collect()
+}
+
 /// Writes a group of create requests with `store` (one transaction for all);
 /// when that fails as a whole, writes each request alone, so one request's failure
 /// (or a deadlock between instances) never fails the others. Once a lone write finds

@@ -25,9 +25,15 @@ pub fn check(records: &[OutcomeRecord]) -> Result<(), StoreError> {
 /// The batch as a JSON array of objects with the keys `id`, `token`, `number`,
 /// `finished_at` (ms), `outcome`, `status`, `error_class`, `reason`, `body_excerpt`,
 /// `state`, `due_at` (ms), `attempts`, `dead_reason`, `deadline` (ms),
-/// `possible_duplicate` and `now` (ms).
+/// `possible_duplicate` and `now` (ms). Only the first record of a lease is written: a
+/// set-based update given two rows for one target applies either, so a repeat (which
+/// [`fenced_in_order`] answers `Late`) is left out.
 pub fn to_json(records: &[OutcomeRecord], now: Timestamp) -> String {
-    let rows = records.iter().map(|record| {
+    let mut seen = HashSet::new();
+    let first = records
+        .iter()
+        .filter(|r| seen.insert((r.lease.job_id, r.lease.token)));
+    let rows = first.map(|record| {
         let (result, transition) = (&record.result, &record.transition);
         serde_json::json!({
             "id": record.lease.job_id.to_string(),

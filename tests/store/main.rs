@@ -49,6 +49,7 @@ macro_rules! store_suite {
                 concurrent_repeats_create_one_job,
                 concurrent_batches_in_any_order_succeed,
                 concurrent_requests_succeed_or_fail_alone,
+                concurrent_mixed_creates_never_deadlock,
                 an_empty_batch_is_fine,
             ],
             listing: [
@@ -83,6 +84,7 @@ macro_rules! store_suite {
                 terminal_failure_makes_the_job_dead,
                 a_stale_token_is_late_and_changes_only_its_attempt,
                 a_batch_of_outcomes_answers_in_order,
+                the_first_of_two_results_for_one_lease_applies,
                 a_transition_into_in_flight_is_refused,
                 a_410_pauses_the_subscriber,
             ],

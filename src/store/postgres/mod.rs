@@ -68,7 +68,7 @@ impl PostgresStore {
             };
             GroupCommit::spawn(limits, Vec::len, move |requests| {
                 let pool = pool.clone();
-                async move { batch::alone_on_failure(requests, &pool).await }
+                async move { batch::write_in_key_order(requests, &pool).await }
             })
         };
         Ok(PostgresStore {

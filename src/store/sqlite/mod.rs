@@ -87,7 +87,7 @@ impl SqliteStore {
             };
             GroupCommit::spawn(limits, Vec::len, move |requests| {
                 let writer = writer.clone();
-                async move { batch::alone_on_failure(requests, &writer).await }
+                async move { batch::write_in_key_order(requests, &writer).await }
             })
         };
         Ok(SqliteStore {

@@ -299,3 +299,36 @@ pub async fn a_410_pauses_the_subscriber(store: SharedStore) {
     );
     assert!(!job(&store, jobs[1].id).await.subscriber_enabled);
 }
+
+/// Two different results for the same lease in one batch: as if written one by one,
+/// the first applies (to the job and its attempt) and the second is late.
+pub async fn the_first_of_two_results_for_one_lease_applies(store: SharedStore) {
+    add_subscriber(&store, "s").await;
+    let job_a = create_due(&store, "s", at(-1)).await;
+    let claimed = crate::support::claim(&store, at(0), 10).await;
+    let done = outcome(&claimed[0], JobEvent::Delivered, delivered(200), at(100));
+    let retry = outcome(
+        &claimed[0],
+        JobEvent::RetryableFailure {
+            retry_at: at(5_000),
+        },
+        failed(
+            AttemptOutcome::Retryable,
+            ErrorClass::Connect,
+            None,
+            "refused",
+            None,
+        ),
+        at(100),
+    );
+
+    let fenced = store
+        .record_outcomes(&[done, retry], at(100))
+        .await
+        .unwrap();
+
+    assert_eq!(fenced, [Fenced::Applied, Fenced::Late]);
+    assert_eq!(job(&store, job_a.id).await.state, JobState::Delivered);
+    let attempts = store.list_attempts(job_a.id).await.unwrap();
+    assert_eq!(attempts[0].outcome, AttemptOutcome::Delivered);
+}
