@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::domain::payload::same_json_value;
 use crate::store::StoreError;
-use crate::store::group_commit::{GroupResults, same_kind};
+use crate::store::group_commit::{GroupCommit, GroupLimits, GroupResults, same_kind};
 use crate::store::records::{CreateOutcome, Job, NewJob};
 use crate::store::rows::INSERT_CHUNK;
 
@@ -174,12 +174,29 @@ async fn write_request(
 
 /// A store that writes a group of create requests in one transaction (each request
 /// all or nothing on its own, see [`write_requests`]).
-pub trait CreateGroups {
+pub trait CreateGroups: Clone + Send + Sync + 'static {
     /// Writes `requests` in one transaction; one result per request, in order.
-    async fn create_group(
+    fn create_group(
         &self,
         requests: &[Vec<NewJob>],
-    ) -> Result<GroupResults<Created>, StoreError>;
+    ) -> impl std::future::Future<Output = Result<GroupResults<Created>, StoreError>> + Send;
+}
+
+/// Starts the group commit of `store`'s creates: groups of at most
+/// [`MAX_CREATE_GROUP`] jobs, `parallel` of them written at once, each written with
+/// [`write_in_key_order`].
+pub fn spawn_creates(
+    store: impl CreateGroups,
+    parallel: usize,
+) -> GroupCommit<Vec<NewJob>, Created> {
+    let limits = GroupLimits {
+        max_weight: MAX_CREATE_GROUP,
+        parallel,
+    };
+    GroupCommit::spawn(limits, Vec::len, move |requests| {
+        let store = store.clone();
+        async move { write_in_key_order(requests, &store).await }
+    })
 }
 
 /// Writes a group of create requests so that every transaction takes its row locks in

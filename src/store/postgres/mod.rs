@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::batch::{self, Created};
-use super::group_commit::{GroupCommit, GroupLimits};
+use super::group_commit::GroupCommit;
 use super::records::*;
 use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
@@ -60,17 +60,7 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
-        let creates = {
-            let pool = pool.clone();
-            let limits = GroupLimits {
-                max_weight: batch::MAX_CREATE_GROUP,
-                parallel: CREATE_GROUPS_AT_ONCE,
-            };
-            GroupCommit::spawn(limits, Vec::len, move |requests| {
-                let pool = pool.clone();
-                async move { batch::write_in_key_order(requests, &pool).await }
-            })
-        };
+        let creates = batch::spawn_creates(pool.clone(), CREATE_GROUPS_AT_ONCE);
         Ok(PostgresStore {
             pool,
             sealer: Sealer::plaintext(),

@@ -25,7 +25,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use uuid::Uuid;
 
 use super::batch::{self, Created};
-use super::group_commit::{GroupCommit, GroupLimits};
+use super::group_commit::GroupCommit;
 use super::records::*;
 use super::{Sealer, Store, StoreError};
 use crate::domain::Timestamp;
@@ -79,17 +79,8 @@ impl SqliteStore {
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
-        let creates = {
-            let writer = writer.clone();
-            let limits = GroupLimits {
-                max_weight: batch::MAX_CREATE_GROUP,
-                parallel: 1,
-            };
-            GroupCommit::spawn(limits, Vec::len, move |requests| {
-                let writer = writer.clone();
-                async move { batch::write_in_key_order(requests, &writer).await }
-            })
-        };
+        // One group at a time: SQLite has one writer.
+        let creates = batch::spawn_creates(writer.clone(), 1);
         Ok(SqliteStore {
             writer,
             readers,
