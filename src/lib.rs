@@ -18,3 +18,5 @@ pub mod open_files;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+#[doc(hidden)]
+pub mod testing;
