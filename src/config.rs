@@ -13,14 +13,15 @@ use ipnet::IpNet;
 
 use crate::api::ApiSettings;
 use crate::api::auth::{ApiToken, ApiTokens};
-use crate::api::job_input::JobLimits;
 use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
+use crate::domain::job_template::JobLimits;
 use crate::domain::policy::BackoffPolicy;
+use crate::domain::replay_plan::ReplayLimits;
 use crate::domain::target::TargetPolicy;
-use crate::store::Sealer;
+use crate::store::{MAX_REPLAY_JOBS, Sealer};
 
 /// Most jobs one claim takes.
 const CLAIM_BATCH: u32 = 100;
@@ -273,10 +274,11 @@ impl ServeArgs {
             },
             request_timeout: Duration::from_millis(self.request_timeout_ms),
             delivery_slo_ms: self.delivery_slo_ms,
-            replay_limits: crate::api::replays::ReplayLimits {
+            replay_limits: ReplayLimits {
                 max_rate_per_second: self.max_replay_rate,
                 default_ttl_ms: self.default_ttl_ms,
                 min_ttl_ms: self.attempt_timeout_ms,
+                max_jobs: MAX_REPLAY_JOBS,
             },
         })
     }
