@@ -98,26 +98,20 @@ fn an_invalid_filter_still_counts_as_given() {
 
 #[test]
 fn amounts_stay_within_the_limits() {
-    let fields = ReplayFields {
-        max_jobs: 100_001,
-        rate_per_second: 101,
-        ttl_ms: Some(29_999),
-        ..of_s()
-    };
-    assert_eq!(
-        invalid_fields(fields),
-        vec!["max_jobs", "rate_per_second", "ttl_ms"]
-    );
-    let zero = ReplayFields {
-        max_jobs: 0,
-        rate_per_second: 0,
-        ttl_ms: Some(MAX_REPLAY_TTL_MS + 1),
-        ..of_s()
-    };
-    assert_eq!(
-        invalid_fields(zero),
-        vec!["max_jobs", "rate_per_second", "ttl_ms"]
-    );
+    let over = (100_001, 101, MAX_REPLAY_TTL_MS + 1);
+    let under = (0, 0, 29_999);
+    for (max_jobs, rate_per_second, ttl_ms) in [over, under] {
+        let fields = ReplayFields {
+            max_jobs,
+            rate_per_second,
+            ttl_ms: Some(ttl_ms),
+            ..of_s()
+        };
+        assert_eq!(
+            invalid_fields(fields),
+            vec!["max_jobs", "rate_per_second", "ttl_ms"]
+        );
+    }
     let edges = ReplayFields {
         max_jobs: 100_000,
         rate_per_second: 100,
