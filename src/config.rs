@@ -1,5 +1,6 @@
 //! Settings from command-line flags, each with a `DEFERHOOK_*` environment variable
-//! (DESIGN §6).
+//! (DESIGN §6): the server's ([`ServeArgs`]) and the database's ([`DatabaseArgs`]).
+//! The command line's root, [`Cli`], is in [`crate::cli::command`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -8,61 +9,27 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::Args;
 use ipnet::IpNet;
+
+pub use crate::cli::command::{Cli, Command, LogFormat};
 
 use crate::api::ApiSettings;
 use crate::api::auth::{ApiToken, ApiTokens};
-use crate::api::job_input::JobLimits;
-use crate::cli::args::{JobsArgs, ReplayArgs};
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
+use crate::domain::job_template::JobLimits;
 use crate::domain::policy::BackoffPolicy;
+use crate::domain::replay_plan::ReplayLimits;
 use crate::domain::target::TargetPolicy;
-use crate::store::Sealer;
+use crate::store::{MAX_REPLAY_JOBS, Sealer};
 
 /// Most jobs one claim takes.
 const CLAIM_BATCH: u32 = 100;
 /// The longest a worker sleeps without looking for due jobs; wake-ups on insert and at
 /// the next due time make it rarely matter.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// deferhook: schedules and delivers delayed, signed webhooks.
-#[derive(Debug, Parser)]
-#[command(name = "deferhook", version, about, long_about = None)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-    /// Log format: `text` for people, `json` for log shippers.
-    #[arg(long, env = "DEFERHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the HTTP API and the delivery worker.
-    Serve(ServeArgs),
-    /// Bring the database schema up to date, then exit.
-    Migrate(DatabaseArgs),
-    /// Print the OpenAPI document (JSON) to standard output.
-    Openapi,
-    /// Show jobs of a running server (`get`, `list`).
-    Jobs(JobsArgs),
-    /// Replay dead jobs on a running server (`create`, `status`, `cancel`).
-    Replay(ReplayArgs),
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
 
 /// Which database to use. `Debug` hides a password in the URL, and `--help` does not
 /// show the variable's value.
@@ -273,10 +240,11 @@ impl ServeArgs {
             },
             request_timeout: Duration::from_millis(self.request_timeout_ms),
             delivery_slo_ms: self.delivery_slo_ms,
-            replay_limits: crate::api::replays::ReplayLimits {
+            replay_limits: ReplayLimits {
                 max_rate_per_second: self.max_replay_rate,
                 default_ttl_ms: self.default_ttl_ms,
                 min_ttl_ms: self.attempt_timeout_ms,
+                max_jobs: MAX_REPLAY_JOBS,
             },
         })
     }
@@ -345,6 +313,7 @@ impl ServeArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use clap::Parser;
 
     #[test]
     fn the_cli_is_well_formed() {

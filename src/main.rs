@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use deferhook::config::{Cli, Command};
+use deferhook::cli::command::{Cli, Command};
 use deferhook::server::{Server, ShutdownSignals};
 use deferhook::{api, cli, store, telemetry};
 

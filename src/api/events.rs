@@ -16,9 +16,11 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::extract::AppJson;
-use super::job_input::{JobFields, JobTemplate};
+use super::job_input::job_record;
 use super::problem::{ApiError, FieldError, Problem};
 use super::views::JobView;
+use crate::domain::job_template::{JobFields, JobTemplate};
+use crate::domain::schedule::ScheduleFields;
 use crate::domain::validate;
 use crate::store::{CreateOutcome, StoreError};
 
@@ -127,11 +129,13 @@ pub async fn fan_out(
     check_subscribers(&request.subscriber_ids, &mut errors);
     let fields = JobFields {
         event_id: &request.event_id,
-        payload: &request.payload,
-        deliver_at: request.deliver_at.as_deref(),
-        delay_ms: request.delay_ms,
-        deadline: request.deadline.as_deref(),
-        ttl_ms: request.ttl_ms,
+        payload: request.payload.get(),
+        schedule: ScheduleFields {
+            deliver_at: request.deliver_at.as_deref(),
+            delay_ms: request.delay_ms,
+            deadline: request.deadline.as_deref(),
+            ttl_ms: request.ttl_ms,
+        },
         max_attempts: request.max_attempts,
     };
     let template = JobTemplate::check(fields, now, state.job_limits, &mut errors)?;
@@ -141,7 +145,7 @@ pub async fn fan_out(
     let jobs = request
         .subscriber_ids
         .into_iter()
-        .map(|subscriber_id| template.job_for(subscriber_id, Uuid::now_v7()))
+        .map(|subscriber_id| job_record(&template, subscriber_id, Uuid::now_v7()))
         .collect();
     let outcomes = state
         .store

@@ -152,6 +152,7 @@ impl WireNames for DeadReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::START;
 
     fn query(pairs: &str) -> ListJobsQuery {
         serde_urlencoded::from_str(pairs).expect("a well-formed query")
@@ -172,11 +173,10 @@ mod tests {
              &dead_before=2026-11-30T12:00:00.001Z&state=dead",
         ))
         .unwrap();
-        let noon = Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
         assert_eq!(filter.dead_reason, Some(DeadReason::MaxAttempts));
-        assert_eq!(filter.created_after, Some(noon));
-        assert_eq!(filter.created_before, Some(noon.plus_ms(3_600_000)));
-        assert_eq!(filter.dead_before, Some(noon.plus_ms(1)));
+        assert_eq!(filter.created_after, Some(START));
+        assert_eq!(filter.created_before, Some(START.plus_ms(3_600_000)));
+        assert_eq!(filter.dead_before, Some(START.plus_ms(1)));
         assert_eq!(filter.state, Some(JobState::Dead));
         assert!(filter.implies_dead());
         assert_eq!(job_filter(&query("")).unwrap(), JobFilter::default());

@@ -38,9 +38,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::domain::Clock;
+use crate::domain::job_template::JobLimits;
+use crate::domain::replay_plan::ReplayLimits;
 use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
-use job_input::JobLimits;
 
 /// The header carrying each request's id (set when the client sent none).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -65,7 +66,7 @@ pub struct AppState {
     /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
     pub delivery_slo_ms: u64,
     /// Limits on replays.
-    pub replay_limits: replays::ReplayLimits,
+    pub replay_limits: ReplayLimits,
     /// Which literal addresses subscriber URLs may name.
     pub target_policy: Arc<TargetPolicy>,
 }
@@ -82,7 +83,7 @@ pub struct ApiSettings {
     /// The eligible → delivered objective, in milliseconds (for a gauge).
     pub delivery_slo_ms: u64,
     /// Limits on replays.
-    pub replay_limits: replays::ReplayLimits,
+    pub replay_limits: ReplayLimits,
     /// Which literal addresses subscriber URLs may name (CASES C-08).
     pub target_policy: Arc<TargetPolicy>,
 }

@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+pub use crate::domain::field_error::FieldError;
+use crate::domain::job_template::PayloadTooLarge;
 use crate::store::StoreError;
 
 /// The media type of problem details (RFC 9457 §3).
@@ -19,25 +21,6 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Seconds a client should wait before retrying after a 503 (RFC 9110 §10.2.3).
 pub const RETRY_AFTER_SECONDS: u64 = 1;
-
-/// One invalid field of a request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct FieldError {
-    /// The field's name or JSON path (`deliver_at`, `payload`, `limit`).
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl FieldError {
-    /// An error about `field`.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// An RFC 9457 problem details body.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -162,6 +145,12 @@ impl Problem {
             detail: None,
             errors: Vec::new(),
         }
+    }
+}
+
+impl From<PayloadTooLarge> for ApiError {
+    fn from(PayloadTooLarge(error): PayloadTooLarge) -> Self {
+        ApiError::TooLarge(error)
     }
 }
 

@@ -13,10 +13,11 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::extract::AppJson;
-use super::problem::{ApiError, FieldError, Problem};
-use crate::domain::replay::{ReplayFilter, ReplayState};
-use crate::domain::{DeadReason, Timestamp, validate};
-use crate::store::{MAX_REPLAY_JOBS, NewReplay, Replay};
+use super::problem::{ApiError, Problem};
+use crate::domain::replay::ReplayState;
+use crate::domain::replay_plan::{ReplayFields, ReplayPlan};
+use crate::domain::{DeadReason, Timestamp};
+use crate::store::{NewReplay, Replay};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -141,22 +142,6 @@ pub struct DryRunView {
     pub matched: u64,
 }
 
-/// Limits from the server's configuration.
-#[derive(Debug, Clone, Copy)]
-pub struct ReplayLimits {
-    /// Most `rate_per_second` a replay may ask for, and the most all running replays
-    /// together may use (`--max-replay-rate`).
-    pub max_rate_per_second: u32,
-    /// `ttl_ms` when a replay names none (`--default-ttl-ms`).
-    pub default_ttl_ms: u64,
-    /// The least `ttl_ms` (`--attempt-timeout-ms`): a requeued job must have time for
-    /// at least one whole attempt.
-    pub min_ttl_ms: u64,
-}
-
-/// The most `ttl_ms` of a replay: ten years, in ms.
-pub const MAX_REPLAY_TTL_MS: u64 = 315_360_000_000;
-
 /// Replay dead jobs. Selects dead jobs by the filter (oldest dead first, at most
 /// `max_jobs`) and moves them back to `scheduled` at `rate_per_second`, across all
 /// instances, keeping their id, event id, payload and attempt history; each gets a
@@ -181,14 +166,16 @@ pub async fn create_replay(
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
     let dry_run = request.dry_run.unwrap_or(false);
-    let replay = new_replay(request, Uuid::now_v7(), now, state.replay_limits)?;
+    let plan =
+        ReplayPlan::check(request.fields(), state.replay_limits).map_err(ApiError::Invalid)?;
     if dry_run {
         let matched = state
             .store
-            .count_replay_matches(&replay.filter, replay.max_jobs)
+            .count_replay_matches(&plan.filter, plan.max_jobs)
             .await?;
         return Ok((StatusCode::OK, Json(DryRunView { matched })).into_response());
     }
+    let replay = replay_record(plan, Uuid::now_v7(), now);
     let created = state.store.create_replay(replay).await?;
     tracing::info!(replay_id = %created.id, matched = created.matched,
         rate_per_second = created.rate_per_second, "replay created");
@@ -196,107 +183,34 @@ pub async fn create_replay(
     Ok((StatusCode::ACCEPTED, Json(ReplayView::from(created))).into_response())
 }
 
-/// Checks `request` and builds the replay to store; every invalid field is listed.
-pub fn new_replay(
-    request: CreateReplayRequest,
-    id: Uuid,
-    now: Timestamp,
-    limits: ReplayLimits,
-) -> Result<NewReplay, ApiError> {
-    // The rule looks at what was given, valid or not (an invalid one is reported
-    // on its own).
-    let narrowed = request.subscriber_id.is_some()
-        || request.event_id.is_some()
-        || request.dead_reason.is_some()
-        || request.dead_after.is_some()
-        || request.dead_before.is_some();
-    let mut errors = Vec::new();
-    let mut check = |field: &str, result: Result<(), String>| {
-        if let Err(message) = result {
-            errors.push(FieldError::new(field, message));
+impl CreateReplayRequest {
+    /// The replay as asked for, for [`ReplayPlan::check`] (`dry_run` aside).
+    fn fields(self) -> ReplayFields {
+        ReplayFields {
+            subscriber_id: self.subscriber_id,
+            event_id: self.event_id,
+            dead_reason: self.dead_reason,
+            dead_after: self.dead_after,
+            dead_before: self.dead_before,
+            all: self.all,
+            max_jobs: self.max_jobs,
+            rate_per_second: self.rate_per_second,
+            ttl_ms: self.ttl_ms,
         }
-    };
-    if let Some(id) = &request.subscriber_id {
-        check("subscriber_id", validate::subscriber_id(id));
     }
-    if let Some(id) = &request.event_id {
-        check("event_id", validate::event_id(id));
-    }
-    let mut instant = |field: &str, text: &Option<String>| {
-        text.as_deref()
-            .and_then(|text| match Timestamp::parse_rfc3339(text) {
-                Ok(at) => Some(at),
-                Err(error) => {
-                    check(field, Err(error.to_string()));
-                    None
-                }
-            })
-    };
-    let dead_after = instant("dead_after", &request.dead_after);
-    let dead_before = instant("dead_before", &request.dead_before);
-    if let (Some(after), Some(before)) = (dead_after, dead_before)
-        && after >= before
-    {
-        check("dead_before", Err("must be after dead_after".into()));
-    }
-    if !(1..=MAX_REPLAY_JOBS).contains(&request.max_jobs) {
-        check(
-            "max_jobs",
-            Err(format!("must be from 1 to {MAX_REPLAY_JOBS}")),
-        );
-    }
-    if !(1..=limits.max_rate_per_second).contains(&request.rate_per_second) {
-        check(
-            "rate_per_second",
-            Err(format!(
-                "must be from 1 to {} (the server's --max-replay-rate)",
-                limits.max_rate_per_second
-            )),
-        );
-    }
-    if let Some(ttl) = request.ttl_ms
-        && !(limits.min_ttl_ms..=MAX_REPLAY_TTL_MS).contains(&ttl)
-    {
-        check(
-            "ttl_ms",
-            Err(format!(
-                "must be from {} (the attempt timeout: a shorter deadline would cut \
-                 attempts short) to {MAX_REPLAY_TTL_MS} (ten years)",
-                limits.min_ttl_ms
-            )),
-        );
-    }
-    let filter = ReplayFilter {
-        subscriber_id: request.subscriber_id,
-        event_id: request.event_id,
-        dead_reason: request.dead_reason,
-        dead_after,
-        dead_before,
-        all: request.all.unwrap_or(false),
-    };
-    let filter_error = match (filter.all, narrowed) {
-        (true, true) => Some("`all: true` replays every dead job: give it without filters"),
-        (false, false) => Some(
-            "give at least one of subscriber_id, event_id, dead_reason, dead_after, \
-             dead_before, or `all: true` to replay every dead job",
-        ),
-        _ => None,
-    };
-    if let Some(message) = filter_error {
-        errors.push(FieldError::new("all", message));
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Invalid(errors));
-    }
-    Ok(NewReplay {
+}
+
+/// The replay of `plan` as the store creates it, with id `id`, created at `now`.
+fn replay_record(plan: ReplayPlan, id: Uuid, now: Timestamp) -> NewReplay {
+    NewReplay {
         id,
-        filter,
-        max_jobs: request.max_jobs,
-        rate_per_second: request.rate_per_second,
-        ttl_ms: request.ttl_ms.unwrap_or(limits.default_ttl_ms),
-        rate_budget: limits.max_rate_per_second,
+        filter: plan.filter,
+        max_jobs: plan.max_jobs,
+        rate_per_second: plan.rate_per_second,
+        ttl_ms: plan.ttl_ms,
+        rate_budget: plan.rate_budget,
         created_at: now,
-    })
+    }
 }
 
 fn replay_id(raw: &str) -> Result<Uuid, ApiError> {

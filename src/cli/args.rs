@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn an_empty_token_is_no_token() {
-        use crate::config::{Cli, Command};
+        use crate::cli::command::{Cli, Command};
         use clap::Parser;
         for (argv, expected) in [
             (&["deferhook", "jobs", "list", "--token", ""][..], None),

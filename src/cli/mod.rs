@@ -1,5 +1,6 @@
-//! Operator commands that talk to a running server over its HTTP API:
-//! `deferhook jobs get | list` and `deferhook replay create | status | cancel`.
+//! The command line: its root ([`command`]) and the operator commands that talk to a
+//! running server over its HTTP API: `deferhook jobs get | list` and
+//! `deferhook replay create | status | cancel`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
@@ -7,6 +8,7 @@
 
 pub mod args;
 pub mod client;
+pub mod command;
 pub mod jobs;
 pub mod progress;
 pub mod render;

@@ -194,7 +194,7 @@ pub fn replay_fields(replay: &Replay) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Cli, Command};
+    use crate::cli::command::{Cli, Command};
     use clap::Parser;
 
     fn create_args(argv: &[&str]) -> CreateReplayArgs {

@@ -3,8 +3,10 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::testing::START;
 
-const NOW: i64 = 1_796_040_000_000;
+/// The instant the tests happen at, [`START`], in epoch milliseconds.
+const NOW: i64 = START.as_millis();
 
 fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)

@@ -1,9 +1,10 @@
 //! Every allowed transition and every guard of [`transition`], one test each.
 
 use super::*;
+use crate::testing::START;
 
-/// The instant the tests happen at.
-const NOW: i64 = 1_796_040_000_000;
+/// The instant the tests happen at, [`START`], in epoch milliseconds.
+const NOW: i64 = START.as_millis();
 
 fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)

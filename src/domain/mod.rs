@@ -1,11 +1,15 @@
 //! Pure types and rules of deferhook: no I/O, the clock injected (DESIGN §2–§4).
 
 pub mod attempt;
+pub mod field_error;
 pub mod job;
+pub mod job_template;
 pub mod names;
 pub mod payload;
 pub mod policy;
 pub mod replay;
+pub mod replay_plan;
+pub mod schedule;
 pub mod secret;
 pub mod target;
 pub mod time;

@@ -38,16 +38,11 @@ pub enum Fate {
     InFlight,
 }
 
-/// A job of `subscriber` for `event` whose id says it was created at `created_ms`.
-pub fn job_created_at(subscriber: &str, event: &str, created_ms: i64) -> NewJob {
-    let mut job = new_job(
-        subscriber,
-        event,
-        Timestamp::from_millis(created_ms),
-        Timestamp::from_millis(created_ms).plus_ms(3_600_000),
-    );
-    job.id = id_at(created_ms);
-    job.created_at = Timestamp::from_millis(created_ms);
+/// A job of `subscriber` for `event` whose id says it was created at `created`.
+pub fn job_created_at(subscriber: &str, event: &str, created: Timestamp) -> NewJob {
+    let mut job = new_job(subscriber, event, created, created.plus_ms(3_600_000));
+    job.id = id_at(created.as_millis());
+    job.created_at = created;
     job
 }
 

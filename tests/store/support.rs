@@ -16,10 +16,9 @@ use deferhook::store::{
     AttemptResult, ClaimRequest, ClaimedJob, CreateOutcome, Job, JobFilter, LeaseRef, NewJob,
     OutcomeRecord, PageRequest, SharedStore, SubscriberPut,
 };
+use deferhook::testing::START;
 use uuid::Uuid;
 
-/// The instant every case counts from: 2026-11-30T12:00:00Z.
-pub const T0: i64 = 1_796_040_000_000;
 /// The lease length of every claim made through [`claim`].
 pub const LEASE_MS: u64 = 30_000;
 /// The worker that [`claim`] claims as.
@@ -27,9 +26,9 @@ pub const OWNER: &str = "worker-a";
 /// A payload for jobs whose payload does not matter.
 pub const PAYLOAD: &str = r#"{"n":1}"#;
 
-/// `T0 + offset_ms`.
+/// [`START`] + `offset_ms`: the instants every case counts in.
 pub fn at(offset_ms: i64) -> Timestamp {
-    Timestamp::from_millis(T0 + offset_ms)
+    Timestamp::from_millis(START.as_millis() + offset_ms)
 }
 
 /// A store under test, its database's URL, and whatever must outlive it (e.g. the
@@ -96,7 +95,8 @@ pub fn fresh_id() -> Uuid {
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
     let mut random = [0u8; 10];
     random[2..].copy_from_slice(&n.to_be_bytes());
-    uuid::Builder::from_unix_timestamp_millis(T0.unsigned_abs() + n, &random).into_uuid()
+    uuid::Builder::from_unix_timestamp_millis(START.as_millis().unsigned_abs() + n, &random)
+        .into_uuid()
 }
 
 /// A create of subscriber `id` with every optional field left out.
@@ -112,7 +112,7 @@ pub fn subscriber_put(id: &str) -> SubscriberPut {
     }
 }
 
-/// Creates subscriber `id` at `T0` with the defaults; returns its secret.
+/// Creates subscriber `id` at [`START`] with the defaults; returns its secret.
 pub async fn add_subscriber(store: &SharedStore, id: &str) -> SigningSecret {
     store
         .put_subscriber(subscriber_put(id), at(0))
@@ -134,7 +134,7 @@ pub async fn set_enabled(store: &SharedStore, id: &str, enabled: bool, now: Time
         .expect("put_subscriber");
 }
 
-/// A job with a fresh id and [`PAYLOAD`], created at `min(deliver_at, T0)`.
+/// A job with a fresh id and [`PAYLOAD`], created at `min(deliver_at, START)`.
 pub fn new_job(
     subscriber: &str,
     event: &str,

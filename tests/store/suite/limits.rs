@@ -11,8 +11,8 @@ async fn put(store: &SharedStore, put: SubscriberPut) {
     store.put_subscriber(put, at(0)).await.unwrap();
 }
 
-/// 5/s: one attempt every 200 ms, never more than 5 in any second.
-pub async fn a_rate_limit_paces_attempts(store: SharedStore) {
+// 5/s: one attempt every 200 ms, never more than 5 in any second.
+store_case!(a_rate_limit_paces_attempts, async |store: SharedStore| {
     put(
         &store,
         SubscriberPut {
@@ -40,83 +40,89 @@ pub async fn a_rate_limit_paces_attempts(store: SharedStore) {
     // 0, 200, 400, …, 2000: 11 attempts, 200 ms apart.
     let expected: Vec<Timestamp> = (0..=2_000).step_by(200).map(at).collect();
     assert_eq!(starts, expected);
-}
+});
 
-/// Round-robin: the first batch takes from every subscriber with due work, however
-/// large one backlog is and however old.
-pub async fn a_large_backlog_does_not_starve_the_others(store: SharedStore) {
-    put(
-        &store,
-        SubscriberPut {
-            max_in_flight: Some(1_000),
-            ..subscriber_put("big")
-        },
-    )
-    .await;
-    add_subscriber(&store, "small").await;
-    let mut jobs = (0..50)
-        .map(|n| new_job("big", &format!("b{n}"), at(-10_000 + n), at(600_000)))
-        .collect::<Vec<_>>();
-    jobs.push(new_job("small", "s0", at(-1), at(600_000)));
-    jobs.push(new_job("small", "s1", at(0), at(600_000)));
-    let created = create(&store, jobs).await;
+// Round-robin: the first batch takes from every subscriber with due work, however
+// large one backlog is and however old.
+store_case!(
+    a_large_backlog_does_not_starve_the_others,
+    async |store: SharedStore| {
+        put(
+            &store,
+            SubscriberPut {
+                max_in_flight: Some(1_000),
+                ..subscriber_put("big")
+            },
+        )
+        .await;
+        add_subscriber(&store, "small").await;
+        let mut jobs = (0..50)
+            .map(|n| new_job("big", &format!("b{n}"), at(-10_000 + n), at(600_000)))
+            .collect::<Vec<_>>();
+        jobs.push(new_job("small", "s0", at(-1), at(600_000)));
+        jobs.push(new_job("small", "s1", at(0), at(600_000)));
+        let created = create(&store, jobs).await;
 
-    let batch = claimed_ids(&claim(&store, at(0), 4).await);
+        let batch = claimed_ids(&claim(&store, at(0), 4).await);
 
-    let small: Vec<_> = created[50..].iter().map(|j| j.id).collect();
-    assert_eq!(batch.len(), 4);
-    assert!(
-        batch.contains(&small[0]) && batch.contains(&small[1]),
-        "{batch:?}"
-    );
-}
+        let small: Vec<_> = created[50..].iter().map(|j| j.id).collect();
+        assert_eq!(batch.len(), 4);
+        assert!(
+            batch.contains(&small[0]) && batch.contains(&small[1]),
+            "{batch:?}"
+        );
+    }
+);
 
-/// `subscriber_load` counts live leases and the last second's attempts.
-pub async fn the_subscriber_load_is_what_the_claim_sees(store: SharedStore) {
-    put(
-        &store,
-        SubscriberPut {
-            max_in_flight: Some(3),
-            rate_limit_per_second: Some(Some(50)),
-            ..subscriber_put("s")
-        },
-    )
-    .await;
-    create(
-        &store,
-        (0..5)
-            .map(|n| new_job("s", &format!("e{n}"), at(-10), at(600_000)))
-            .collect(),
-    )
-    .await;
-    assert_eq!(claim(&store, at(0), 10).await.len(), 3, "max_in_flight 3");
+// `subscriber_load` counts live leases and the last second's attempts.
+store_case!(
+    the_subscriber_load_is_what_the_claim_sees,
+    async |store: SharedStore| {
+        put(
+            &store,
+            SubscriberPut {
+                max_in_flight: Some(3),
+                rate_limit_per_second: Some(Some(50)),
+                ..subscriber_put("s")
+            },
+        )
+        .await;
+        create(
+            &store,
+            (0..5)
+                .map(|n| new_job("s", &format!("e{n}"), at(-10), at(600_000)))
+                .collect(),
+        )
+        .await;
+        assert_eq!(claim(&store, at(0), 10).await.len(), 3, "max_in_flight 3");
 
-    let load = store.subscriber_load("s", at(10)).await.unwrap().unwrap();
-    assert_eq!(load.open_attempts, 3);
-    assert_eq!(load.max_in_flight, 3);
-    assert_eq!(load.started_last_second, 3);
-    assert_eq!(load.rate_limit_per_second, Some(50));
-    assert_eq!(load.last_started_at, Some(at(0)));
-    let later = store
-        .subscriber_load("s", at(1_000))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(later.started_last_second, 0);
-    assert_eq!(later.last_started_at, None);
-    assert!(
-        store
-            .subscriber_load("ghost", at(0))
+        let load = store.subscriber_load("s", at(10)).await.unwrap().unwrap();
+        assert_eq!(load.open_attempts, 3);
+        assert_eq!(load.max_in_flight, 3);
+        assert_eq!(load.started_last_second, 3);
+        assert_eq!(load.rate_limit_per_second, Some(50));
+        assert_eq!(load.last_started_at, Some(at(0)));
+        let later = store
+            .subscriber_load("s", at(1_000))
             .await
             .unwrap()
-            .is_none()
-    );
-}
+            .unwrap();
+        assert_eq!(later.started_last_second, 0);
+        assert_eq!(later.last_started_at, None);
+        assert!(
+            store
+                .subscriber_load("ghost", at(0))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+);
 
-/// The worker sleeps until there is something to do: not while a subscriber at its
-/// limit holds due work, but when a rate limit next allows an attempt, a job comes due,
-/// a lease expires or a deadline passes.
-pub async fn next_wake_respects_the_limits(store: SharedStore) {
+// The worker sleeps until there is something to do: not while a subscriber at its
+// limit holds due work, but when a rate limit next allows an attempt, a job comes due,
+// a lease expires or a deadline passes.
+store_case!(next_wake_respects_the_limits, async |store: SharedStore| {
     assert_eq!(store.next_wake_at(at(0)).await.unwrap(), None, "idle");
     put(
         &store,
@@ -167,4 +173,4 @@ pub async fn next_wake_respects_the_limits(store: SharedStore) {
     // A job coming due sooner wins.
     create(&store, vec![new_job("paced", "soon", at(150), at(600_000))]).await;
     assert_eq!(store.next_wake_at(at(110)).await.unwrap(), Some(at(150)));
-}
+});

@@ -1,6 +1,6 @@
-//! The cases of the store conformance suite. Each is `pub async fn case(store:
-//! SharedStore)` against a fresh, empty, migrated store, and is listed once in
-//! `store_suite!` (main.rs) so every backend runs it.
+//! The cases of the store conformance suite, one file per subject. Each case is
+//! defined once with `store_case!` (main.rs), which runs it on every backend against a
+//! fresh, empty, migrated store.
 
 pub mod claims;
 pub mod control;

@@ -9,29 +9,32 @@ use crate::support::{
     LEASE_MS, OWNER, add_subscriber, at, claim_as, claim_one, create, create_due, job, new_job,
 };
 
-pub async fn a_held_lease_is_not_claimed_again(store: SharedStore) {
-    add_subscriber(&store, "s").await;
-    let created = create_due(&store, "s", at(0)).await;
-    let first = claim_one(&store, OWNER, at(0)).await;
+store_case!(
+    a_held_lease_is_not_claimed_again,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        let created = create_due(&store, "s", at(0)).await;
+        let first = claim_one(&store, OWNER, at(0)).await;
 
-    assert!(claim_as(&store, "worker-b", at(0), 10).await.is_empty());
-    let just_before_expiry = at(LEASE_MS as i64 - 1);
-    assert!(
-        claim_as(&store, "worker-b", just_before_expiry, 10)
-            .await
-            .is_empty()
-    );
+        assert!(claim_as(&store, "worker-b", at(0), 10).await.is_empty());
+        let just_before_expiry = at(LEASE_MS as i64 - 1);
+        assert!(
+            claim_as(&store, "worker-b", just_before_expiry, 10)
+                .await
+                .is_empty()
+        );
 
-    let stored = job(&store, created.id).await;
-    assert_eq!(stored.attempts, 1);
-    assert_eq!(
-        stored.lease.map(|l| (l.owner, l.token)),
-        Some((OWNER.into(), first.lease_token))
-    );
-    assert_eq!(store.list_attempts(created.id).await.unwrap().len(), 1);
-}
+        let stored = job(&store, created.id).await;
+        assert_eq!(stored.attempts, 1);
+        assert_eq!(
+            stored.lease.map(|l| (l.owner, l.token)),
+            Some((OWNER.into(), first.lease_token))
+        );
+        assert_eq!(store.list_attempts(created.id).await.unwrap().len(), 1);
+    }
+);
 
-pub async fn an_expired_lease_is_reclaimed(store: SharedStore) {
+store_case!(an_expired_lease_is_reclaimed, async |store: SharedStore| {
     add_subscriber(&store, "s").await;
     let created = create_due(&store, "s", at(0)).await;
     let first = claim_one(&store, OWNER, at(0)).await;
@@ -73,52 +76,55 @@ pub async fn an_expired_lease_is_reclaimed(store: SharedStore) {
     assert_eq!(stored.state, JobState::InFlight);
     assert_eq!(stored.attempts, 2);
     assert_eq!(stored.lease.map(|l| l.owner), Some("worker-b".into()));
-}
+});
 
-/// DESIGN §2: a lost lease counts its attempt, so a job that used all of its
-/// `max_attempts` goes `dead` (`max_attempts`) instead of getting one more attempt.
-pub async fn a_reclaim_never_exceeds_max_attempts(store: SharedStore) {
-    add_subscriber(&store, "s").await;
-    let new = NewJob {
-        max_attempts: Some(1),
-        ..new_job("s", "once", at(0), at(3_600_000))
-    };
-    create(&store, vec![new.clone()]).await;
-    let first = claim_one(&store, OWNER, at(0)).await;
+// DESIGN §2: a lost lease counts its attempt, so a job that used all of its
+// `max_attempts` goes `dead` (`max_attempts`) instead of getting one more attempt.
+store_case!(
+    a_reclaim_never_exceeds_max_attempts,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        let new = NewJob {
+            max_attempts: Some(1),
+            ..new_job("s", "once", at(0), at(3_600_000))
+        };
+        create(&store, vec![new.clone()]).await;
+        let first = claim_one(&store, OWNER, at(0)).await;
 
-    let reclaimed = claim_as(&store, "worker-b", first.lease_expires_at, 10).await;
+        let reclaimed = claim_as(&store, "worker-b", first.lease_expires_at, 10).await;
 
-    let attempts: Vec<u32> = reclaimed.iter().map(|c| c.attempt).collect();
-    assert!(
-        reclaimed.is_empty(),
-        "started attempt(s) {attempts:?} of at most 1"
-    );
-    assert!(job(&store, new.id).await.attempts <= 1);
+        let attempts: Vec<u32> = reclaimed.iter().map(|c| c.attempt).collect();
+        assert!(
+            reclaimed.is_empty(),
+            "started attempt(s) {attempts:?} of at most 1"
+        );
+        assert!(job(&store, new.id).await.attempts <= 1);
 
-    // The sweep makes it a dead letter: the unknown attempt was its last.
-    let swept = store
-        .expire_deadlines(first.lease_expires_at, 10)
-        .await
-        .unwrap();
-    assert_eq!(
-        swept,
-        deferhook::store::ExpiredJobs {
-            dead: 0,
-            max_attempts: 1,
-            released: 0,
-            lease_expired: 1,
-        }
-    );
-    let dead = job(&store, new.id).await;
-    assert_eq!(dead.state, deferhook::domain::JobState::Dead);
-    assert_eq!(
-        dead.dead_reason,
-        Some(deferhook::domain::DeadReason::MaxAttempts)
-    );
-    assert_eq!(dead.attempts, 1);
-    let attempts = store.list_attempts(new.id).await.unwrap();
-    assert_eq!(
-        attempts[0].outcome,
-        deferhook::domain::attempt::AttemptOutcome::Unknown
-    );
-}
+        // The sweep makes it a dead letter: the unknown attempt was its last.
+        let swept = store
+            .expire_deadlines(first.lease_expires_at, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            swept,
+            deferhook::store::ExpiredJobs {
+                dead: 0,
+                max_attempts: 1,
+                released: 0,
+                lease_expired: 1,
+            }
+        );
+        let dead = job(&store, new.id).await;
+        assert_eq!(dead.state, deferhook::domain::JobState::Dead);
+        assert_eq!(
+            dead.dead_reason,
+            Some(deferhook::domain::DeadReason::MaxAttempts)
+        );
+        assert_eq!(dead.attempts, 1);
+        let attempts = store.list_attempts(new.id).await.unwrap();
+        assert_eq!(
+            attempts[0].outcome,
+            deferhook::domain::attempt::AttemptOutcome::Unknown
+        );
+    }
+);

@@ -6,12 +6,12 @@ use deferhook::store::{PageRequest, SharedStore, Subscriber, SubscriberPut};
 
 use crate::support::{at, claim_one, create_due, current_secret, subscriber_put};
 
-/// The store answers a trivial query.
-pub async fn ping_answers(store: SharedStore) {
+// The store answers a trivial query.
+store_case!(ping_answers, async |store: SharedStore| {
     store.ping().await.expect("ping");
-}
+});
 
-pub async fn put_creates_with_defaults(store: SharedStore) {
+store_case!(put_creates_with_defaults, async |store: SharedStore| {
     let put = subscriber_put("orders");
     let generated = put.generated_secret.clone();
 
@@ -32,90 +32,96 @@ pub async fn put_creates_with_defaults(store: SharedStore) {
         store.get_subscriber("orders").await.unwrap(),
         Some(expected)
     );
-}
+});
 
-pub async fn put_again_updates_keeping_omitted_fields(store: SharedStore) {
-    let first = SubscriberPut {
-        max_in_flight: Some(5),
-        rate_limit_per_second: Some(Some(10)),
-        enabled: Some(false),
-        ..subscriber_put("orders")
-    };
-    let secret = first.generated_secret.clone();
-    store.put_subscriber(first, at(0)).await.unwrap();
+store_case!(
+    put_again_updates_keeping_omitted_fields,
+    async |store: SharedStore| {
+        let first = SubscriberPut {
+            max_in_flight: Some(5),
+            rate_limit_per_second: Some(Some(10)),
+            enabled: Some(false),
+            ..subscriber_put("orders")
+        };
+        let secret = first.generated_secret.clone();
+        store.put_subscriber(first, at(0)).await.unwrap();
 
-    // Only the URL: everything else is kept, and the new generated secret is unused.
-    let second = SubscriberPut {
-        url: "https://new.example.test/hook".into(),
-        ..subscriber_put("orders")
-    };
-    let outcome = store.put_subscriber(second, at(1_000)).await.unwrap();
-    assert!(
-        outcome.created_secret.is_none(),
-        "an update never shows the secret"
-    );
-    let expected = Subscriber {
-        id: "orders".into(),
-        url: "https://new.example.test/hook".into(),
-        max_in_flight: 5,
-        rate_limit_per_second: Some(10),
-        enabled: false,
-        created_at: at(0),
-        updated_at: at(1_000),
-    };
-    assert_eq!(outcome.subscriber, expected);
-    assert_eq!(
-        store.get_subscriber("orders").await.unwrap(),
-        Some(expected.clone())
-    );
+        // Only the URL: everything else is kept, and the new generated secret is unused.
+        let second = SubscriberPut {
+            url: "https://new.example.test/hook".into(),
+            ..subscriber_put("orders")
+        };
+        let outcome = store.put_subscriber(second, at(1_000)).await.unwrap();
+        assert!(
+            outcome.created_secret.is_none(),
+            "an update never shows the secret"
+        );
+        let expected = Subscriber {
+            id: "orders".into(),
+            url: "https://new.example.test/hook".into(),
+            max_in_flight: 5,
+            rate_limit_per_second: Some(10),
+            enabled: false,
+            created_at: at(0),
+            updated_at: at(1_000),
+        };
+        assert_eq!(outcome.subscriber, expected);
+        assert_eq!(
+            store.get_subscriber("orders").await.unwrap(),
+            Some(expected.clone())
+        );
 
-    let third = SubscriberPut {
-        url: expected.url.clone(),
-        max_in_flight: Some(7),
-        enabled: Some(true),
-        ..subscriber_put("orders")
-    };
-    let outcome = store.put_subscriber(third, at(2_000)).await.unwrap();
-    assert!(outcome.created_secret.is_none());
-    let expected = Subscriber {
-        max_in_flight: 7,
-        enabled: true,
-        updated_at: at(2_000),
-        ..expected
-    };
-    assert_eq!(outcome.subscriber, expected);
+        let third = SubscriberPut {
+            url: expected.url.clone(),
+            max_in_flight: Some(7),
+            enabled: Some(true),
+            ..subscriber_put("orders")
+        };
+        let outcome = store.put_subscriber(third, at(2_000)).await.unwrap();
+        assert!(outcome.created_secret.is_none());
+        let expected = Subscriber {
+            max_in_flight: 7,
+            enabled: true,
+            updated_at: at(2_000),
+            ..expected
+        };
+        assert_eq!(outcome.subscriber, expected);
 
-    // Jobs are still signed with the secret from the creation.
-    let job = create_due(&store, "orders", at(0)).await;
-    let claimed = claim_one(&store, "w", at(3_000)).await;
-    assert_eq!(claimed.job_id, job.id);
-    assert_eq!(current_secret(&claimed), &secret);
-    assert_eq!(claimed.url, "https://new.example.test/hook");
-}
+        // Jobs are still signed with the secret from the creation.
+        let job = create_due(&store, "orders", at(0)).await;
+        let claimed = claim_one(&store, "w", at(3_000)).await;
+        assert_eq!(claimed.job_id, job.id);
+        assert_eq!(current_secret(&claimed), &secret);
+        assert_eq!(claimed.url, "https://new.example.test/hook");
+    }
+);
 
-pub async fn rate_limit_some_none_clears_it(store: SharedStore) {
-    let first = SubscriberPut {
-        rate_limit_per_second: Some(Some(10)),
-        ..subscriber_put("orders")
-    };
-    let created = store.put_subscriber(first, at(0)).await.unwrap();
-    assert_eq!(created.subscriber.rate_limit_per_second, Some(10));
+store_case!(
+    rate_limit_some_none_clears_it,
+    async |store: SharedStore| {
+        let first = SubscriberPut {
+            rate_limit_per_second: Some(Some(10)),
+            ..subscriber_put("orders")
+        };
+        let created = store.put_subscriber(first, at(0)).await.unwrap();
+        assert_eq!(created.subscriber.rate_limit_per_second, Some(10));
 
-    let clear = SubscriberPut {
-        rate_limit_per_second: Some(None),
-        ..subscriber_put("orders")
-    };
-    let cleared = store.put_subscriber(clear, at(1)).await.unwrap();
-    assert_eq!(cleared.subscriber.rate_limit_per_second, None);
+        let clear = SubscriberPut {
+            rate_limit_per_second: Some(None),
+            ..subscriber_put("orders")
+        };
+        let cleared = store.put_subscriber(clear, at(1)).await.unwrap();
+        assert_eq!(cleared.subscriber.rate_limit_per_second, None);
 
-    let keep = subscriber_put("orders");
-    let kept = store.put_subscriber(keep, at(2)).await.unwrap();
-    assert_eq!(kept.subscriber.rate_limit_per_second, None);
-    let stored = store.get_subscriber("orders").await.unwrap().unwrap();
-    assert_eq!(stored.rate_limit_per_second, None);
-}
+        let keep = subscriber_put("orders");
+        let kept = store.put_subscriber(keep, at(2)).await.unwrap();
+        assert_eq!(kept.subscriber.rate_limit_per_second, None);
+        let stored = store.get_subscriber("orders").await.unwrap().unwrap();
+        assert_eq!(stored.rate_limit_per_second, None);
+    }
+);
 
-pub async fn caller_given_secret_is_kept(store: SharedStore) {
+store_case!(caller_given_secret_is_kept, async |store: SharedStore| {
     let chosen = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
     let put = SubscriberPut {
         secret: Some(chosen.clone()),
@@ -130,18 +136,18 @@ pub async fn caller_given_secret_is_kept(store: SharedStore) {
     create_due(&store, "orders", at(0)).await;
     let claimed = claim_one(&store, "w", at(0)).await;
     assert_eq!(current_secret(&claimed), &chosen);
-}
+});
 
-pub async fn get_unknown_is_none(store: SharedStore) {
+store_case!(get_unknown_is_none, async |store: SharedStore| {
     store
         .put_subscriber(subscriber_put("orders"), at(0))
         .await
         .unwrap();
     assert_eq!(store.get_subscriber("order").await.unwrap(), None);
     assert_eq!(store.get_subscriber("orders2").await.unwrap(), None);
-}
+});
 
-pub async fn list_pages_in_id_order(store: SharedStore) {
+store_case!(list_pages_in_id_order, async |store: SharedStore| {
     for id in ["s-c", "s-a", "s-e", "s-b", "s-d"] {
         store
             .put_subscriber(subscriber_put(id), at(0))
@@ -176,4 +182,4 @@ pub async fn list_pages_in_id_order(store: SharedStore) {
     let all = store.list_subscribers(page(None, 100)).await.unwrap();
     assert_eq!(all.len(), 5);
     assert_eq!(all[0].max_in_flight, 16);
-}
+});

@@ -1,0 +1,43 @@
+//! The root of the `deferhook` command line: the global flags and the subcommands
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`).
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use super::args::{JobsArgs, ReplayArgs};
+use crate::config::{DatabaseArgs, ServeArgs};
+
+/// deferhook: schedules and delivers delayed, signed webhooks.
+#[derive(Debug, Parser)]
+#[command(name = "deferhook", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format: `text` for people, `json` for log shippers.
+    #[arg(long, env = "DEFERHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API and the delivery worker.
+    Serve(ServeArgs),
+    /// Bring the database schema up to date, then exit.
+    Migrate(DatabaseArgs),
+    /// Print the OpenAPI document (JSON) to standard output.
+    Openapi,
+    /// Show jobs of a running server (`get`, `list`).
+    Jobs(JobsArgs),
+    /// Replay dead jobs on a running server (`create`, `status`, `cancel`).
+    Replay(ReplayArgs),
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
