@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::app::Db;
 use crate::receiver::{Receiver, Reply};
-use crate::setup::{instance, step_until};
+use crate::setup::{assert_next_attempt_within, instance, step_until};
 
 /// One hour: far past any backoff of these tests, well within a job's default ttl.
 const LATER_MS: i64 = 3_600_000;
@@ -26,30 +26,8 @@ async fn two_503s_then_200_is_three_attempts_of_the_same_bytes(db: Db) {
         .await;
     // Backoff: base 100 ms doubling with equal jitter -> 50 to 100 ms, then 100 to 200.
     assert_eq!(app.run_pending().await.attempted(), 1);
-    app.advance(49);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        0,
-        "retried within 50 ms"
-    );
-    app.advance(51);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        1,
-        "not retried by 100 ms"
-    );
-    app.advance(99);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        0,
-        "retried within 100 ms"
-    );
-    app.advance(101);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        1,
-        "not retried by 200 ms"
-    );
+    assert_next_attempt_within(&app, 50, 100).await;
+    assert_next_attempt_within(&app, 100, 200).await;
     let done = app.job_now(&job).await;
     assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 3);

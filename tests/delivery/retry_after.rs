@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::app::Db;
 use crate::receiver::{Receiver, Reply};
-use crate::setup::instance;
+use crate::setup::{assert_next_attempt_within, instance};
 
 const FLAGS: &[&str] = &["--backoff-base-ms", "200", "--backoff-max-ms", "400"];
 
@@ -26,10 +26,7 @@ async fn c05_retry_after_seconds_delays_the_next_attempt(db: Db) {
     assert_eq!(retrying["waiting_reason"], "backing_off");
     assert!(retrying["next_attempt_at"].is_string());
     // Retried 3 s after the 429 (and well before 4.5 s).
-    app.advance(2_999);
-    assert_eq!(app.run_pending().await.attempted(), 0, "retried before 3 s");
-    app.advance(1);
-    assert_eq!(app.run_pending().await.attempted(), 1, "not retried at 3 s");
+    assert_next_attempt_within(&app, 3_000, 3_000).await;
     assert_eq!(receiver.requests().len(), 2);
     assert_eq!(app.job_now(&job).await["state"], "delivered");
 }
@@ -47,18 +44,7 @@ async fn c05_retry_after_http_date_delays_the_next_attempt(db: Db) {
     let job = app.job("s", "evt-ra-date", json!({})).await;
     assert_eq!(app.run_pending().await.attempted(), 1);
     // HTTP-dates have whole seconds: the date may be up to 1 s before `at`.
-    app.advance(2_999);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        0,
-        "retried before the date"
-    );
-    app.advance(1_001);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        1,
-        "not retried at the date"
-    );
+    assert_next_attempt_within(&app, 3_000, 4_000).await;
     assert_eq!(receiver.requests().len(), 2);
     assert_eq!(app.job_now(&job).await["state"], "delivered");
 }
@@ -74,18 +60,7 @@ async fn c05_a_malformed_retry_after_falls_back_to_the_backoff(db: Db) {
     let job = app.job("s", "evt-ra-abc", json!({})).await;
     assert_eq!(app.run_pending().await.attempted(), 1);
     // Backoff after attempt 1: 200 ms nominal, equal jitter: 100–200 ms.
-    app.advance(99);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        0,
-        "retried before 100 ms"
-    );
-    app.advance(101);
-    assert_eq!(
-        app.run_pending().await.attempted(),
-        1,
-        "not retried by 200 ms"
-    );
+    assert_next_attempt_within(&app, 100, 200).await;
     let done = app.job_now(&job).await;
     assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 2);

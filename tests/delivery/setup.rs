@@ -67,3 +67,15 @@ pub async fn step_until(app: &TestApp, job: &Value, state: &str, steps: usize) -
         app.job_now(job).await
     );
 }
+
+/// Asserts that the next attempt comes `from_ms` to `to_ms` after the clock's now: a
+/// step at `from_ms - 1` attempts nothing, one at `to_ms` attempts one job. Leaves the
+/// clock at `to_ms`.
+pub async fn assert_next_attempt_within(app: &TestApp, from_ms: i64, to_ms: i64) {
+    app.advance(from_ms - 1);
+    let early = app.run_pending().await.attempted();
+    assert_eq!(early, 0, "attempted before {from_ms} ms");
+    app.advance(to_ms - from_ms + 1);
+    let due = app.run_pending().await.attempted();
+    assert_eq!(due, 1, "not attempted by {to_ms} ms");
+}
