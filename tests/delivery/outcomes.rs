@@ -170,12 +170,11 @@ async fn a_timeout_is_retried_and_the_attempt_says_so(db: Db) {
 }
 
 async fn a_connection_refused_is_retried(db: Db) {
-    // Bind then drop a listener: nothing answers on that port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port bound but never listened on: connections are refused, and no other test
+    // can take the port while this one runs (as it could after a listener's drop).
+    let unlistened = tokio::net::TcpSocket::new_v4().unwrap();
+    unlistened.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = unlistened.local_addr().unwrap().port();
     let app = instance(db).start().await;
     app.subscriber("s", &format!("http://127.0.0.1:{port}/"), None)
         .await;
@@ -189,6 +188,7 @@ async fn a_connection_refused_is_retried(db: Db) {
     assert!(retrying["attempts"].as_u64() >= Some(2), "{retrying}");
     assert_eq!(retrying["last_error"]["class"], "connect");
     assert_eq!(retrying["last_error"]["status"], serde_json::Value::Null);
+    drop(unlistened);
 }
 
 async fn an_endless_body_is_read_only_up_to_the_cap(db: Db) {
