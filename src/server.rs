@@ -23,6 +23,32 @@ pub struct Server {
     pub api_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     tasks: JoinSet<anyhow::Result<()>>,
+    worker: Option<Worker>,
+}
+
+/// How a server runs its delivery worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerMode {
+    /// The worker's loop runs as a task of the server ([`Worker::run`]), as in
+    /// `deferhook serve`.
+    Background,
+    /// The worker is built but not run: [`Server::take_worker`] hands it to the caller
+    /// (a test) to step with its own clock.
+    Stepped,
+}
+
+/// What a server is started with beside its flags ([`Server::start_with`]).
+pub struct Wiring {
+    /// The store it serves from.
+    pub store: SharedStore,
+    /// The source of `now` for the API, the worker and retention.
+    pub clock: Arc<dyn Clock>,
+    /// Where the API listens (a test binds 127.0.0.1:0).
+    pub listener: TcpListener,
+    /// Looks subscriber host names up before the target policy filters the addresses.
+    pub resolver: Resolver,
+    /// Whether the worker runs in the background or is handed to the caller.
+    pub worker: WorkerMode,
 }
 
 impl Server {
@@ -68,33 +94,31 @@ impl Server {
             Arc::new(SystemClock),
             listener,
             Resolver::system(),
+            WorkerMode::Background,
         )
         .await
     }
 
-    /// Starts serving on `listener` with the given store and clock (tests use a bound
-    /// port 0 listener and their own clock).
-    pub async fn start_with(
-        args: &ServeArgs,
-        store: SharedStore,
-        clock: Arc<dyn Clock>,
-        listener: TcpListener,
-    ) -> anyhow::Result<Server> {
-        Self::start_with_resolver(args, store, clock, listener, Resolver::system()).await
-    }
-
-    /// Like [`Server::start_with`], with the resolver that looks subscriber host names
-    /// up before the target policy filters them (tests map names to addresses).
-    pub async fn start_with_resolver(
-        args: &ServeArgs,
-        store: SharedStore,
-        clock: Arc<dyn Clock>,
-        listener: TcpListener,
-        resolver: Resolver,
-    ) -> anyhow::Result<Server> {
+    /// Starts serving on the wiring's listener with its store, clock and resolver, the
+    /// worker (unless `--no-worker`) run as `wiring.worker` says: tests bind port 0,
+    /// bring a manual clock, and step the worker themselves.
+    pub async fn start_with(args: &ServeArgs, wiring: Wiring) -> anyhow::Result<Server> {
         check_worker_settings(args)?;
         args.api_settings()?;
-        Self::launch(args, store, clock, Some(listener), resolver).await
+        let Wiring {
+            store,
+            clock,
+            listener,
+            resolver,
+            worker,
+        } = wiring;
+        Self::launch(args, store, clock, Some(listener), resolver, worker).await
+    }
+
+    /// The worker of a server started with [`WorkerMode::Stepped`], for the caller to
+    /// step ([`Worker::run_pending`]); `None` otherwise, or once taken.
+    pub fn take_worker(&mut self) -> Option<Worker> {
+        self.worker.take()
     }
 
     async fn launch(
@@ -103,11 +127,13 @@ impl Server {
         clock: Arc<dyn Clock>,
         listener: Option<TcpListener>,
         resolver: Resolver,
+        mode: WorkerMode,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
         let wake = crate::delivery::Wake::new();
         let mut tasks = JoinSet::new();
         let mut api_addr = None;
+        let mut stepped = None;
         if let Some(listener) = listener.filter(|_| !args.no_api) {
             let local_addr = listener.local_addr()?;
             api_addr = Some(local_addr);
@@ -145,11 +171,16 @@ impl Server {
                 ..args.delivery_settings(owner)
             };
             let worker = Worker::new(store.clone(), clock.clone(), settings, wake)?;
-            let stop = shutdown.clone();
-            tasks.spawn(async move {
-                worker.run(stop).await;
-                Ok(())
-            });
+            match mode {
+                WorkerMode::Background => {
+                    let stop = shutdown.clone();
+                    tasks.spawn(async move {
+                        worker.run(stop).await;
+                        Ok(())
+                    });
+                }
+                WorkerMode::Stepped => stepped = Some(worker),
+            }
             // Maintenance runs where the worker runs: purging finished jobs.
             let retention = retention::run(
                 store.clone(),
@@ -167,6 +198,7 @@ impl Server {
             api_addr,
             shutdown,
             tasks,
+            worker: stepped,
         })
     }
 

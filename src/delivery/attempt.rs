@@ -1,13 +1,13 @@
-//! One attempt of one claimed job: send it while its lease is renewed, judge the
-//! answer, and record the outcome with a write fenced by the lease token, retried while
-//! the store is unreachable (CASES C-03).
+//! The execute step of one claimed job: hold its lease, send it while the lease is
+//! renewed, and judge the answer into the outcome to record (DESIGN §3). Recording it
+//! is the complete step ([`super::complete`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::leases::ActiveLeases;
+use super::held_leases::HeldLeases;
 use super::outcome::{judge, unsigned};
 use super::recorder::Recorder;
 use super::sender::{Outgoing, Received, Sender};
@@ -15,9 +15,9 @@ use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::transition;
 use crate::domain::policy::pauses_subscriber;
-use crate::domain::{Clock, JobEvent, Timestamp};
+use crate::domain::{Clock, JobEvent};
 use crate::metrics;
-use crate::store::{AttemptResult, ClaimedJob, Fenced, LeaseRef, OutcomeRecord, SharedStore};
+use crate::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord, SharedStore};
 
 /// What an attempt needs from its worker.
 #[derive(Debug, Clone)]
@@ -31,9 +31,20 @@ pub struct AttemptContext {
     /// The worker's settings.
     pub settings: Arc<DeliverySettings>,
     /// The leases being renewed.
-    pub leases: ActiveLeases,
+    pub leases: HeldLeases,
     /// Writes outcomes in groups.
     pub recorder: Recorder,
+}
+
+/// An attempt that has been sent and judged: the outcome to record, fenced by the
+/// lease token it carries. Its lease is still held (see [`HeldLeases`]) until the
+/// complete step records it.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    /// The job's event id, for the log.
+    pub event_id: String,
+    /// The attempt row and the job's transition, fenced by `record.lease`.
+    pub record: OutcomeRecord,
 }
 
 /// Why an attempt stopped without an answer.
@@ -53,10 +64,16 @@ fn lease_margin_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(10, 1_000)
 }
 
-/// Runs one attempt of `job` to its recorded end. `hard_stop` is cancelled when the
-/// shutdown grace period is over: the request is dropped and the lease released with
-/// the outcome unknown (never a terminal state, CASES C-02).
-pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationToken) {
+/// Sends `job` and judges the answer at the clock's `now`. `hard_stop` is cancelled
+/// when the shutdown grace period is over: the request is dropped and the outcome is
+/// unknown (never a terminal state, CASES C-02). `None` only when the state machine has
+/// no transition for the answer (cannot happen for a job claimed `in_flight`): the
+/// lease is then left to expire.
+pub async fn execute(
+    ctx: &AttemptContext,
+    job: ClaimedJob,
+    hard_stop: &CancellationToken,
+) -> Option<Executed> {
     let lease = LeaseRef {
         job_id: job.job_id,
         token: job.lease_token,
@@ -144,7 +161,7 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
             // Cannot happen for a job claimed in_flight; keep the lease to expire.
             tracing::error!(job_id = %job.job_id, %error, "no transition for the attempt");
             ctx.leases.release(job.job_id);
-            return;
+            return None;
         }
     };
     let pause_subscriber = matches!(&answer,
@@ -153,31 +170,17 @@ pub async fn run(ctx: AttemptContext, job: ClaimedJob, hard_stop: CancellationTo
         tracing::warn!(subscriber_id = %job.subscriber_id,
             "the receiver answered 410 Gone; pausing the subscriber");
     }
-    let record = OutcomeRecord {
-        lease,
-        attempt: job.attempt,
-        finished_at,
-        result,
-        transition,
-        pause_subscriber,
-    };
-    let applied = record_until_stored(&ctx, &record, &hard_stop).await;
-    ctx.leases.release(job.job_id);
-    match applied {
-        Some(Fenced::Applied) if transition.to.is_terminal() => {
-            metrics::job_finished(transition.attempts, transition.dead_reason);
-            if let Some(reason) = transition.dead_reason {
-                tracing::warn!(job_id = %job.job_id, event_id = %job.event_id,
-                    reason = reason.as_str(), "job is a dead letter");
-            }
-        }
-        Some(Fenced::Applied) => {}
-        Some(Fenced::Late) => {
-            tracing::info!(job_id = %job.job_id, "late result: recorded on the attempt only");
-            metrics::late_result();
-        }
-        None => {}
-    }
+    Some(Executed {
+        event_id: job.event_id,
+        record: OutcomeRecord {
+            lease,
+            attempt: job.attempt,
+            finished_at,
+            result,
+            transition,
+            pause_subscriber,
+        },
+    })
 }
 
 fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
@@ -189,44 +192,4 @@ fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
         body_excerpt: None,
     };
     (result, JobEvent::Released)
-}
-
-/// Writes the outcome, retrying transient store errors with backoff (50 ms doubling
-/// to 2 s) until it is stored, until a lease length has passed since the lease's last
-/// known expiry (by then another worker has surely reclaimed the job, so the write
-/// could only be late), or, after the hard stop of shutdown, one last try. Returns
-/// `None` when it gave up: the lease then expires and the job is attempted again.
-async fn record_until_stored(
-    ctx: &AttemptContext,
-    record: &OutcomeRecord,
-    hard_stop: &CancellationToken,
-) -> Option<Fenced> {
-    let expiry = ctx
-        .leases
-        .expires_at(record.lease.job_id)
-        .unwrap_or(record.finished_at);
-    let give_up_at: Timestamp = expiry.plus_ms(ctx.settings.lease_ms);
-    let mut delay = Duration::from_millis(50);
-    loop {
-        let now = ctx.clock.now();
-        match ctx.recorder.record(record.clone()).await {
-            Ok(fenced) => return Some(fenced),
-            Err(error) if error.is_transient() && now < give_up_at && !hard_stop.is_cancelled() => {
-                tracing::warn!(job_id = %record.lease.job_id, %error,
-                    "cannot record the outcome yet; retrying");
-            }
-            Err(error) => {
-                tracing::error!(job_id = %record.lease.job_id, %error,
-                    "giving up recording the outcome; the lease will expire and the job \
-                     will be attempted again");
-                return None;
-            }
-        }
-        // At the hard stop, one last try; then the lease is left to expire.
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = hard_stop.cancelled() => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(2));
-    }
 }

@@ -2,11 +2,13 @@
 //! outcome with a write fenced by the lease token (DESIGN §2–§4).
 
 pub mod attempt;
-pub mod leases;
+pub mod complete;
+pub mod held_leases;
 pub mod outcome;
 pub mod recorder;
 pub mod resolve;
 pub mod retention;
+mod run_loop;
 pub mod sender;
 pub mod settings;
 pub mod signing;
@@ -15,4 +17,4 @@ pub mod worker;
 
 pub use settings::DeliverySettings;
 pub use wake::Wake;
-pub use worker::Worker;
+pub use worker::{Pending, Upkeep, Worker};

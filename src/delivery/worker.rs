@@ -1,41 +1,61 @@
-//! The worker loop: advance running replays, claim due jobs in batches, run up to
-//! `max_in_flight` attempts at once, sleep until the next due time or a wake-up, and
-//! shut down without losing a job (DESIGN §3).
+//! A delivery worker and its steps: upkeep (the deadline sweep and the replays'
+//! pace), claim (due jobs under leases), execute (send one claimed job and judge the
+//! answer) and complete (record the outcome fenced by the lease). The long-running
+//! loop ([`Worker::run`], in `run_loop.rs`) is built from these steps; a test drives
+//! them one at a time with its own clock ([`Worker::run_pending`]), as zero2prod's
+//! `try_execute_task` and crates.io's `run_pending_background_jobs` do (DESIGN §3).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::attempt::{self, AttemptContext};
-use super::leases::ActiveLeases;
+use super::attempt::{self, AttemptContext, Executed};
+use super::complete::{self, Completed};
+use super::held_leases::HeldLeases;
 use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
 use super::wake::Wake;
-use crate::domain::Clock;
+use crate::domain::{Clock, Timestamp};
 use crate::metrics;
-use crate::store::{ClaimRequest, SharedStore};
+use crate::store::{
+    ClaimRequest, ClaimedJob, ExpiredJobs, ReplayProgress, SharedStore, StoreError,
+};
 
 /// Most jobs moved to dead by one deadline sweep.
 const EXPIRE_BATCH: u32 = 500;
-/// Pause after a failed claim before trying again.
-const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
-/// Most often the deadline sweep and the replay step run (by the injected clock): each
-/// is a store read even when idle, and finished attempts wake the loop many times a
-/// second under load.
-const UPKEEP_EVERY_MS: i64 = 25;
-/// Pause when something is due that this claim could not take (e.g. a sweep still to
-/// run), so the loop never spins.
-const MIN_PAUSE: Duration = Duration::from_millis(10);
 
 /// A delivery worker.
 #[derive(Debug)]
 pub struct Worker {
-    ctx: AttemptContext,
-    wake: Arc<Wake>,
+    pub(super) ctx: AttemptContext,
+    pub(super) wake: Arc<Wake>,
+}
+
+/// What one upkeep step did; `None` where the store call failed (logged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Upkeep {
+    /// Jobs the deadline sweep moved.
+    pub expired: Option<ExpiredJobs>,
+    /// Dead jobs the running replays requeued, and replays finished.
+    pub replays: Option<ReplayProgress>,
+}
+
+/// What one [`Worker::run_pending`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// The upkeep it ran first.
+    pub upkeep: Upkeep,
+    /// Every attempt it claimed, in claim order, as recorded.
+    pub completed: Vec<Completed>,
+}
+
+impl Pending {
+    /// How many jobs were claimed (and attempted).
+    pub fn attempted(&self) -> usize {
+        self.completed.len()
+    }
 }
 
 impl Worker {
@@ -53,189 +73,147 @@ impl Worker {
             clock,
             sender: Sender::new(settings.target_policy.clone(), settings.resolver.clone())?,
             settings: Arc::new(settings),
-            leases: ActiveLeases::default(),
+            leases: HeldLeases::default(),
         };
         Ok(Worker { ctx, wake })
     }
 
-    /// Runs until `shutdown` is cancelled; then stops claiming, lets running attempts
-    /// finish within the grace period, and releases the leases still held.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let settings = self.ctx.settings.clone();
-        let slots = Arc::new(Semaphore::new(settings.max_in_flight));
-        let hard_stop = CancellationToken::new();
-        let renewer_stop = CancellationToken::new();
-        let renewer = tokio::spawn(self.ctx.leases.clone().renew_until(
-            self.ctx.store.clone(),
-            self.ctx.clock.clone(),
-            settings.lease_ms,
-            renewer_stop.clone(),
-        ));
-        // Wake-ups when another instance creates a job (PostgreSQL NOTIFY).
-        let listener = {
-            let store = self.ctx.store.clone();
-            let (wake, stop) = (self.wake.notify(), renewer_stop.clone());
-            tokio::spawn(async move { store.listen_for_jobs(wake, stop).await })
-        };
-        let mut attempts = JoinSet::new();
-        let mut last_upkeep: Option<crate::domain::Timestamp> = None;
-        tracing::info!(owner = %settings.owner, max_in_flight = settings.max_in_flight,
-            "delivery worker started");
+    /// The upkeep step at `now`: moves jobs past their deadline to dead, then requeues
+    /// the dead jobs running replays may release now (paced by their token buckets in
+    /// the store, shared by every instance).
+    pub async fn upkeep(&self, now: Timestamp) -> Upkeep {
+        Upkeep {
+            expired: self.expire_deadlines(now).await,
+            replays: self.advance_replays(now).await,
+        }
+    }
+
+    /// The claim step at `now`: takes up to `limit` due jobs under leases of
+    /// `--lease-ms` owned by this worker. The claim is committed before anything is
+    /// sent.
+    pub async fn claim(&self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedJob>, StoreError> {
+        let settings = &self.ctx.settings;
+        self.ctx
+            .store
+            .claim(ClaimRequest {
+                now,
+                limit,
+                owner: settings.owner.clone(),
+                lease_ms: settings.lease_ms,
+            })
+            .await
+    }
+
+    /// The execute step of one claimed job: sends it and judges the answer (see
+    /// [`attempt::execute`]); `None` when no transition follows (cannot happen).
+    pub async fn execute(
+        &self,
+        job: ClaimedJob,
+        hard_stop: &CancellationToken,
+    ) -> Option<Executed> {
+        attempt::execute(&self.ctx, job, hard_stop).await
+    }
+
+    /// The complete step: records what `execute` judged, fenced by the lease, and
+    /// releases the lease (see [`complete::complete`]).
+    pub async fn complete(&self, executed: Executed, hard_stop: &CancellationToken) -> Completed {
+        complete::complete(&self.ctx, executed, hard_stop).await
+    }
+
+    /// One pass as a test drives it, at the clock's `now`: upkeep, then claims (as many
+    /// batches as come back full) and runs each claimed attempt to its recorded end,
+    /// the attempts of a batch at once. Leases are not renewed meanwhile: under a
+    /// test's clock a lease expires only when the test moves the clock past it.
+    pub async fn run_pending(&self) -> Pending {
+        let now = self.ctx.clock.now();
+        let upkeep = self.upkeep(now).await;
+        let settings = &self.ctx.settings;
+        let limit = u32::try_from(settings.max_in_flight)
+            .unwrap_or(u32::MAX)
+            .min(settings.claim_batch);
+        let mut completed = Vec::new();
         loop {
-            while attempts.try_join_next().is_some() {}
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let free = slots.available_permits();
-            if free == 0 {
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    _ = attempts.join_next() => continue,
-                }
-            }
-            self.wake.busy();
-            let now = self.ctx.clock.now();
-            if last_upkeep.is_none_or(|at| now.millis_since(at) >= UPKEEP_EVERY_MS || now < at) {
-                self.expire_deadlines(now).await;
-                self.advance_replays(now).await;
-                last_upkeep = Some(now);
-            }
-            let limit = u32::try_from(free)
-                .unwrap_or(u32::MAX)
-                .min(settings.claim_batch);
-            let claimed = self
-                .ctx
-                .store
-                .claim(ClaimRequest {
-                    now,
-                    limit,
-                    owner: settings.owner.clone(),
-                    lease_ms: settings.lease_ms,
-                })
-                .await;
-            let batch = match claimed {
+            let batch = match self.claim(now, limit).await {
                 Ok(batch) => batch,
                 Err(error) => {
-                    tracing::warn!(%error, "claim failed; retrying shortly");
-                    tokio::select! {
-                        () = shutdown.cancelled() => break,
-                        () = tokio::time::sleep(CLAIM_ERROR_PAUSE) => continue,
-                    }
+                    tracing::warn!(%error, "claim failed");
+                    break;
                 }
             };
             let full = batch.len() as u32 == limit;
-            for job in batch {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    // Cannot happen: the claim took at most the free slots.
-                    tracing::error!("no free slot for a claimed job; its lease will expire");
-                    continue;
-                };
+            let mut attempts = JoinSet::new();
+            for (order, job) in batch.into_iter().enumerate() {
                 let ctx = self.ctx.clone();
-                let hard_stop = hard_stop.clone();
                 attempts.spawn(async move {
-                    attempt::run(ctx, job, hard_stop).await;
-                    drop(slot);
+                    (order, run_attempt(ctx, job, CancellationToken::new()).await)
                 });
             }
-            if full {
-                continue;
-            }
-            let pause = self.pause_until_next_due().await;
-            self.wake
-                .sleeping_until(self.ctx.clock.now().plus_ms(pause.as_millis() as u64));
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = self.wake.notified() => {}
-                () = tokio::time::sleep(pause) => {}
-                Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+            let mut batch: Vec<(usize, Completed)> = attempts
+                .join_all()
+                .await
+                .into_iter()
+                .filter_map(|(order, done)| Some((order, done?)))
+                .collect();
+            batch.sort_by_key(|(order, _)| *order);
+            completed.extend(batch.into_iter().map(|(_, done)| done));
+            if !full {
+                break;
             }
         }
-        self.drain(attempts, hard_stop).await;
-        renewer_stop.cancel();
-        let _ = renewer.await;
-        let _ = listener.await;
-        tracing::info!("delivery worker stopped");
+        Pending { upkeep, completed }
     }
 
-    /// Moves jobs past their deadline to dead.
-    async fn expire_deadlines(&self, now: crate::domain::Timestamp) {
+    async fn expire_deadlines(&self, now: Timestamp) -> Option<ExpiredJobs> {
         match self.ctx.store.expire_deadlines(now, EXPIRE_BATCH).await {
-            Ok(expired) if expired.dead + expired.max_attempts + expired.released > 0 => {
-                tracing::info!(
-                    deadline_exceeded = expired.dead,
-                    max_attempts = expired.max_attempts,
-                    released_for_paused_subscribers = expired.released,
-                    "sweep"
-                );
-                metrics::swept(expired.dead, expired.max_attempts);
-                metrics::leases_expired(expired.lease_expired);
-            }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "deadline sweep failed"),
-        }
-    }
-
-    /// Requeues the dead jobs that running replays may release now (paced by their
-    /// token buckets in the store, shared by every instance).
-    async fn advance_replays(&self, now: crate::domain::Timestamp) {
-        match self.ctx.store.advance_replays(now).await {
-            Ok(progress) if progress.requeued + progress.skipped > 0 || progress.finished > 0 => {
-                tracing::info!(
-                    requeued = progress.requeued,
-                    skipped_no_longer_dead = progress.skipped,
-                    replays_finished = progress.finished,
-                    "replay"
-                );
-                metrics::replayed(progress.requeued);
-            }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "advancing replays failed"),
-        }
-    }
-
-    /// How long to sleep: until the next due job or deadline, at most the poll interval.
-    async fn pause_until_next_due(&self) -> Duration {
-        let poll = self.ctx.settings.poll_interval;
-        match self.ctx.store.next_wake_at(self.ctx.clock.now()).await {
-            Ok(Some(at)) => {
-                let wait = at.millis_since(self.ctx.clock.now());
-                if wait <= 0 {
-                    MIN_PAUSE.min(poll)
-                } else {
-                    Duration::from_millis(wait as u64).min(poll)
+            Ok(expired) => {
+                if expired.dead + expired.max_attempts + expired.released > 0 {
+                    tracing::info!(
+                        deadline_exceeded = expired.dead,
+                        max_attempts = expired.max_attempts,
+                        released_for_paused_subscribers = expired.released,
+                        "sweep"
+                    );
+                    metrics::swept(expired.dead, expired.max_attempts);
+                    metrics::leases_expired(expired.lease_expired);
                 }
+                Some(expired)
             }
-            Ok(None) => poll,
             Err(error) => {
-                tracing::warn!(%error, "cannot read the next due time");
-                CLAIM_ERROR_PAUSE.min(poll)
+                tracing::warn!(%error, "deadline sweep failed");
+                None
             }
         }
     }
 
-    /// Lets running attempts finish within the grace period, then stops the rest; each
-    /// stopped attempt releases its lease with the outcome unknown.
-    async fn drain(&self, mut attempts: JoinSet<()>, hard_stop: CancellationToken) {
-        if attempts.is_empty() {
-            return;
-        }
-        let grace = self.ctx.settings.shutdown_grace;
-        tracing::info!(
-            running = attempts.len(),
-            grace_ms = grace.as_millis() as u64,
-            "letting running attempts finish"
-        );
-        let finished = tokio::time::timeout(grace, async {
-            while attempts.join_next().await.is_some() {}
-        })
-        .await;
-        if finished.is_err() {
-            tracing::warn!(
-                running = attempts.len(),
-                "grace period over; releasing the remaining leases (outcome unknown)"
-            );
-            hard_stop.cancel();
-            while attempts.join_next().await.is_some() {}
+    async fn advance_replays(&self, now: Timestamp) -> Option<ReplayProgress> {
+        match self.ctx.store.advance_replays(now).await {
+            Ok(progress) => {
+                if progress.requeued + progress.skipped > 0 || progress.finished > 0 {
+                    tracing::info!(
+                        requeued = progress.requeued,
+                        skipped_no_longer_dead = progress.skipped,
+                        replays_finished = progress.finished,
+                        "replay"
+                    );
+                    metrics::replayed(progress.requeued);
+                }
+                Some(progress)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "advancing replays failed");
+                None
+            }
         }
     }
+}
+
+/// One claimed job's attempt, executed then completed: what the loop spawns per job.
+/// `None` only when execute found no transition (the lease is left to expire).
+pub(super) async fn run_attempt(
+    ctx: AttemptContext,
+    job: ClaimedJob,
+    hard_stop: CancellationToken,
+) -> Option<Completed> {
+    let executed = attempt::execute(&ctx, job, &hard_stop).await?;
+    Some(complete::complete(&ctx, executed, &hard_stop).await)
 }

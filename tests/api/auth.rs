@@ -11,7 +11,11 @@ const TOKEN: &str = "first-token-7f3a9c2e51";
 const OTHER: &str = "second-token-0b6d4e8a22";
 
 async fn tokened() -> TestApp {
-    app_with().api_token(TOKEN).api_token(OTHER).spawn().await
+    app_with()
+        .flag("--api-token", TOKEN)
+        .flag("--api-token", OTHER)
+        .start()
+        .await
 }
 
 fn assert_challenge(reply: &crate::support::Reply, error: &str) {
@@ -107,7 +111,7 @@ async fn probes_metrics_and_the_document_stay_open() {
 
 #[tokio::test]
 async fn without_tokens_the_api_is_open() {
-    let app = app_with().spawn().await;
+    let app = app_with().start().await;
     expect_json(&app.get("/v1/subscribers").await, 200);
 }
 

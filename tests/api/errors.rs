@@ -146,7 +146,7 @@ async fn an_array_body_is_refused_not_read_by_position() {
 
 #[tokio::test]
 async fn a_payload_over_the_limit_is_a_413_about_the_payload() {
-    let app = app_with().max_payload_bytes(1024).spawn().await;
+    let app = app_with().flag("--max-payload-bytes", 1024).start().await;
     app.create_subscriber("s").await;
     // The limit counts the payload's JSON text: a string of n letters is n + 2 bytes.
     let at_limit = job("s", "fits", json!({"payload": "x".repeat(1022)}));
@@ -163,7 +163,7 @@ async fn a_payload_over_the_limit_is_a_413_about_the_payload() {
 
 #[tokio::test]
 async fn a_body_far_over_the_limit_is_a_413() {
-    let app = app_with().max_payload_bytes(1024).spawn().await;
+    let app = app_with().flag("--max-payload-bytes", 1024).start().await;
     app.create_subscriber("s").await;
     // Beyond the body limit (payload limit + room for a 10,000-subscriber fan-out).
     let huge = job("s", "huge", json!({"payload": "x".repeat(3_000_000)}));

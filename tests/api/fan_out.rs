@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{START_TEXT, expect_fields, expect_json, spawn_app};
+use crate::support::{expect_fields, expect_json, spawn_app};
+use deferhook::testing::START_TEXT;
 
 fn ids(body: &Value) -> Vec<String> {
     body["items"]

@@ -178,7 +178,7 @@ fn raw_exchange(addr: &str, request: &[u8]) -> (String, String) {
 
 #[tokio::test]
 async fn a_body_that_never_completes_is_a_408_problem() {
-    let app = app_with().request_timeout_ms(300).spawn().await;
+    let app = app_with().flag("--request-timeout-ms", 300).start().await;
     app.create_subscriber("s").await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let request = b"POST /v1/jobs HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\

@@ -27,7 +27,7 @@ async fn a_repeat_with_an_equal_payload_answers_the_stored_job() {
         .await;
     let j1 = expect_json(&first, 201);
 
-    app.clock.advance_ms(500);
+    app.advance(500);
     let repeat = app
         .post_raw(
             "/v1/jobs",

@@ -36,7 +36,7 @@ async fn cancel_a_scheduled_job_once() {
         again["detail"].as_str().unwrap().contains("cancelled"),
         "{again}"
     );
-    app.clock.advance_ms(120_000);
+    app.advance(120_000);
     assert!(
         app.claim().await.is_empty(),
         "a cancelled job is never claimed"
@@ -83,12 +83,12 @@ async fn reschedule_a_scheduled_job() {
     );
     assert_eq!(moved["deliver_at"], at(30_000));
     assert_eq!(moved["deadline"], at(70_000), "the deadline is kept");
-    app.clock.advance_ms(20_000);
+    app.advance(20_000);
     assert!(app.claim().await.is_empty(), "not due at its old time");
     let moved = expect_json(&patch(&app, id, json!({"deadline": at(90_000)})).await, 200);
     assert_eq!(moved["deadline"], at(90_000));
     assert_eq!(moved["deliver_at"], at(30_000));
-    app.clock.advance_ms(10_000);
+    app.advance(10_000);
     assert_eq!(app.claim().await.len(), 1, "due at its new time");
 }
 

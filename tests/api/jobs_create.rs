@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{START_TEXT, app_with, at, expect_json, job, spawn_app};
+use crate::support::{app_with, at, expect_json, job, spawn_app};
+use deferhook::testing::START_TEXT;
 
 /// Every field DESIGN §5 names for the job object.
 const DESIGN_FIELDS: [&str; 14] = [
@@ -76,10 +77,10 @@ async fn get_answers_the_same_object_and_waiting_reason_follows_the_clock() {
     let read = expect_json(&app.get(&path).await, 200);
     assert_eq!(read, created);
 
-    app.clock.advance_ms(4_999);
+    app.advance(4_999);
     let before = expect_json(&app.get(&path).await, 200);
     assert_eq!(before["waiting_reason"], "scheduled");
-    app.clock.advance_ms(1);
+    app.advance(1);
     let due = expect_json(&app.get(&path).await, 200);
     assert_eq!(due["waiting_reason"], Value::Null);
     let mut unchanged = due.clone();
@@ -163,7 +164,7 @@ async fn ttl_ms_counts_from_deliver_at() {
 
 #[tokio::test]
 async fn the_default_ttl_comes_from_the_flag() {
-    let app = app_with().default_ttl_ms(60_000).spawn().await;
+    let app = app_with().flag("--default-ttl-ms", 60_000).start().await;
     app.create_subscriber("s").await;
     let body = app
         .create_job(&job("s", "e", json!({"delay_ms": 1000})))
@@ -173,7 +174,7 @@ async fn the_default_ttl_comes_from_the_flag() {
 
 #[tokio::test]
 async fn the_payload_is_stored_byte_for_byte() {
-    let app = app_with().max_payload_bytes(1024).spawn().await;
+    let app = app_with().flag("--max-payload-bytes", 1024).start().await;
     app.create_subscriber("s").await;
     let payload = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
     let body = format!(
@@ -183,7 +184,7 @@ async fn the_payload_is_stored_byte_for_byte() {
     let reply = app.post_raw("/v1/jobs", body).await;
     let created = expect_json(&reply, 201);
     assert!(app.claim().await.is_empty(), "claimed before deliver_at");
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
     let claimed = app.claim().await;
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].payload, payload);
@@ -243,7 +244,7 @@ async fn a_due_job_explains_its_subscribers_limits() {
         second["items"][0]["waiting_reason"],
         "subscriber_rate_limited"
     );
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
     let second = expect_json(&app.get("/v1/jobs?event_id=e2").await, 200);
     assert_eq!(
         second["items"][0]["waiting_reason"],

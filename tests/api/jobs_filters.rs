@@ -4,7 +4,7 @@
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::domain::{Clock, DeadReason, JobEvent};
+use deferhook::domain::{DeadReason, JobEvent};
 use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
@@ -29,7 +29,7 @@ async fn kill(app: &TestApp, reason: DeadReason) -> String {
     let claimed = app.claim().await;
     assert_eq!(claimed.len(), 1);
     let claimed = &claimed[0];
-    let now = app.clock.now();
+    let now = app.now();
     let record = OutcomeRecord {
         lease: LeaseRef {
             job_id: claimed.job_id,
@@ -58,10 +58,10 @@ async fn dead_letters_are_found_by_reason_and_by_when_they_died() {
     app.create_subscriber("s").await;
     app.create_job(&job("s", "a", json!({}))).await;
     let first = kill(&app, DeadReason::NonRetryableResponse).await;
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
     app.create_job(&job("s", "b", json!({}))).await;
     let second = kill(&app, DeadReason::TargetRejected).await;
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
     let waiting = app
         .create_job(&job("s", "c", json!({"delay_ms": 60_000})))
         .await;

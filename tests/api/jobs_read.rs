@@ -118,7 +118,7 @@ async fn a_claim_shows_an_in_progress_attempt_and_the_lease() {
     let app = spawn_app().await;
     app.create_subscriber("s").await;
     let id = create(&app, "s", "e", json!({"delay_ms": 2000})).await;
-    app.clock.advance_ms(2_500);
+    app.advance(2_500);
     assert_eq!(app.claim().await.len(), 1);
 
     let reply = app.get(&format!("/v1/jobs/{id}/attempts")).await;

@@ -44,7 +44,10 @@ async fn a_huge_request_target_is_414() {
 
 #[tokio::test]
 async fn a_client_trickling_its_headers_is_disconnected() {
-    let app = app_with().header_read_timeout_ms(300).spawn().await;
+    let app = app_with()
+        .flag("--header-read-timeout-ms", 300)
+        .start()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: deferhook\r\n")

@@ -1,6 +1,11 @@
 //! Black-box tests of the HTTP API (DESIGN §5): a real server on 127.0.0.1:0 over a
 //! fresh SQLite file, a manual clock, and plain HTTP requests.
 
+#[path = "../common/app.rs"]
+mod app;
+#[path = "../common/pg.rs"]
+mod pg;
+
 mod auth;
 mod errors;
 mod fan_out;

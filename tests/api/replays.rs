@@ -2,7 +2,6 @@
 //! filter-required rule, dry runs, limits, and progress as the store advances a replay
 //! (the API-only server has no worker, so the test advances it with the clock).
 
-use deferhook::domain::Clock;
 use reqwest::Method;
 use serde_json::json;
 
@@ -26,9 +25,9 @@ async fn dead_jobs(app: &TestApp, subscriber: &str, n: usize) -> Vec<String> {
                 .to_owned(),
         );
     }
-    app.clock.advance_ms(2_000);
+    app.advance(2_000);
     app.store
-        .expire_deadlines(app.clock.now(), 1_000)
+        .expire_deadlines(app.now(), 1_000)
         .await
         .expect("sweep");
     ids
@@ -59,8 +58,8 @@ async fn a_dry_run_counts_and_changes_nothing() {
     for id in &s1 {
         assert_eq!(state_of(&app, id).await, "dead");
     }
-    app.clock.advance_ms(60_000);
-    let progress = app.store.advance_replays(app.clock.now()).await.unwrap();
+    app.advance(60_000);
+    let progress = app.store.advance_replays(app.now()).await.unwrap();
     assert_eq!(progress.requeued, 0, "a dry run creates no replay");
 }
 
@@ -87,7 +86,7 @@ async fn a_filter_or_all_true_is_required() {
 
 #[tokio::test]
 async fn invalid_fields_are_named() {
-    let app = app_with().max_replay_rate(50).spawn().await;
+    let app = app_with().flag("--max-replay-rate", 50).start().await;
     let cases = [
         (
             json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": 51}),
@@ -174,14 +173,14 @@ async fn a_replay_shows_its_progress_and_can_be_cancelled() {
     let id = created["id"].as_str().unwrap();
 
     // One job per second.
-    app.store.advance_replays(app.clock.now()).await.unwrap();
+    app.store.advance_replays(app.now()).await.unwrap();
     let first = s1[0].as_str();
     let requeued = expect_json(&app.get(&format!("/v1/jobs/{first}")).await, 200);
     assert_eq!(requeued["state"], "scheduled");
     assert_eq!(requeued["event_id"], "s1-0");
     assert_eq!(requeued["deadline"], at(4_000 + 60_000));
-    app.clock.advance_ms(500);
-    app.store.advance_replays(app.clock.now()).await.unwrap();
+    app.advance(500);
+    app.store.advance_replays(app.now()).await.unwrap();
     let progress = expect_json(&app.get(&format!("/v1/replays/{id}")).await, 200);
     assert_eq!(progress["requeued"], 1);
     assert_eq!(progress["state"], "running");
@@ -190,8 +189,8 @@ async fn a_replay_shows_its_progress_and_can_be_cancelled() {
     let cancelled = expect_json(&app.send(cancel).await, 200);
     assert_eq!(cancelled["state"], "cancelled");
     assert_eq!(cancelled["finished_at"], at(4_500));
-    app.clock.advance_ms(10_000);
-    app.store.advance_replays(app.clock.now()).await.unwrap();
+    app.advance(10_000);
+    app.store.advance_replays(app.now()).await.unwrap();
     assert_eq!(state_of(&app, &s1[1]).await, "dead");
     assert_eq!(state_of(&app, &s1[2]).await, "dead");
     assert_eq!(
@@ -218,7 +217,7 @@ async fn unknown_or_malformed_replay_ids() {
 
 #[tokio::test]
 async fn overlapping_replays_cannot_exceed_the_server_rate() {
-    let app = app_with().max_replay_rate(50).spawn().await;
+    let app = app_with().flag("--max-replay-rate", 50).start().await;
     app.create_subscriber("s").await;
     dead_jobs(&app, "s", 2).await;
     let body = |rate: u32| json!({"subscriber_id": "s", "max_jobs": 10, "rate_per_second": rate});

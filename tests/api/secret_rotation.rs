@@ -9,9 +9,9 @@ use base64::engine::general_purpose::STANDARD;
 use deferhook::domain::secret::{PreviousSecret, SigningSecret, SigningSecrets};
 use serde_json::{Value, json};
 
-use crate::support::{
-    START, app_with, at, expect_fields, expect_json, expect_problem, job, spawn_app,
-};
+use deferhook::testing::START;
+
+use crate::support::{app_with, at, expect_fields, expect_json, expect_problem, job, spawn_app};
 
 const PATH: &str = "/v1/subscribers/billing/secret/rotate";
 /// A valid caller-chosen secret (the Standard Webhooks example, 24 key bytes).
@@ -30,7 +30,7 @@ async fn a_rotation_shows_the_new_secret_once_and_when_the_old_one_stops() {
     let app = spawn_app().await;
     let created = app.create_subscriber("billing").await;
     let old = created["secret"].as_str().unwrap().to_owned();
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
 
     let reply = app.post_json(PATH, &json!({"grace_seconds": 3600})).await;
     let body = expect_json(&reply, 200);
@@ -158,7 +158,7 @@ async fn bad_fields_are_422_naming_them() {
 #[tokio::test]
 async fn with_api_tokens_a_rotation_needs_one() {
     const TOKEN: &str = "rotation-token-5c1e9a7b33";
-    let app = app_with().api_token(TOKEN).spawn().await;
+    let app = app_with().flag("--api-token", TOKEN).start().await;
     let create = app
         .request(reqwest::Method::PUT, "/v1/subscribers/billing")
         .bearer_auth(TOKEN)

@@ -1,10 +1,10 @@
 //! `GET /v1/subscribers/{id}/stats`: jobs per state, the oldest eligible age as of the
 //! server's clock, the last success and the last failure; 404 for an unknown subscriber.
 
+use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::domain::{Clock, JobEvent};
 use deferhook::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
@@ -16,7 +16,7 @@ async fn stats(app: &TestApp, id: &str) -> Value {
 
 /// Records `claimed`'s attempt as ending now with `result` and `event`.
 async fn record(app: &TestApp, claimed: &ClaimedJob, event: JobEvent, result: AttemptResult) {
-    let now = app.clock.now();
+    let now = app.now();
     let record = OutcomeRecord {
         lease: LeaseRef {
             job_id: claimed.job_id,
@@ -38,7 +38,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
     app.create_job(&job("s", "now", json!({}))).await;
     app.create_job(&job("s", "later", json!({"delay_ms": 60_000})))
         .await;
-    app.clock.advance_ms(2_500);
+    app.advance(2_500);
 
     let fresh = stats(&app, "s").await;
     assert_eq!(
@@ -62,7 +62,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         reason: Some("503 Service Unavailable".into()),
         body_excerpt: None,
     };
-    let retry_at = app.clock.now().plus_ms(1_000);
+    let retry_at = app.now().plus_ms(1_000);
     record(
         &app,
         &claimed,
@@ -70,7 +70,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         failure,
     )
     .await;
-    app.clock.advance_ms(1_500);
+    app.advance(1_500);
     let retrying = stats(&app, "s").await;
     assert_eq!(retrying["jobs"]["retrying"], 1);
     assert_eq!(retrying["oldest_eligible_age_ms"], 500, "{retrying}");

@@ -6,7 +6,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::support::{START_TEXT, at, expect_fields, expect_json, expect_problem, spawn_app};
+use crate::support::{at, expect_fields, expect_json, expect_problem, spawn_app};
+use deferhook::testing::START_TEXT;
 
 /// A valid caller-chosen secret (the Standard Webhooks example, 24 key bytes).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -55,7 +56,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
     );
 
     // Never again: not on update, read or list.
-    app.clock.advance_ms(1_000);
+    app.advance(1_000);
     let again = app
         .put_json(
             "/v1/subscribers/billing",

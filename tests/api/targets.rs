@@ -123,7 +123,7 @@ async fn c08_host_names_and_public_addresses_are_accepted() {
 
 #[tokio::test]
 async fn c08_allow_private_targets_accepts_them_all() {
-    let app = app_with().allow_private_targets().spawn().await;
+    let app = app_with().allow_private_targets().start().await;
     for (i, (url, _)) in REFUSED.iter().enumerate() {
         let reply = put(&app, &format!("s{i}"), url).await;
         assert_eq!(reply.status, 201, "{url}: {}", reply.text);
@@ -133,9 +133,9 @@ async fn c08_allow_private_targets_accepts_them_all() {
 #[tokio::test]
 async fn c08_an_allowed_cidr_accepts_only_its_range() {
     let app = app_with()
-        .allow_target_cidr("127.0.0.0/8")
-        .allow_target_cidr("10.20.0.0/16")
-        .spawn()
+        .flag("--allow-target-cidr", "127.0.0.0/8")
+        .flag("--allow-target-cidr", "10.20.0.0/16")
+        .start()
         .await;
     for (id, url) in [
         ("loopback", "http://127.0.0.1:9000/"),

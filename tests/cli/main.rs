@@ -1,8 +1,12 @@
 //! Black-box tests of the `deferhook` binary: flags, errors, exit codes, shutdown, and
 //! the committed OpenAPI document.
 
+#[path = "../common/app.rs"]
+mod app;
 #[path = "../common/log_wait.rs"]
 mod log_wait;
+#[path = "../common/pg.rs"]
+mod pg;
 
 mod commands;
 mod deploy_files;

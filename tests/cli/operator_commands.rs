@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::operator_support::{FakeServer, Served, clean_command, cli, refusing_receiver, run};
+use crate::operator_support::{FakeServer, clean_command, cli, refusing_receiver, run, served};
 
 /// The table row whose first cell is `name`, split into its cells.
 fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
@@ -17,12 +17,12 @@ fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
 
 #[test]
 fn jobs_get_shows_a_dead_job_and_its_attempt_history() {
-    let served = Served::start(true);
+    let served = served(true);
     served.subscriber("billing", &refusing_receiver());
     let id = served.job("billing", "invoice.paid:1", 0);
     served.wait_state(&id, "dead");
 
-    let ran = cli(Some(&served.base), &["jobs", "get", &id]);
+    let ran = cli(Some(&served.base_url), &["jobs", "get", &id]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let text = &ran.stdout;
     assert_eq!(row(text, "id")[1], id);
@@ -40,7 +40,7 @@ fn jobs_get_shows_a_dead_job_and_its_attempt_history() {
     let attempt = row(text, "1");
     assert_eq!(attempt[2..5], ["terminal", "400", "http_4xx"], "{text}");
 
-    let ran = cli(Some(&served.base), &["jobs", "get", &id, "--json"]);
+    let ran = cli(Some(&served.base_url), &["jobs", "get", &id, "--json"]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let printed: Value = serde_json::from_str(&ran.stdout).expect("JSON");
     assert_eq!(printed["job"]["id"], id.as_str());
@@ -51,10 +51,10 @@ fn jobs_get_shows_a_dead_job_and_its_attempt_history() {
 
 #[test]
 fn jobs_get_of_a_job_without_attempts_says_so() {
-    let served = Served::start(false);
+    let served = served(false);
     served.subscriber("s", "http://127.0.0.1:9/never");
     let id = served.job("s", "later", 3_600_000);
-    let ran = cli(Some(&served.base), &["jobs", "get", &id]);
+    let ran = cli(Some(&served.base_url), &["jobs", "get", &id]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     assert_eq!(row(&ran.stdout, "state")[1..], ["scheduled"]);
     assert_eq!(row(&ran.stdout, "waiting_reason")[1..], ["scheduled"]);
@@ -63,9 +63,9 @@ fn jobs_get_of_a_job_without_attempts_says_so() {
 
 #[test]
 fn an_unknown_job_is_a_one_line_404_and_exit_1() {
-    let served = Served::start(false);
+    let served = served(false);
     let missing = "01a22db5-0000-7000-8000-000000000000";
-    let ran = cli(Some(&served.base), &["jobs", "get", missing]);
+    let ran = cli(Some(&served.base_url), &["jobs", "get", missing]);
     assert_eq!(ran.code, Some(1), "{ran:?}");
     assert_eq!(ran.stdout, "");
     assert_eq!(
@@ -76,8 +76,8 @@ fn an_unknown_job_is_a_one_line_404_and_exit_1() {
 
 #[test]
 fn a_422_names_each_invalid_field() {
-    let served = Served::start(false);
-    let ran = cli(Some(&served.base), &["jobs", "list", "--limit", "5000"]);
+    let served = served(false);
+    let ran = cli(Some(&served.base_url), &["jobs", "list", "--limit", "5000"]);
     assert_eq!(ran.code, Some(1), "{ran:?}");
     assert_eq!(
         ran.stderr.lines().collect::<Vec<_>>(),
@@ -88,7 +88,7 @@ fn a_422_names_each_invalid_field() {
         "{}",
         ran.stderr
     );
-    let ran = cli(Some(&served.base), &["jobs", "get", "not-a-uuid"]);
+    let ran = cli(Some(&served.base_url), &["jobs", "get", "not-a-uuid"]);
     assert_eq!(ran.code, Some(1), "{ran:?}");
     assert!(
         ran.stderr.contains("  job_id: must be a UUID"),
@@ -109,14 +109,14 @@ fn list_rows(text: &str) -> Vec<Vec<&str>> {
 
 #[test]
 fn jobs_list_filters_pages_and_follows_cursors() {
-    let served = Served::start(false);
+    let served = served(false);
     served.subscriber("a", "http://127.0.0.1:9/a");
     served.subscriber("b", "http://127.0.0.1:9/b");
     let a: Vec<String> = (1..=3)
         .map(|n| served.job("a", &format!("evt-{n}"), 3_600_000))
         .collect();
     let b = served.job("b", "evt-1", 3_600_000);
-    let base = Some(served.base.as_str());
+    let base = Some(served.base_url.as_str());
 
     let first = cli(base, &["jobs", "list", "--subscriber", "a", "--limit", "2"]);
     assert_eq!(first.code, Some(0), "{first:?}");
@@ -181,12 +181,12 @@ fn jobs_list_filters_pages_and_follows_cursors() {
 
 #[test]
 fn jobs_list_finds_dead_letters_by_reason_and_time() {
-    let served = Served::start(true);
+    let served = served(true);
     served.subscriber("billing", &refusing_receiver());
     let dead = served.job("billing", "invoice.paid:1", 0);
     served.wait_state(&dead, "dead");
     let live = served.job("billing", "invoice.paid:2", 3_600_000);
-    let base = Some(served.base.as_str());
+    let base = Some(served.base_url.as_str());
     let ids = |args: &[&str]| {
         let ran = cli(base, args);
         assert_eq!(ran.code, Some(0), "{ran:?}");

@@ -1,110 +1,28 @@
-//! What the operator-command tests share: a real `serve` process on a temporary SQLite
-//! file, a few HTTP calls to set it up, a receiver on 127.0.0.1 that refuses every
-//! webhook (so jobs die at their first attempt), a fake server that records what the
-//! CLI sends, and running the CLI as a process.
+//! What the operator-command tests share: an instance of the one harness
+//! (`tests/common/app.rs`) on a temporary SQLite file for the CLI to talk to, a
+//! receiver on 127.0.0.1 that refuses every webhook (so jobs die at their first
+//! attempt), a fake server that records what the CLI sends, and running the CLI as a
+//! process.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use crate::app::{BlockingApp, TestApp};
 
-/// How long a test waits for a job to reach a state.
-const PATIENCE: Duration = Duration::from_secs(15);
-
-/// A `deferhook serve` process, killed when dropped.
-pub struct Served {
-    child: Child,
-    /// `http://127.0.0.1:port`.
-    pub base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Served {
-    /// Starts `serve` on a fresh SQLite file and a free port; `worker` false adds
-    /// `--no-worker`.
-    pub fn start(worker: bool) -> Served {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("ops.db").display());
-        let mut command = clean_command();
-        command.args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url]);
-        // The receiver listens on 127.0.0.1, refused by default (CASES C-08).
-        command.arg("--allow-private-targets");
-        if !worker {
-            command.arg("--no-worker");
-        }
-        let (child, after) = crate::log_wait::spawn_until(command, "local_addr=");
-        let addr = after.split_whitespace().next().expect("an address");
-        Served {
-            child,
-            base: format!("http://{addr}"),
-            _dir: dir,
-        }
-    }
-
-    /// Calls the API; answers the status and the JSON body.
-    pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-            let mut request =
-                reqwest::Client::new().request(method, format!("{}{path}", self.base));
-            if let Some(body) = body {
-                request = request.json(&body);
-            }
-            let response = request.send().await.unwrap();
-            let status = response.status().as_u16();
-            (status, response.json().await.unwrap_or(Value::Null))
-        })
-    }
-
-    /// Registers a subscriber that receives at `url`.
-    pub fn subscriber(&self, id: &str, url: &str) {
-        let (status, body) = self.call(
-            "PUT",
-            &format!("/v1/subscribers/{id}"),
-            Some(json!({ "url": url })),
-        );
-        assert!(status == 200 || status == 201, "{status} {body}");
-    }
-
-    /// Creates a job delivered after `delay_ms`; answers its id.
-    pub fn job(&self, subscriber: &str, event: &str, delay_ms: u64) -> String {
-        let (status, body) = self.call(
-            "POST",
-            "/v1/jobs",
-            Some(json!({ "subscriber_id": subscriber, "event_id": event,
-                         "payload": {"n": 1}, "delay_ms": delay_ms })),
-        );
-        assert_eq!(status, 201, "{body}");
-        body["id"].as_str().unwrap().to_owned()
-    }
-
-    /// Waits until the job is in `state`; answers it.
-    pub fn wait_state(&self, id: &str, state: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let (_, job) = self.call("GET", &format!("/v1/jobs/{id}"), None);
-            if job["state"] == state {
-                return job;
-            }
-            assert!(started.elapsed() < PATIENCE, "not {state} in time: {job}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// An instance of the one harness for the CLI to talk to: the system clock (the CLI
+/// watches replays in real time), receivers on 127.0.0.1 allowed, and its worker
+/// running in the background when `worker`, else `--no-worker`.
+pub fn served(worker: bool) -> BlockingApp {
+    let builder = TestApp::builder().system_clock().allow_private_targets();
+    let builder = if worker {
+        builder.running_worker()
+    } else {
+        builder.no_worker()
+    };
+    builder.start_blocking()
 }
 
 /// A `deferhook` command without any `DEFERHOOK_*` or `RUST_LOG` variable of the

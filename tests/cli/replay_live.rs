@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::operator_support::{Served, cli, cli_within, refusing_receiver};
+use crate::app::BlockingApp;
+use crate::operator_support::{cli, cli_within, refusing_receiver, served};
 
 /// How long a `--watch` may take: the replays here need well under a second.
 const WATCH_LIMIT: Duration = Duration::from_secs(20);
 
 /// Creates `count` jobs for `subscriber`, due now, and waits until each is dead.
-fn dead_jobs(served: &Served, subscriber: &str, count: usize) -> Vec<String> {
+fn dead_jobs(served: &BlockingApp, subscriber: &str, count: usize) -> Vec<String> {
     let ids: Vec<String> = (0..count)
         .map(|n| served.job(subscriber, &format!("{subscriber}-evt-{n}"), 0))
         .collect();
@@ -40,13 +41,13 @@ fn field(text: &str, name: &str) -> String {
 
 #[test]
 fn a_replay_requeues_what_it_matched_and_watch_follows_it_to_the_end() {
-    let served = Served::start(true);
+    let served = served(true);
     let receiver = refusing_receiver();
     served.subscriber("billing", &receiver);
     served.subscriber("search", &receiver);
     let billing = dead_jobs(&served, "billing", 3);
     let search = dead_jobs(&served, "search", 1);
-    let base = served.base.as_str();
+    let base = served.base_url.as_str();
     let selection = [
         "replay",
         "create",
@@ -113,10 +114,10 @@ fn a_replay_requeues_what_it_matched_and_watch_follows_it_to_the_end() {
 
 #[test]
 fn cancel_stops_a_running_replay() {
-    let served = Served::start(true);
+    let served = served(true);
     served.subscriber("billing", &refusing_receiver());
     dead_jobs(&served, "billing", 6);
-    let base = Some(served.base.as_str());
+    let base = Some(served.base_url.as_str());
 
     // One job a second: six take five seconds, far longer than the cancel below.
     let created = cli(
@@ -145,7 +146,7 @@ fn cancel_stops_a_running_replay() {
 
     // Watching a replay that has ended prints it once and returns at once.
     let watched = cli_within(
-        &served.base,
+        &served.base_url,
         &["replay", "status", &id, "--watch"],
         WATCH_LIMIT,
     );
@@ -160,8 +161,8 @@ fn cancel_stops_a_running_replay() {
 
 #[test]
 fn the_real_server_errors_are_rendered() {
-    let served = Served::start(false);
-    let base = Some(served.base.as_str());
+    let served = served(false);
+    let base = Some(served.base_url.as_str());
 
     let too_fast = cli(
         base,

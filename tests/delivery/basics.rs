@@ -4,17 +4,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::app::{App, Db, metric};
+use crate::app::{Db, metric};
 use crate::receiver::Receiver;
+use crate::setup::instance;
 
 async fn a_job_due_now_is_delivered_once(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/hook"), None).await;
     let job = app.job("s", "evt-now", json!({})).await;
-    let done = app
-        .wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    let done = app.job_now(&job).await;
+    assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 1);
     assert!(done["delivered_at"].is_string());
     assert_eq!(done["waiting_reason"], serde_json::Value::Null);
@@ -33,13 +34,28 @@ async fn a_job_due_now_is_delivered_once(db: Db) {
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() >= 0);
 }
 
-async fn a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly(db: Db) {
+async fn a_delayed_job_waits_for_deliver_at(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-later", json!({ "delay_ms": 1500 })).await;
+    assert_eq!(job["waiting_reason"], "scheduled");
+    app.advance(1499);
+    assert_eq!(app.run_pending().await.attempted(), 0, "sent early");
+    assert!(receiver.requests().is_empty(), "sent early");
+    app.advance(1);
+    assert_eq!(app.run_pending().await.attempted(), 1, "not sent when due");
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
+}
+
+/// The running loop sleeps until the next due time, not the 1 s poll: a job due 1.5 s
+/// after it was created is sent then (by the system clock), not up to a poll later.
+async fn a_running_worker_claims_a_delayed_job_promptly(db: Db) {
+    let receiver = Receiver::ok().await;
+    let app = instance(db).system_clock().running_worker().start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let created = Instant::now();
     let job = app.job("s", "evt-later", json!({ "delay_ms": 1500 })).await;
-    assert_eq!(job["waiting_reason"], "scheduled");
     let requests = receiver.wait_for(1, Duration::from_secs(5)).await;
     let waited = requests[0].at.duration_since(created);
     assert!(
@@ -57,7 +73,7 @@ async fn a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly(db: Db) {
 
 async fn metrics_count_accepted_jobs_and_attempts(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     let before = app.metrics().await;
     for series in [
         "deferhook_jobs_accepted_total",
@@ -77,9 +93,8 @@ async fn metrics_count_accepted_jobs_and_attempts(db: Db) {
         metric(&before, series);
     }
     app.subscriber("s", &receiver.url("/"), None).await;
-    let job = app.job("s", "evt-metrics", json!({})).await;
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    app.job("s", "evt-metrics", json!({})).await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
     let after = app.metrics().await;
     // Tests share one process-wide recorder, so compare as lower bounds.
     let accepted = "deferhook_jobs_accepted_total";
@@ -94,6 +109,7 @@ async fn metrics_count_accepted_jobs_and_attempts(db: Db) {
 
 crate::on_both_backends!(
     a_job_due_now_is_delivered_once,
-    a_delayed_job_waits_for_deliver_at_and_is_claimed_promptly,
+    a_delayed_job_waits_for_deliver_at,
+    a_running_worker_claims_a_delayed_job_promptly,
     metrics_count_accepted_jobs_and_attempts,
 );

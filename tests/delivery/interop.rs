@@ -7,14 +7,20 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::json;
 
-use crate::app::{App, Db};
+use crate::app::{AppBuilder, Db};
 use crate::receiver::{Receiver, Recorded};
+use crate::setup::instance;
+
+/// The instance: the system clock, since the verifier checks the signed timestamp
+/// against its own (a five-minute tolerance); the worker stepped.
+fn verified_instance() -> AppBuilder {
+    instance(Db::Sqlite).system_clock()
+}
 
 const VERIFY: &str = r#"
 import base64, json, sys
@@ -60,7 +66,7 @@ fn python() -> Option<String> {
 async fn the_reference_verifier_accepts_a_captured_request() {
     let Some(python) = python() else { return };
     let receiver = Receiver::ok().await;
-    let app = App::start(Db::Sqlite, &[]).await;
+    let app = verified_instance().start().await;
     let secret = app.subscriber("s", &receiver.url("/"), None).await;
     let payload = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
     let job = app
@@ -68,8 +74,8 @@ async fn the_reference_verifier_accepts_a_captured_request() {
             r#"{{"subscriber_id":"s","event_id":"evt-interop","payload":{payload}}}"#
         ))
         .await;
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
     let request = &receiver.requests()[0];
     assert_eq!(reference_verify(&python, &secret, request), Ok(()));
 }
@@ -117,22 +123,19 @@ fn reference_verify(python: &str, secret: &str, request: &Recorded) -> Result<()
 async fn the_reference_verifier_accepts_either_secret_during_a_rotation() {
     let Some(python) = python() else { return };
     let receiver = Receiver::ok().await;
-    let app = App::start(Db::Sqlite, &[]).await;
+    let app = verified_instance().start().await;
     let old = app.subscriber("s", &receiver.url("/"), None).await;
-    let rotated: serde_json::Value = app
-        .client
-        .post(format!("{}/v1/subscribers/s/secret/rotate", app.base))
-        .json(&json!({"grace_seconds": 3600}))
-        .send()
+    let rotated = app
+        .post_json(
+            "/v1/subscribers/s/secret/rotate",
+            &json!({"grace_seconds": 3600}),
+        )
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let new = rotated["secret"].as_str().unwrap();
     let job = app.job("s", "evt-rotated", json!({})).await;
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
     let request = &receiver.requests()[0];
     assert_eq!(request.header("webhook-signature").split(' ').count(), 2);
     assert_eq!(reference_verify(&python, new, request), Ok(()));

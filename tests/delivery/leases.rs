@@ -2,27 +2,20 @@
 //! never send the same job at once, and shutdown releases leases without a terminal
 //! state.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use deferhook::domain::SystemClock;
-use deferhook::server::Server;
 use serde_json::json;
 
-use crate::app::{App, Db, metric, serve_args};
+use crate::app::{Db, metric};
 use crate::receiver::{Receiver, Reply};
+use crate::setup::{instance, instance_on};
 
 #[tokio::test]
 async fn c01_an_attempt_timeout_not_below_the_lease_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("d.db").display());
-    let args = serve_args(
-        &url,
-        &["--lease-ms", "2000", "--attempt-timeout-ms", "8000"],
-    );
-    let store = deferhook::store::open(&url).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let refused = Server::start_with(&args, store, Arc::new(SystemClock), listener).await;
+    let refused = instance(Db::Sqlite)
+        .flags(&["--lease-ms", "2000", "--attempt-timeout-ms", "8000"])
+        .try_start()
+        .await;
     let message = refused.err().expect("refused").to_string();
     assert!(
         message.contains("--attempt-timeout-ms (8000) must be shorter than --lease-ms (2000)"),
@@ -30,12 +23,24 @@ async fn c01_an_attempt_timeout_not_below_the_lease_is_refused_at_start() {
     );
 }
 
+/// Two running workers (the loop renews leases); the attempt outlives the lease it was
+/// claimed with.
 async fn c01_two_workers_never_send_one_job_twice_while_it_is_open(db: Db) {
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(1200))]).await;
     let flags = ["--lease-ms", "1500", "--attempt-timeout-ms", "1400"];
-    let first = App::start(db, &flags).await;
-    let second = App::on(&first.database_url, &flags).await;
+    let first = instance(db)
+        .flags(&flags)
+        .system_clock()
+        .running_worker()
+        .start()
+        .await;
+    let second = instance_on(&first.database_url)
+        .flags(&flags)
+        .system_clock()
+        .running_worker()
+        .start()
+        .await;
     first.subscriber("s", &receiver.url("/"), None).await;
     let before = metric(&first.metrics().await, "deferhook_lease_extensions_total");
     let job = second.job("s", "evt-c01", json!({})).await;
@@ -43,8 +48,11 @@ async fn c01_two_workers_never_send_one_job_twice_while_it_is_open(db: Db) {
         .wait_state(&job, "delivered", Duration::from_secs(5))
         .await;
     assert_eq!(done["attempts"], 1);
-    // Let any second claim show itself.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Every claim persists its attempt before anything is sent, and a delivered job is
+    // never claimed again: one attempt row means one request, ever.
+    let attempts = first.attempts(&job).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["outcome"], "delivered");
     assert_eq!(receiver.requests().len(), 1);
     assert_eq!(receiver.max_open_per_id(), 1);
     let after = metric(&first.metrics().await, "deferhook_lease_extensions_total");
@@ -52,11 +60,11 @@ async fn c01_two_workers_never_send_one_job_twice_while_it_is_open(db: Db) {
         after > before,
         "the lease was never renewed during a 1.2 s attempt"
     );
-    let attempts = first.attempts(&job).await;
-    assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0]["outcome"], "delivered");
 }
 
+/// The first instance's loop is shut down mid-attempt; the second, stepped at the same
+/// instant of the manual clock, can claim the job only if the lease was released (it
+/// would not expire for 20 s).
 async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown(db: Db) {
     let receiver = Receiver::start(vec![
         Reply::status(200).after(Duration::from_secs(10)),
@@ -71,12 +79,12 @@ async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown(db: Db) {
         "--lease-ms",
         "20000",
     ];
-    let first = App::start(db, &flags).await;
+    let mut first = instance(db).flags(&flags).running_worker().start().await;
     first.subscriber("s", &receiver.url("/"), None).await;
     let job = first.job("s", "evt-c02", json!({})).await;
     receiver.wait_for(1, Duration::from_secs(3)).await;
     let url = first.database_url.clone();
-    let mut first = first;
+    let clock = first.manual_clock();
     let database = first.keep_database();
     let stopping = std::time::Instant::now();
     first.stop().await;
@@ -86,11 +94,15 @@ async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown(db: Db) {
         stopping.elapsed()
     );
 
-    let second = App::on(&url, &flags).await;
-    // Released, not expired: the job is due at once, long before the 20 s lease.
-    let done = second
-        .wait_state(&job, "delivered", Duration::from_secs(3))
+    let second = instance_on(&url)
+        .flags(&flags)
+        .shared_clock(clock)
+        .start()
         .await;
+    // Released, not expired: the job is due at once, long before the 20 s lease.
+    assert_eq!(second.run_pending().await.attempted(), 1);
+    let done = second.job_now(&job).await;
+    assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 2);
     let attempts = second.attempts(&job).await;
     assert_eq!(attempts[0]["outcome"], "unknown");
@@ -107,10 +119,15 @@ async fn c02_shutdown_releases_the_lease_with_the_outcome_unknown(db: Db) {
     drop(database);
 }
 
+/// The running loop holds at most `--max-in-flight` attempts open.
 async fn a_worker_limits_its_attempts_to_max_in_flight(db: Db) {
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(300))]).await;
-    let app = App::start(db, &["--max-in-flight", "3"]).await;
+    let app = instance(db)
+        .flags(&["--max-in-flight", "3"])
+        .running_worker()
+        .start()
+        .await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let mut jobs = Vec::new();
     for n in 0..9 {

@@ -1,14 +1,18 @@
 //! Black-box delivery tests: deferhook delivers to a real receiver on 127.0.0.1 that
-//! answers as each test scripts it. Settings are short so the suite stays fast; every
-//! wait is a bounded poll.
+//! answers as each test scripts it. Most tests step the worker with a manual clock
+//! (`TestApp::run_pending` after `TestApp::advance`); the tests of the running loop
+//! itself (wake-ups, several instances, restarts, shutdown, bursts) run it and poll
+//! for outcomes with bounded timeouts. No test sleeps for a schedule.
 
 #[macro_use]
+#[path = "../common/app.rs"]
 mod app;
 #[path = "../common/log_wait.rs"]
 mod log_wait;
 #[path = "../common/pg.rs"]
 mod pg;
 mod receiver;
+mod setup;
 
 mod basics;
 mod burst;

@@ -1,11 +1,16 @@
 //! Retryable and terminal answers, deadlines and the last error kept.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use deferhook::domain::Timestamp;
 use serde_json::json;
 
-use crate::app::{App, Db};
+use crate::app::Db;
 use crate::receiver::{Receiver, Reply};
+use crate::setup::{assert_next_attempt_within, instance, step_until};
+
+/// One hour: far past any backoff of these tests, well within a job's default ttl.
+const LATER_MS: i64 = 3_600_000;
 
 async fn two_503s_then_200_is_three_attempts_of_the_same_bytes(db: Db) {
     let receiver = Receiver::start(vec![
@@ -14,14 +19,17 @@ async fn two_503s_then_200_is_three_attempts_of_the_same_bytes(db: Db) {
         Reply::status(200),
     ])
     .await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app
         .job_raw(r#"{"subscriber_id":"s","event_id":"evt-3","payload":{"z": 1,  "a":[1.50, "x"]}}"#)
         .await;
-    let done = app
-        .wait_state(&job, "delivered", Duration::from_secs(10))
-        .await;
+    // Backoff: base 100 ms doubling with equal jitter -> 50 to 100 ms, then 100 to 200.
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_next_attempt_within(&app, 50, 100).await;
+    assert_next_attempt_within(&app, 100, 200).await;
+    let done = app.job_now(&job).await;
+    assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 3);
     // The last error stays on the job for the record.
     assert_eq!(done["last_error"]["status"], 503);
@@ -39,23 +47,23 @@ async fn two_503s_then_200_is_three_attempts_of_the_same_bytes(db: Db) {
         [json!("retryable"), json!("retryable"), json!("delivered")]
     );
     assert_eq!(attempts[0]["body_excerpt"], "down");
-    // Backoff: base 100 ms doubling with equal jitter -> at least 50 ms, then 100 ms.
-    assert!(requests[1].at - requests[0].at >= Duration::from_millis(50));
-    assert!(requests[2].at - requests[1].at >= Duration::from_millis(100));
 }
 
 async fn a_400_is_dead_at_once(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(400).body("bad field x")]).await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-400", json!({})).await;
-    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    app.run_pending().await;
+    let dead = app.job_now(&job).await;
+    assert_eq!(dead["state"], "dead");
     assert_eq!(dead["dead_reason"], "non_retryable_response");
     assert_eq!(dead["attempts"], 1);
     assert_eq!(dead["last_error"]["class"], "http_4xx");
     assert_eq!(dead["last_error"]["status"], 400);
     assert_eq!(dead["last_error"]["body_excerpt"], "bad field x");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.advance(LATER_MS);
+    assert_eq!(app.run_pending().await.attempted(), 0, "retried");
     assert_eq!(receiver.requests().len(), 1);
 }
 
@@ -65,14 +73,17 @@ async fn a_redirect_is_dead_and_never_followed(db: Db) {
         Reply::status(302).header("location", &target.url("/elsewhere")),
     ])
     .await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-302", json!({})).await;
-    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    app.run_pending().await;
+    let dead = app.job_now(&job).await;
+    assert_eq!(dead["state"], "dead");
     assert_eq!(dead["dead_reason"], "non_retryable_response");
     assert_eq!(dead["last_error"]["class"], "http_3xx");
     assert_eq!(dead["last_error"]["status"], 302);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.advance(LATER_MS);
+    assert_eq!(app.run_pending().await.attempted(), 0, "retried");
     assert!(
         target.requests().is_empty(),
         "the redirect target was requested"
@@ -81,28 +92,29 @@ async fn a_redirect_is_dead_and_never_followed(db: Db) {
 
 async fn max_attempts_makes_a_dead_letter(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(500)]).await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-max", json!({ "max_attempts": 2 })).await;
-    let dead = app.wait_state(&job, "dead", Duration::from_secs(5)).await;
+    let dead = step_until(&app, &job, "dead", 3).await;
     assert_eq!(dead["dead_reason"], "max_attempts");
     assert_eq!(dead["attempts"], 2);
+    app.advance(LATER_MS);
+    assert_eq!(app.run_pending().await.attempted(), 0);
     assert_eq!(receiver.requests().len(), 2);
 }
 
 /// C-06: deadline 6 s, attempt timeout 2 s, receiver always 500 with body `E42`.
 async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(500).body("E42")]).await;
-    let app = App::start(
-        db,
-        &["--backoff-base-ms", "500", "--backoff-max-ms", "2000"],
-    )
-    .await;
+    let app = instance(db)
+        .flags(&["--backoff-base-ms", "500", "--backoff-max-ms", "2000"])
+        .start()
+        .await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-c06", json!({ "ttl_ms": 6000 })).await;
-    let deadline = std::time::SystemTime::now() + Duration::from_millis(6000);
-    let dead = app.wait_state(&job, "dead", Duration::from_secs(9)).await;
-    let noticed = std::time::SystemTime::now();
+    let deadline = Timestamp::parse_rfc3339(job["deadline"].as_str().unwrap()).unwrap();
+    assert_eq!(deadline.millis_since(app.now()), 6000);
+    let dead = step_until(&app, &job, "dead", 20).await;
     assert_eq!(dead["dead_reason"], "deadline_exceeded");
     assert_eq!(dead["last_error"]["status"], 500);
     assert_eq!(dead["last_error"]["class"], "http_5xx");
@@ -114,16 +126,15 @@ async fn c06_retries_stop_at_the_deadline_and_keep_the_real_error(db: Db) {
     );
     assert!(dead["attempts"].as_u64().unwrap() >= 2);
     // Dead within 1 s of the deadline (here: as soon as no retry fits before it).
-    assert!(
-        noticed <= deadline + Duration::from_secs(1),
-        "dead too late"
-    );
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    for request in receiver.requests() {
-        assert!(
-            request.wall < deadline,
-            "a request started after the deadline"
-        );
+    let dead_at = Timestamp::parse_rfc3339(dead["dead_at"].as_str().unwrap()).unwrap();
+    assert!(dead_at <= deadline.plus_ms(1_000), "dead too late");
+    app.advance(LATER_MS);
+    assert_eq!(app.run_pending().await.attempted(), 0);
+    let attempts = app.attempts(&job).await;
+    assert_eq!(attempts.len(), receiver.requests().len());
+    for attempt in &attempts {
+        let started = Timestamp::parse_rfc3339(attempt["started_at"].as_str().unwrap()).unwrap();
+        assert!(started < deadline, "a request started after the deadline");
     }
 }
 
@@ -133,12 +144,23 @@ async fn a_timeout_is_retried_and_the_attempt_says_so(db: Db) {
         Reply::status(200),
     ])
     .await;
-    let app = App::start(db, &["--attempt-timeout-ms", "500"]).await;
+    let app = instance(db)
+        .flags(&["--attempt-timeout-ms", "500"])
+        .start()
+        .await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-timeout", json!({})).await;
-    let done = app
-        .wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    // The timed-out request is abandoned, long before the receiver would answer it.
+    let abandoned = Instant::now() + Duration::from_millis(900);
+    while receiver.open_now() > 0 {
+        assert!(
+            Instant::now() < abandoned,
+            "the timed-out request is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = step_until(&app, &job, "delivered", 3).await;
     assert_eq!(done["attempts"], 2);
     assert_eq!(done["last_error"]["class"], "timeout");
     let attempts = app.attempts(&job).await;
@@ -148,25 +170,25 @@ async fn a_timeout_is_retried_and_the_attempt_says_so(db: Db) {
 }
 
 async fn a_connection_refused_is_retried(db: Db) {
-    // Bind then drop a listener: nothing answers on that port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let app = App::start(db, &[]).await;
+    // A port bound but never listened on: connections are refused, and no other test
+    // can take the port while this one runs (as it could after a listener's drop).
+    let unlistened = tokio::net::TcpSocket::new_v4().unwrap();
+    unlistened.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = unlistened.local_addr().unwrap().port();
+    let app = instance(db).start().await;
     app.subscriber("s", &format!("http://127.0.0.1:{port}/"), None)
         .await;
     let job = app
         .job("s", "evt-refused", json!({ "ttl_ms": 10000 }))
         .await;
-    let retrying = app
-        .wait_job(&job, Duration::from_secs(5), |j| {
-            j["attempts"].as_u64() >= Some(2)
-        })
-        .await;
+    app.run_pending().await;
+    app.advance(100);
+    app.run_pending().await;
+    let retrying = app.job_now(&job).await;
+    assert!(retrying["attempts"].as_u64() >= Some(2), "{retrying}");
     assert_eq!(retrying["last_error"]["class"], "connect");
     assert_eq!(retrying["last_error"]["status"], serde_json::Value::Null);
+    drop(unlistened);
 }
 
 async fn an_endless_body_is_read_only_up_to_the_cap(db: Db) {
@@ -175,12 +197,10 @@ async fn an_endless_body_is_read_only_up_to_the_cap(db: Db) {
         Reply::status(200).endless(),
     ])
     .await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-huge", json!({})).await;
-    let done = app
-        .wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    let done = step_until(&app, &job, "delivered", 3).await;
     assert_eq!(done["attempts"], 2);
     let excerpt = done["last_error"]["body_excerpt"].as_str().unwrap();
     assert!(excerpt.len() <= 1024, "excerpt of {} bytes", excerpt.len());
@@ -189,20 +209,30 @@ async fn an_endless_body_is_read_only_up_to_the_cap(db: Db) {
 
 async fn a_200_whose_body_stalls_is_delivered_not_retried(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(200).stalled()]).await;
-    let app = App::start(db, &["--attempt-timeout-ms", "500"]).await;
+    let app = instance(db)
+        .flags(&["--attempt-timeout-ms", "500"])
+        .start()
+        .await;
     app.subscriber("s", &receiver.url("/"), None).await;
     let job = app.job("s", "evt-stall", json!({})).await;
-    let done = app
-        .wait_state(&job, "delivered", Duration::from_secs(3))
-        .await;
+    let started = Instant::now();
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    // The attempt ended at the timeout: the stalled body was cut short.
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "the attempt took {took:?}"
+    );
+    let done = app.job_now(&job).await;
+    assert_eq!(done["state"], "delivered");
     assert_eq!(done["attempts"], 1);
     assert_eq!(done["last_error"], serde_json::Value::Null);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.advance(LATER_MS);
+    assert_eq!(app.run_pending().await.attempted(), 0, "retried");
     assert_eq!(receiver.requests().len(), 1);
     let attempts = app.attempts(&job).await;
     assert_eq!(attempts[0]["outcome"], "delivered");
     assert_eq!(attempts[0]["status"], 200);
-    // The attempt ended at the timeout: the stalled body was cut short.
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() < 1500);
 }
 
@@ -210,26 +240,26 @@ async fn a_200_whose_body_stalls_is_delivered_not_retried(db: Db) {
 /// jobs wait (deadlines running) until `PUT … enabled: true`.
 async fn a_410_pauses_the_subscriber_until_resumed(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(410).body("gone")]).await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     let put = |body: serde_json::Value| {
-        let (client, url) = (app.client.clone(), format!("{}/v1/subscribers/g", app.base));
-        async move { client.put(url).json(&body).send().await.unwrap().status() }
+        let app = &app;
+        async move { app.put_json("/v1/subscribers/g", &body).await.status }
     };
     let created = put(json!({ "url": receiver.url("/"), "max_in_flight": 1 })).await;
     assert_eq!(created, 201);
     let first = app.job("g", "gone-1", json!({})).await;
     let second = app.job("g", "gone-2", json!({})).await;
-    let dead = app.wait_state(&first, "dead", Duration::from_secs(5)).await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    let dead = app.job_now(&first).await;
+    assert_eq!(dead["state"], "dead");
     assert_eq!(dead["dead_reason"], "non_retryable_response");
     assert_eq!(dead["last_error"]["status"], 410);
-    let waiting = app
-        .wait_job(&second, Duration::from_secs(3), |j| {
-            j["waiting_reason"] == "subscriber_paused"
-        })
-        .await;
+    let waiting = app.job_now(&second).await;
+    assert_eq!(waiting["waiting_reason"], "subscriber_paused");
     assert_eq!(waiting["state"], "scheduled");
-    assert_eq!(app.get("/v1/subscribers/g").await["enabled"], false);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(app.get_json("/v1/subscribers/g").await["enabled"], false);
+    app.advance(1_000);
+    assert_eq!(app.run_pending().await.attempted(), 0);
     assert_eq!(
         receiver.requests().len(),
         1,
@@ -240,10 +270,10 @@ async fn a_410_pauses_the_subscriber_until_resumed(db: Db) {
         put(json!({ "url": receiver.url("/"), "enabled": true })).await,
         200
     );
-    app.wait_state(&second, "dead", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&second).await["state"], "dead");
     assert_eq!(receiver.requests().len(), 2);
-    assert_eq!(app.get("/v1/subscribers/g").await["enabled"], false);
+    assert_eq!(app.get_json("/v1/subscribers/g").await["enabled"], false);
 }
 
 crate::on_both_backends!(

@@ -191,7 +191,13 @@ async fn a_postgres_restart_mid_delivery_loses_nothing() {
         status(&client, format!("{base}/v1/jobs/{}", ids[0])).await,
         503
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // PostgreSQL stays down until the attempts open at the stop have their answers,
+    // so their outcomes are written while it is unreachable.
+    let answered = Instant::now() + Duration::from_secs(5);
+    while receiver.open_now() > 0 {
+        assert!(Instant::now() < answered, "the receiver never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     cluster.start();
 
     let deadline = Instant::now() + Duration::from_secs(30);

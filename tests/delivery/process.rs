@@ -40,7 +40,7 @@ fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
             "--database-url",
             database_url,
             // The receivers listen on 127.0.0.1 (CASES C-08 refuses it by default).
-            crate::app::ALLOW_PRIVATE,
+            "--allow-private-targets",
         ])
         .args(flags)
         .env("RUST_LOG", "info");
@@ -183,7 +183,12 @@ async fn c02_sigterm_mid_attempt_releases_the_job_for_the_next_instance(db: Db) 
 
 async fn a_worker_only_instance_delivers_what_an_api_only_instance_accepted(db: Db) {
     let receiver = Receiver::ok().await;
-    let api = crate::app::App::start(db, &["--no-worker"]).await;
+    // The system clock: the worker process reads the real time.
+    let api = crate::setup::instance(db)
+        .system_clock()
+        .no_worker()
+        .start()
+        .await;
     api.subscriber("s", &receiver.url("/"), None).await;
     let job = api.job("s", "evt-split", json!({})).await;
     let _worker = spawn_until(&api.database_url, &["--no-api"], "delivery worker started");

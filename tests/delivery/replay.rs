@@ -2,43 +2,42 @@
 //! back at the replay's pace, with their original `webhook-id` and body, while live
 //! jobs stay on time; another subscriber's dead letters stay dead; running the replay
 //! again resends nothing; a replay interrupted by a restart finishes afterwards.
+//!
+//! The worker is stepped every [`STEP_MS`] of a manual clock; a request's time is the
+//! clock's time at the step that sent it, so the pace is measured on the clock the
+//! replay's token bucket reads.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime};
 
+use deferhook::domain::Timestamp;
 use serde_json::{Value, json};
 
-use crate::app::{App, Db};
+use crate::app::{Db, TestApp};
 use crate::receiver::{Receiver, Recorded};
+use crate::setup::{instance, instance_on};
+
+/// The clock's step between two runs of the worker.
+const STEP_MS: i64 = 100;
 
 /// Registers `id` at `url`, paused, so its jobs wait and die at their deadline without
-/// an attempt: dead letters in milliseconds.
-async fn paused_subscriber(app: &App, id: &str, url: &str) {
-    let response = app
-        .client
-        .put(format!("{}/v1/subscribers/{id}", app.base))
-        .json(&json!({ "url": url, "enabled": false }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
+/// an attempt.
+async fn paused_subscriber(app: &TestApp, id: &str, url: &str) {
+    app.put_subscriber(id, &json!({ "url": url, "enabled": false }))
+        .await;
 }
 
-async fn resume(app: &App, id: &str) {
-    let url = app.get(&format!("/v1/subscribers/{id}")).await["url"].clone();
-    let response = app
-        .client
-        .put(format!("{}/v1/subscribers/{id}", app.base))
-        .json(&json!({ "enabled": true, "url": url }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
+async fn resume(app: &TestApp, id: &str) {
+    let path = format!("/v1/subscribers/{id}");
+    let url = app.get_json(&path).await["url"].clone();
+    let reply = app
+        .put_json(&path, &json!({ "enabled": true, "url": url }))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
 }
 
 /// Creates `n` jobs `{prefix}-{i}` with payload `{"n": i, "prefix": …}` and a 300 ms
 /// ttl; returns them.
-async fn short_lived_jobs(app: &App, subscriber: &str, prefix: &str, n: usize) -> Vec<Value> {
+async fn short_lived_jobs(app: &TestApp, subscriber: &str, prefix: &str, n: usize) -> Vec<Value> {
     let mut jobs = Vec::new();
     for i in 0..n {
         let body = format!(
@@ -49,112 +48,132 @@ async fn short_lived_jobs(app: &App, subscriber: &str, prefix: &str, n: usize) -
     jobs
 }
 
-async fn wait_all_dead(app: &App, jobs: &[Value]) {
+/// Moves the clock to the jobs' deadline and runs the sweep: dead letters.
+async fn let_die(app: &TestApp, jobs: &[Value]) {
+    app.advance(300);
+    app.run_pending().await;
     for job in jobs {
-        let dead = app.wait_state(job, "dead", Duration::from_secs(10)).await;
+        let dead = app.job_now(job).await;
+        assert_eq!(dead["state"], "dead", "{dead}");
         assert_eq!(dead["dead_reason"], "deadline_exceeded");
     }
 }
 
-async fn post_replay(app: &App, body: Value) -> (u16, Value) {
-    let response = app
-        .client
-        .post(format!("{}/v1/replays", app.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
+async fn post_replay(app: &TestApp, body: Value) -> (u16, Value) {
+    let reply = app.post_json("/v1/replays", &body).await;
+    (reply.status, reply.json())
 }
 
-async fn wait_replay(app: &App, id: &str, state: &str, within: Duration) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let replay = app.get(&format!("/v1/replays/{id}")).await;
-        if replay["state"] == state {
-            return replay;
+/// The requests of one receiver, each with the clock's time of the step that sent it.
+struct Sent<'a> {
+    receiver: &'a Receiver,
+    at: Vec<(i64, Recorded)>,
+}
+
+impl<'a> Sent<'a> {
+    fn new(receiver: &'a Receiver) -> Self {
+        Sent {
+            receiver,
+            at: Vec::new(),
         }
-        assert!(
-            Instant::now() < deadline,
-            "replay not {state} within {within:?}: {replay}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    /// Runs each instance's worker once (the instances share one clock), notes what
+    /// they sent, and moves the clock on by [`STEP_MS`].
+    async fn step(&mut self, apps: &[&TestApp]) {
+        for app in apps {
+            app.run_pending().await;
+            let now = app.now().as_millis();
+            let requests = self.receiver.requests();
+            self.at
+                .extend(requests[self.at.len()..].iter().map(|r| (now, r.clone())));
+        }
+        apps[0].advance(STEP_MS);
+    }
+
+    /// Steps until `done` holds, at most `steps` times.
+    async fn step_until(&mut self, apps: &[&TestApp], steps: usize, done: impl Fn(&Self) -> bool) {
+        for _ in 0..steps {
+            if done(self) {
+                return;
+            }
+            self.step(apps).await;
+        }
+        assert!(done(self), "not done after {steps} steps");
+    }
+
+    /// The times of the requests whose `webhook-id` starts with `prefix`.
+    fn times(&self, prefix: &str) -> Vec<i64> {
+        self.at
+            .iter()
+            .filter(|(_, r)| r.header("webhook-id").starts_with(prefix))
+            .map(|(at, _)| *at)
+            .collect()
     }
 }
 
-/// The most requests among `requests` whose arrival falls in any 1 s window.
-fn busiest_second(requests: &[&Recorded]) -> usize {
-    let mut times: Vec<Instant> = requests.iter().map(|r| r.at).collect();
+/// The most of `times` (ms) that fall in any 1 s window.
+fn busiest_second(times: &[i64]) -> usize {
+    let mut times = times.to_vec();
     times.sort();
     (0..times.len())
         .map(|i| {
             times[i..]
                 .iter()
-                .take_while(|t| t.duration_since(times[i]) < Duration::from_secs(1))
+                .take_while(|t| **t - times[i] < 1_000)
                 .count()
         })
         .max()
         .unwrap_or(0)
 }
 
-fn millis(at: SystemTime) -> i64 {
-    at.duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+async fn replay_state(app: &TestApp, id: &str) -> Value {
+    app.get_json(&format!("/v1/replays/{id}")).await
 }
 
 async fn c11_a_replay_does_not_flood_a_recovered_receiver(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     paused_subscriber(&app, "s1", &receiver.url("/s1")).await;
     paused_subscriber(&app, "s2", &receiver.url("/s2")).await;
     let dead_s1 = short_lived_jobs(&app, "s1", "dead-s1", 100).await;
     let dead_s2 = short_lived_jobs(&app, "s2", "dead-s2", 10).await;
-    wait_all_dead(&app, &dead_s1).await;
-    wait_all_dead(&app, &dead_s2).await;
+    let_die(&app, &dead_s1).await;
+    let_die(&app, &dead_s2).await;
     resume(&app, "s1").await;
 
-    // Live S1 jobs keep arriving at 1/s while the replay runs.
-    let live = {
-        let (base, client) = (app.base.clone(), app.client.clone());
-        tokio::spawn(async move {
-            let mut created = Vec::new();
-            for i in 0..25 {
-                let body = json!({"subscriber_id": "s1", "event_id": format!("live-{i}"),
-                                  "payload": {"live": i}});
-                let response = client
-                    .post(format!("{base}/v1/jobs"))
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(response.status(), 201);
-                created.push(response.json::<Value>().await.unwrap());
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            created
-        })
-    };
     let replay_body = json!({"subscriber_id": "s1", "max_jobs": 1000, "rate_per_second": 5});
     let (status, replay) = post_replay(&app, replay_body.clone()).await;
     assert_eq!(status, 202, "{replay}");
     assert_eq!(replay["matched"], 100);
     let id = replay["id"].as_str().unwrap();
-    let done = wait_replay(&app, id, "done", Duration::from_secs(40)).await;
+    // Live S1 jobs keep arriving at 1/s while the replay runs (100 at 5/s: 20 s).
+    let mut sent = Sent::new(&receiver);
+    let mut live = Vec::new();
+    for i in 0..25 {
+        let body = json!({"subscriber_id": "s1", "event_id": format!("live-{i}"),
+                          "payload": {"live": i}});
+        live.push(app.create_job(&body).await);
+        for _ in 0..1_000 / STEP_MS {
+            sent.step(&[&app]).await;
+        }
+    }
+    let done = replay_state(&app, id).await;
+    assert_eq!(done["state"], "done", "{done}");
     assert_eq!(
         (done["requeued"].as_u64(), done["skipped"].as_u64()),
         (Some(100), Some(0))
     );
-    let live = live.await.unwrap();
-    receiver.wait_for(125, Duration::from_secs(10)).await;
+    assert_eq!(receiver.requests().len(), 125);
 
-    let requests = receiver.requests();
-    let replayed: Vec<&Recorded> = requests
+    let replayed: Vec<&Recorded> = sent
+        .at
         .iter()
+        .map(|(_, r)| r)
         .filter(|r| r.header("webhook-id").starts_with("dead-s1-"))
         .collect();
     assert_eq!(replayed.len(), 100);
-    let busiest = busiest_second(&replayed);
+    let busiest = busiest_second(&sent.times("dead-s1-"));
     assert!(
         busiest <= 6,
         "{busiest} replayed requests within 1 s at 5/s"
@@ -169,21 +188,21 @@ async fn c11_a_replay_does_not_flood_a_recovered_receiver(db: Db) {
     }
     // S2's dead letters stay dead, and were never sent.
     for job in &dead_s2 {
-        let id = job["id"].as_str().unwrap();
-        assert_eq!(app.get(&format!("/v1/jobs/{id}")).await["state"], "dead");
+        assert_eq!(app.job_now(job).await["state"], "dead");
     }
-    assert!(requests.iter().all(|r| r.path != "/s2"));
+    assert!(sent.at.iter().all(|(_, r)| r.path != "/s2"));
     // Live jobs on time: each delivered within 1 s of its due time.
-    let arrivals: HashMap<&str, SystemTime> = requests
+    let arrivals: HashMap<&str, i64> = sent
+        .at
         .iter()
-        .map(|r| (r.header("webhook-id"), r.wall))
+        .map(|(at, r)| (r.header("webhook-id"), *at))
         .collect();
     for job in &live {
         let event = job["event_id"].as_str().unwrap();
-        let due = deferhook::domain::Timestamp::parse_rfc3339(job["deliver_at"].as_str().unwrap())
+        let due = Timestamp::parse_rfc3339(job["deliver_at"].as_str().unwrap())
             .unwrap()
             .as_millis();
-        let late = millis(arrivals[event]) - due;
+        let late = arrivals[event] - due;
         assert!(late < 1_000, "live job {event} was {late} ms late");
     }
     // The same replay again resends nothing already delivered.
@@ -193,7 +212,8 @@ async fn c11_a_replay_does_not_flood_a_recovered_receiver(db: Db) {
         (again["matched"].as_u64(), again["state"].as_str()),
         (Some(0), Some("done"))
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.advance(3_600_000);
+    assert_eq!(app.run_pending().await.attempted(), 0);
     let counts = receiver.counts_by_id();
     assert_eq!(counts.len(), 125);
     assert!(counts.values().all(|&n| n == 1), "a duplicate was sent");
@@ -201,31 +221,34 @@ async fn c11_a_replay_does_not_flood_a_recovered_receiver(db: Db) {
 
 async fn a_replay_interrupted_by_a_restart_finishes_afterwards(db: Db) {
     let receiver = Receiver::ok().await;
-    let mut first = App::start(db, &[]).await;
+    let mut first = instance(db).start().await;
     paused_subscriber(&first, "s", &receiver.url("/")).await;
     let dead = short_lived_jobs(&first, "s", "dead", 10).await;
-    wait_all_dead(&first, &dead).await;
+    let_die(&first, &dead).await;
     resume(&first, "s").await;
     let body = json!({"subscriber_id": "s", "max_jobs": 100, "rate_per_second": 2});
     let (status, replay) = post_replay(&first, body).await;
     assert_eq!(status, 202, "{replay}");
     let id = replay["id"].as_str().unwrap().to_owned();
-    receiver.wait_for(3, Duration::from_secs(10)).await;
+    let mut sent = Sent::new(&receiver);
+    sent.step_until(&[&first], 100, |sent| sent.at.len() >= 3)
+        .await;
     let database = first.keep_database();
     let url = first.database_url.clone();
+    let clock = first.manual_clock();
     first.stop().await;
 
-    let second = App::on(&url, &[]).await;
-    let stopped_at = second.get(&format!("/v1/replays/{id}")).await;
+    let second = instance_on(&url).shared_clock(clock).start().await;
+    let stopped_at = replay_state(&second, &id).await;
     let requeued = stopped_at["requeued"].as_u64().unwrap();
     assert!((3..10).contains(&requeued), "{stopped_at}");
-    let done = wait_replay(&second, &id, "done", Duration::from_secs(20)).await;
+    sent.step_until(&[&second], 100, |sent| sent.at.len() >= 10)
+        .await;
+    let done = replay_state(&second, &id).await;
+    assert_eq!(done["state"], "done", "{done}");
     assert_eq!(done["requeued"], 10);
-    receiver.wait_for(10, Duration::from_secs(10)).await;
     for job in &dead {
-        second
-            .wait_state(job, "delivered", Duration::from_secs(10))
-            .await;
+        assert_eq!(second.job_now(job).await["state"], "delivered");
     }
     let counts = receiver.counts_by_id();
     assert_eq!(counts.len(), 10);
@@ -238,29 +261,33 @@ async fn a_replay_interrupted_by_a_restart_finishes_afterwards(db: Db) {
 /// jobs up: when the subscriber resumes, the receiver still sees the replay's pace.
 async fn a_paused_subscriber_gets_the_replay_at_its_pace_once_resumed(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start(db, &[]).await;
+    let app = instance(db).start().await;
     paused_subscriber(&app, "s", &receiver.url("/")).await;
     let dead = short_lived_jobs(&app, "s", "dead", 12).await;
-    wait_all_dead(&app, &dead).await;
+    let_die(&app, &dead).await;
     let body = json!({"subscriber_id": "s", "max_jobs": 100, "rate_per_second": 4});
     let (status, replay) = post_replay(&app, body).await;
     assert_eq!(status, 202, "{replay}");
     let id = replay["id"].as_str().unwrap();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let held = app.get(&format!("/v1/replays/{id}")).await;
+    let mut sent = Sent::new(&receiver);
+    for _ in 0..1_500 / STEP_MS {
+        sent.step(&[&app]).await;
+    }
+    let held = replay_state(&app, id).await;
     assert_eq!(
         held["requeued"], 1,
         "held behind the paused subscriber: {held}"
     );
     resume(&app, "s").await;
-    let requests = receiver.wait_for(12, Duration::from_secs(15)).await;
-    let all: Vec<&Recorded> = requests.iter().collect();
-    let busiest = busiest_second(&all);
+    sent.step_until(&[&app], 100, |sent| sent.at.len() >= 12)
+        .await;
+    let busiest = busiest_second(&sent.times(""));
     assert!(
         busiest <= 5,
         "{busiest} replayed requests within 1 s at 4/s"
     );
-    wait_replay(&app, id, "done", Duration::from_secs(10)).await;
+    sent.step(&[&app]).await;
+    assert_eq!(replay_state(&app, id).await["state"], "done");
 }
 
 on_both_backends!(
@@ -269,34 +296,36 @@ on_both_backends!(
     a_paused_subscriber_gets_the_replay_at_its_pace_once_resumed,
 );
 
-/// Two instances share one PostgreSQL: the replay's token bucket is one row, so the
-/// pace holds whichever instance takes each burst.
+/// Two instances share one PostgreSQL (and one clock): the replay's token bucket is one
+/// row, so the pace holds whichever instance takes each burst.
 #[tokio::test]
 async fn a_replay_keeps_its_pace_across_two_instances() {
     if !crate::pg::reachable().await {
         return;
     }
     let receiver = Receiver::ok().await;
-    let first = App::start(Db::Postgres, &[]).await;
-    let second = App::on(&first.database_url, &[]).await;
+    let first = instance(Db::Postgres).start().await;
+    let second = instance_on(&first.database_url)
+        .shared_clock(first.manual_clock())
+        .start()
+        .await;
     paused_subscriber(&first, "s", &receiver.url("/")).await;
     let dead = short_lived_jobs(&first, "s", "dead", 20).await;
-    wait_all_dead(&first, &dead).await;
+    let_die(&first, &dead).await;
     resume(&first, "s").await;
     let body = json!({"subscriber_id": "s", "max_jobs": 100, "rate_per_second": 5});
     let (status, replay) = post_replay(&second, body).await;
     assert_eq!(status, 202, "{replay}");
-    let requests = receiver.wait_for(20, Duration::from_secs(15)).await;
-    let all: Vec<&Recorded> = requests.iter().collect();
-    let busiest = busiest_second(&all);
+    let mut sent = Sent::new(&receiver);
+    sent.step_until(&[&second, &first], 200, |sent| sent.at.len() >= 20)
+        .await;
+    let times = sent.times("");
+    let busiest = busiest_second(&times);
     assert!(
         busiest <= 6,
         "{busiest} replayed requests within 1 s at 5/s"
     );
-    let span = all.last().unwrap().at - all[0].at;
-    assert!(
-        span >= Duration::from_millis(3_500),
-        "20 jobs at 5/s took {span:?}"
-    );
+    let span = times.last().unwrap() - times[0];
+    assert!(span >= 3_500, "20 jobs at 5/s took {span} ms");
     drop(second);
 }

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -20,8 +20,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::app::{App, Db};
+use crate::app::{Db, TestApp};
 use crate::receiver::{Receiver, Recorded, Reply};
+use crate::setup::{instance, instance_on, next_due};
 
 const C07_PAYLOAD: &str = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
 /// A secret key (32 bytes, base64).
@@ -55,23 +56,13 @@ fn signatures(request: &Recorded) -> Vec<&str> {
 }
 
 /// Rotates `id`'s secret with `grace_seconds`; returns the 200 body.
-async fn rotate(app: &App, id: &str, grace_seconds: u64) -> Value {
-    let response = app
-        .client
-        .post(format!("{}/v1/subscribers/{id}/secret/rotate", app.base))
-        .json(&json!({ "grace_seconds": grace_seconds }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+async fn rotate(app: &TestApp, id: &str, grace_seconds: u64) -> Value {
+    let path = format!("/v1/subscribers/{id}/secret/rotate");
+    let reply = app
+        .post_json(&path, &json!({ "grace_seconds": grace_seconds }))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.json()
 }
 
 async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace_ends(db: Db) {
@@ -82,12 +73,15 @@ async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace
     ])
     .await;
     // Backoff base 1 s: the retry comes 0.5 to 1 s after the 500. Secrets sealed.
-    let app = App::start(db, &["--backoff-base-ms", "1000", "--secret-key", KEY]).await;
+    let app = instance(db)
+        .flags(&["--backoff-base-ms", "1000", "--secret-key", KEY])
+        .start()
+        .await;
     let old = app.subscriber("s", &receiver.url("/"), None).await;
     let body = format!(r#"{{"subscriber_id":"s","event_id":"evt-c07","payload":{C07_PAYLOAD}}}"#);
     let job = app.job_raw(&body).await;
 
-    receiver.wait_for(1, Duration::from_secs(5)).await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
     // Between the attempts (the retry is at least 0.5 s away): a 2 s grace period,
     // which the retry falls inside.
     let rotated = rotate(&app, "s", 2).await;
@@ -96,8 +90,11 @@ async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace
     let grace_end =
         Timestamp::parse_rfc3339(rotated["previous_secret_expires_at"].as_str().unwrap()).unwrap();
 
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    let retry = next_due(&app.job_now(&job).await);
+    assert!(retry < grace_end, "the retry falls inside the grace period");
+    app.advance(retry.millis_since(app.now()));
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
     let requests = receiver.requests();
     assert_eq!(requests.len(), 2);
     for request in &requests {
@@ -123,12 +120,10 @@ async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace
     assert!(signed_at <= grace_end.as_unix_seconds());
 
     // After the grace period: the new secret alone.
-    while now_ms() <= grace_end.as_millis() + 50 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.advance(grace_end.millis_since(app.now()) + 51);
     let later = app.job_raw(&body.replace("evt-c07", "evt-c07-later")).await;
-    app.wait_state(&later, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&later).await["state"], "delivered");
     let third = &receiver.requests()[2];
     assert_eq!(&third.body[..], C07_PAYLOAD.as_bytes());
     assert_eq!(
@@ -146,7 +141,7 @@ async fn c07_a_rotation_between_attempts_signs_with_both_secrets_until_the_grace
 /// refusal names the subscriber, never a secret or a key. The right key delivers.
 async fn a_server_with_another_key_or_none_refuses_a_sealed_database(db: Db) {
     let receiver = Receiver::ok().await;
-    let mut sealing = App::start(db, &["--secret-key", KEY]).await;
+    let mut sealing = instance(db).flags(&["--secret-key", KEY]).start().await;
     let secret = sealing.subscriber("s", &receiver.url("/"), None).await;
     let job = sealing.job("s", "e1", json!({"delay_ms": 60_000})).await;
     let database = sealing.keep_database();
@@ -167,19 +162,20 @@ async fn a_server_with_another_key_or_none_refuses_a_sealed_database(db: Db) {
     }
 
     // The right key: the job is delivered, signed with the secret.
-    let right = App::on(&url, &["--secret-key", KEY]).await;
-    let id = job["id"].as_str().unwrap();
-    let response = right
-        .client
-        .patch(format!("{}/v1/jobs/{id}", right.base))
-        .json(&json!({"deliver_at": "2000-01-01T00:00:00Z"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    right
-        .wait_state(&job, "delivered", Duration::from_secs(5))
+    let right = instance_on(&url)
+        .flags(&["--secret-key", KEY])
+        .start()
         .await;
+    let id = job["id"].as_str().unwrap();
+    let moved = right
+        .patch_json(
+            &format!("/v1/jobs/{id}"),
+            &json!({"deliver_at": "2000-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.text);
+    assert_eq!(right.run_pending().await.attempted(), 1);
+    assert_eq!(right.job_now(&job).await["state"], "delivered");
     let requests = receiver.requests();
     assert_eq!(requests.len(), 1);
     assert!(signed_by(
@@ -213,12 +209,15 @@ async fn raw_secret(url: &str, id: &str) -> String {
 
 /// Turning `--secret-key` on seals the secrets already stored in plaintext at start.
 async fn enabling_a_key_seals_the_stored_secrets(db: Db) {
-    let mut plain = App::start(db, &[]).await;
+    let mut plain = instance(db).start().await;
     plain.subscriber("p", "http://127.0.0.1:9/hook", None).await;
     let database = plain.keep_database();
     let url = plain.database_url.clone();
     plain.stop().await;
-    let sealed = App::on(&url, &["--secret-key", KEY]).await;
+    let sealed = instance_on(&url)
+        .flags(&["--secret-key", KEY])
+        .start()
+        .await;
     sealed.stop().await;
     let raw = raw_secret(&url, "p").await;
     assert!(raw.starts_with("enc:v1:"), "still plaintext: {}", &raw[..6]);

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use deferhook::domain::{SystemClock, Timestamp};
-use deferhook::server::Server;
+use deferhook::domain::Timestamp;
 use deferhook::store::*;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::app::{Db, serve_args};
+use crate::app::Db;
 use crate::receiver::Receiver;
+use crate::setup::instance_on;
 
 /// Delegates to `inner`, but answers `Unavailable` to every call for `outage` from the
 /// first `record_outcomes` on.
@@ -196,7 +196,6 @@ impl Store for Outage {
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let receiver = Receiver::ok().await;
     let database = db.database().await;
     let url = database.url.clone();
@@ -207,51 +206,24 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
         outage,
         down_since: Mutex::new(None),
     });
-    let args = serve_args(
-        &url,
-        &["--lease-ms", "3000", "--attempt-timeout-ms", "2000"],
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = Server::start_with(&args, store, Arc::new(SystemClock), listener)
-        .await
-        .unwrap();
-    let base = format!("http://{}", server.api_addr.unwrap());
-    let client = reqwest::Client::new();
-    let put = client
-        .put(format!("{base}/v1/subscribers/s"))
-        .json(&json!({ "url": receiver.url("/") }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
-    let created = client
-        .post(format!("{base}/v1/jobs"))
-        .json(&json!({ "subscriber_id": "s", "event_id": "evt-c03", "payload": {} }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let id: Uuid = created.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let answered = receiver.wait_for(1, Duration::from_secs(3)).await[0].at;
+    let app = instance_on(&url)
+        .flags(&["--lease-ms", "3000", "--attempt-timeout-ms", "2000"])
+        .store(store)
+        .start()
+        .await;
+    app.subscriber("s", &receiver.url("/"), None).await;
+    let job = app.job("s", "evt-c03", json!({})).await;
+    let id: Uuid = job["id"].as_str().unwrap().parse().unwrap();
 
-    // While the store is down the API says so; once it is back the job is delivered.
-    let deadline = Instant::now() + outage + Duration::from_secs(3);
-    let job = loop {
-        let job = inner.get_job(id).await.unwrap().unwrap();
-        if job.state == deferhook::domain::JobState::Delivered {
-            break job;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not delivered after the outage: {job:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    // The store goes down as the outcome is first written, right after the 200; the
+    // attempt ends only once the outcome is stored.
+    let ran = app.run_pending().await;
+    let answered = receiver.requests()[0].at;
     let stored_after = answered.elapsed();
+    assert_eq!(ran.attempted(), 1);
+    assert_eq!(ran.completed[0].stored, Some(Fenced::Applied));
+    let job = inner.get_job(id).await.unwrap().unwrap();
+    assert_eq!(job.state, deferhook::domain::JobState::Delivered);
     assert!(
         stored_after >= outage - Duration::from_millis(200),
         "stored during the outage?"
@@ -262,7 +234,8 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
     );
     assert_eq!(job.attempts, 1);
     assert_eq!(job.dead_reason, None);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.advance(3_600_000);
+    assert_eq!(app.run_pending().await.attempted(), 0);
     assert_eq!(receiver.requests().len(), 1, "the job was sent again");
     let attempts = inner.list_attempts(id).await.unwrap();
     assert_eq!(attempts.len(), 1);
@@ -270,7 +243,8 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
         attempts[0].outcome,
         deferhook::domain::attempt::AttemptOutcome::Delivered
     );
-    server.stop().await.unwrap();
+    app.stop().await;
+    drop(database);
 }
 
 crate::on_both_backends!(c03_an_outcome_is_stored_once_the_store_is_back);

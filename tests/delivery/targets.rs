@@ -3,16 +3,15 @@
 //! recorded `blocked` and the job goes `dead` with `target_rejected` at once; with
 //! loopback allowed the same job is delivered.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
 use deferhook::delivery::resolve::Resolver;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-use crate::app::{App, Db, Targets, metric};
+use crate::app::{Db, TestApp, metric};
 use crate::receiver::Receiver;
+use crate::setup::{instance, instance_on};
 
 /// Resolves `evil.test` to 127.0.0.1, as a rebinding DNS server would once the URL
 /// has been registered; any other name fails.
@@ -40,8 +39,11 @@ fn evil_url(receiver: &Receiver) -> String {
     local.replace("127.0.0.1", "evil.test")
 }
 
-async fn assert_blocked(app: &App, job: &Value, host: &str) {
-    let dead = app.wait_state(job, "dead", Duration::from_secs(5)).await;
+/// Runs the job's attempt and checks it was blocked.
+async fn assert_blocked(app: &TestApp, job: &Value, host: &str) {
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    let dead = app.job_now(job).await;
+    assert_eq!(dead["state"], "dead", "{dead}");
     assert_eq!(dead["dead_reason"], "target_rejected", "{dead}");
     assert_eq!(dead["attempts"], 1, "{dead}");
     assert_eq!(dead["last_error"]["class"], "blocked", "{dead}");
@@ -64,13 +66,18 @@ async fn assert_blocked(app: &App, job: &Value, host: &str) {
 
 async fn c08_a_name_resolving_to_loopback_is_never_connected(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start_targets(db, &[], Targets::Default, rebinding()).await;
+    let app = instance(db)
+        .default_targets()
+        .resolver(rebinding())
+        .start()
+        .await;
     // A host name is accepted at registration: it is checked when it is resolved.
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-rebind", json!({})).await;
     assert_blocked(&app, &job, "evil.test").await;
     // No retry follows, and the receiver never saw a connection's request.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    app.advance(3_600_000);
+    assert_eq!(app.run_pending().await.attempted(), 0);
     assert_eq!(app.attempts(&job).await.len(), 1);
     assert_eq!(receiver.requests().len(), 0);
     // (The metrics are process-wide: other tests may have counted some too.)
@@ -91,11 +98,11 @@ async fn c08_a_name_resolving_to_loopback_is_never_connected(db: Db) {
 
 async fn c08_with_loopback_allowed_the_same_job_is_delivered(db: Db) {
     let receiver = Receiver::ok().await;
-    let app = App::start_targets(db, &[], Targets::AllowPrivate, rebinding()).await;
+    let app = instance(db).resolver(rebinding()).start().await;
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-rebind", json!({})).await;
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
     assert_eq!(receiver.requests().len(), 1);
     assert_eq!(receiver.requests()[0].header("webhook-id"), "evt-rebind");
 }
@@ -108,20 +115,28 @@ on_both_backends!(
 #[tokio::test]
 async fn c08_a_matching_allowed_cidr_permits_the_name() {
     let receiver = Receiver::ok().await;
-    let flags = ["--allow-target-cidr", "127.0.0.0/8"];
-    let app = App::start_targets(Db::Sqlite, &flags, Targets::Default, rebinding()).await;
+    let app = instance(Db::Sqlite)
+        .flags(&["--allow-target-cidr", "127.0.0.0/8"])
+        .default_targets()
+        .resolver(rebinding())
+        .start()
+        .await;
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-cidr", json!({})).await;
-    app.wait_state(&job, "delivered", Duration::from_secs(5))
-        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
     assert_eq!(receiver.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn c08_another_allowed_cidr_does_not_permit_loopback() {
     let receiver = Receiver::ok().await;
-    let flags = ["--allow-target-cidr", "10.0.0.0/8"];
-    let app = App::start_targets(Db::Sqlite, &flags, Targets::Default, rebinding()).await;
+    let app = instance(Db::Sqlite)
+        .flags(&["--allow-target-cidr", "10.0.0.0/8"])
+        .default_targets()
+        .resolver(rebinding())
+        .start()
+        .await;
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-cidr", json!({})).await;
     assert_blocked(&app, &job, "evil.test").await;
@@ -133,7 +148,7 @@ async fn c08_another_allowed_cidr_does_not_permit_loopback() {
 #[tokio::test]
 async fn c08_a_literal_address_is_checked_at_send_time_too() {
     let receiver = Receiver::ok().await;
-    let mut before = App::start(Db::Sqlite, &[]).await;
+    let mut before = instance(Db::Sqlite).start().await;
     before
         .subscriber("s", &receiver.url("/hook?token=s3cret-query"), None)
         .await;
@@ -141,8 +156,14 @@ async fn c08_a_literal_address_is_checked_at_send_time_too() {
         .job("s", "evt-literal", json!({ "delay_ms": 1500 }))
         .await;
     let database = before.keep_database().expect("the database");
+    let clock = before.manual_clock();
     before.stop().await;
-    let after = App::on_with(&database.url, &[], Targets::Default, Resolver::system()).await;
+    let after = instance_on(&database.url)
+        .default_targets()
+        .shared_clock(clock)
+        .start()
+        .await;
+    after.advance(1500);
     assert_blocked(&after, &job, "blocked before connecting: 127.0.0.1").await;
     assert_eq!(receiver.requests().len(), 0);
 }

@@ -26,11 +26,11 @@ struct Held {
 
 /// The leases held by this worker's running attempts.
 #[derive(Debug, Clone, Default)]
-pub struct ActiveLeases {
+pub struct HeldLeases {
     held: Arc<Mutex<HashMap<Uuid, Held>>>,
 }
 
-impl ActiveLeases {
+impl HeldLeases {
     /// Starts tracking a lease; the token returned is cancelled when the lease is lost
     /// (another worker took the job, or it expired before it could be renewed).
     pub fn hold(&self, lease: LeaseRef, expires_at: Timestamp) -> CancellationToken {
@@ -186,7 +186,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unrenewed_lease_ends_the_wait_before_it_expires() {
-        let leases = ActiveLeases::default();
+        let leases = HeldLeases::default();
         let held = lease();
         let clock = SystemClock;
         leases.hold(held, clock.now().plus_ms(1_000));
@@ -202,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_moves_the_end_and_a_released_lease_ends_it_at_once() {
-        let leases = ActiveLeases::default();
+        let leases = HeldLeases::default();
         let held = lease();
         let clock = SystemClock;
         leases.hold(held, clock.now().plus_ms(200));
