@@ -10,9 +10,7 @@ pub mod retention;
 pub mod sender;
 pub mod settings;
 pub mod signing;
-pub mod wake;
 pub mod worker;
 
 pub use settings::DeliverySettings;
-pub use wake::Wake;
 pub use worker::Worker;

@@ -14,10 +14,9 @@ use super::leases::ActiveLeases;
 use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
-use super::wake::Wake;
 use crate::domain::Clock;
 use crate::metrics;
-use crate::store::{ClaimRequest, SharedStore};
+use crate::store::{ClaimRequest, SharedStore, Wake};
 
 /// Most jobs moved to dead by one deadline sweep.
 const EXPIRE_BATCH: u32 = 500;

@@ -8,115 +8,408 @@
 //! jobs may go now, and requeues that many of the next snapshotted jobs that are still
 //! `dead` (a job delivered or requeued meanwhile is skipped, never resent).
 
+use std::future::Future;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::replay::{Allowance, Pacing, ReplayFilter, ReplayState};
-use crate::domain::{DeadReason, JobEvent, JobSnapshot, JobState, Timestamp, Transition, job};
-use crate::store::StoreError;
-use crate::store::records::JobFilter;
-use crate::store::rows::{self, Columns};
+use crate::domain::replay::{Pacing, ReplayFilter, ReplayState};
+use crate::domain::{DeadReason, JobSnapshot, Timestamp, Transition};
+use crate::store::records::{NewReplay, Replay, ReplayProgress};
+use crate::store::transactions::Transactions;
+use crate::store::{StoreError, Wake, decode};
 
-/// Most jobs one replay may match.
-pub const MAX_REPLAY_JOBS: u32 = 100_000;
+mod plan;
+
+pub use crate::store::dialect::matching::matching_index;
+pub use crate::store::sqlite::replays::push_matching;
+pub use plan::{Candidate, DueReplay, StepPlan, plan_step, scan_size};
+
 /// Most running replays one step advances.
 pub const REPLAYS_PER_STEP: u32 = 16;
-/// Most snapshotted jobs one step of a replay looks at beyond its allowance (skipped
-/// ones do not use the allowance).
-const SCAN_MARGIN: u32 = 64;
 
-/// A replay to create.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewReplay {
-    /// A fresh UUIDv7.
+/// A row of `replays`.
+#[derive(sqlx::FromRow)]
+pub struct ReplayRow {
+    id: String,
+    filter: String,
+    max_jobs: i64,
+    rate_per_second: i64,
+    ttl_ms: i64,
+    state: String,
+    matched: i64,
+    requeued: i64,
+    skipped: i64,
+    created_at: i64,
+    updated_at: i64,
+    finished_at: Option<i64>,
+}
+
+impl TryFrom<ReplayRow> for Replay {
+    type Error = StoreError;
+
+    fn try_from(row: ReplayRow) -> Result<Self, StoreError> {
+        let count = |column: &str, n: i64| -> Result<u64, StoreError> {
+            u64::try_from(n).map_err(|_| StoreError::Internal(format!("negative {column}")))
+        };
+        let small = |column: &str, n: i64| -> Result<u32, StoreError> {
+            u32::try_from(n).map_err(|_| StoreError::Internal(format!("{column} out of range")))
+        };
+        Ok(Replay {
+            id: decode::uuid(&row.id)?,
+            filter: decode_filter(&row.filter)?,
+            max_jobs: small("max_jobs", row.max_jobs)?,
+            rate_per_second: small("rate_per_second", row.rate_per_second)?,
+            ttl_ms: count("ttl_ms", row.ttl_ms)?,
+            state: row.state.parse().map_err(|_| {
+                StoreError::Internal(format!("unknown replay state `{}`", row.state))
+            })?,
+            matched: count("matched", row.matched)?,
+            requeued: count("requeued", row.requeued)?,
+            skipped: count("skipped", row.skipped)?,
+            created_at: Timestamp::from_millis(row.created_at),
+            updated_at: Timestamp::from_millis(row.updated_at),
+            finished_at: decode::opt_ts(row.finished_at),
+        })
+    }
+}
+
+/// A running replay whose next burst may be due, as stored.
+#[derive(sqlx::FromRow)]
+pub struct DueReplayRow {
+    id: String,
+    rate_per_second: i64,
+    ttl_ms: i64,
+    next_position: i64,
+    burst_position: i64,
+    paced_until: i64,
+}
+
+impl TryFrom<DueReplayRow> for DueReplay {
+    type Error = StoreError;
+
+    fn try_from(row: DueReplayRow) -> Result<Self, StoreError> {
+        Ok(DueReplay {
+            id: decode::uuid(&row.id)?,
+            pacing: Pacing::new(u32::try_from(row.rate_per_second).unwrap_or(u32::MAX)),
+            ttl_ms: u64::try_from(row.ttl_ms).unwrap_or(0),
+            next_position: row.next_position,
+            burst_position: row.burst_position,
+            paced_until: Timestamp::from_millis(row.paced_until),
+        })
+    }
+}
+
+/// A snapshotted job of a replay, as it is now (`replay_jobs rj JOIN jobs j`).
+#[derive(sqlx::FromRow)]
+pub struct CandidateRow {
+    position: i64,
+    id: String,
+    state: String,
+    attempts: i64,
+    max_attempts: Option<i64>,
+    due_at: Option<i64>,
+    deadline: i64,
+}
+
+impl TryFrom<CandidateRow> for Candidate {
+    type Error = StoreError;
+
+    fn try_from(row: CandidateRow) -> Result<Self, StoreError> {
+        let small = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Candidate {
+            position: row.position,
+            job_id: decode::uuid(&row.id)?,
+            snapshot: JobSnapshot {
+                state: row.state.parse().map_err(|_| {
+                    StoreError::Internal(format!("unknown job state `{}`", row.state))
+                })?,
+                attempts: small(row.attempts),
+                max_attempts: row.max_attempts.map(small),
+                due_at: decode::opt_ts(row.due_at),
+                deadline: Timestamp::from_millis(row.deadline),
+            },
+        })
+    }
+}
+
+/// What a step stores of a replay.
+#[derive(Clone, Copy, Debug)]
+pub struct StepRecord {
+    /// Which replay.
     pub id: Uuid,
-    /// Which dead jobs.
-    pub filter: ReplayFilter,
-    /// Most jobs it takes (the oldest dead first), 1–[`MAX_REPLAY_JOBS`].
-    pub max_jobs: u32,
-    /// Most jobs requeued per second, across all instances.
-    pub rate_per_second: u32,
-    /// Each requeued job's new deadline is its requeue time plus this, in ms.
-    pub ttl_ms: u64,
-    /// Most jobs/s all running replays together may requeue (`--max-replay-rate`): the
-    /// creation fails with [`crate::store::StoreError::ReplayRateBudget`] when this
-    /// replay would exceed it.
-    pub rate_budget: u32,
-    /// Now.
-    pub created_at: Timestamp,
+    /// The next snapshotted job to look at.
+    pub next_position: i64,
+    /// Where the last burst began.
+    pub burst_position: i64,
+    /// Jobs requeued by this step.
+    pub requeued: i64,
+    /// Jobs skipped by this step.
+    pub skipped: i64,
+    /// The token bucket's state.
+    pub paced_until: Timestamp,
+    /// When to look at it again.
+    pub next_at: Timestamp,
+    /// The step's instant.
+    pub now: Timestamp,
+    /// True when no snapshotted job is left: the replay is `done`.
+    pub exhausted: bool,
 }
 
-/// A replay and its progress.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Replay {
-    /// UUIDv7.
-    pub id: Uuid,
-    /// Which dead jobs it selected.
-    pub filter: ReplayFilter,
-    /// Most jobs it could take.
-    pub max_jobs: u32,
-    /// Most jobs requeued per second.
-    pub rate_per_second: u32,
-    /// Requeued jobs' time to deadline, in ms.
-    pub ttl_ms: u64,
-    /// Where it is.
-    pub state: ReplayState,
-    /// Dead jobs matched when it was created.
-    pub matched: u64,
-    /// Jobs moved back to `scheduled` so far.
-    pub requeued: u64,
-    /// Matched jobs that were no longer dead when their turn came (left alone).
-    pub skipped: u64,
-    /// When it was created.
-    pub created_at: Timestamp,
-    /// When it last changed.
-    pub updated_at: Timestamp,
-    /// When it ended (done or cancelled).
-    pub finished_at: Option<Timestamp>,
+/// The statements of replays. Those taking `&self` read outside a transaction
+/// (SQLite: on its readers).
+pub(crate) trait ReplayStatements: Transactions {
+    /// When the next running replay may release jobs.
+    fn next_replay_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// How many dead jobs `filter` matches, at most `max_jobs` (see
+    /// [`crate::store::dialect::matching::count_matching`]).
+    fn count_matches(
+        &self,
+        filter: &ReplayFilter,
+        max_jobs: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Replay `id`, or `None`.
+    fn get(&self, id: Uuid) -> impl Future<Output = Result<Option<ReplayRow>, StoreError>> + Send;
+
+    /// Replay `id` in `tx`, or `None`.
+    fn fetch(
+        tx: &mut Self::Tx,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<ReplayRow>, StoreError>> + Send;
+
+    /// Takes one creation at a time where instances write at once (PostgreSQL locks
+    /// the table; SQLite has one writer), so two concurrent replays cannot both fit
+    /// the budget's last room.
+    fn lock_creations(tx: &mut Self::Tx) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The summed rate of the running replays, in jobs/s.
+    fn used_rate(tx: &mut Self::Tx) -> impl Future<Output = Result<i64, StoreError>> + Send;
+
+    /// Inserts `replay`, `running`, with its token bucket at `paced_until` and its
+    /// first burst at `next_at`.
+    fn insert(
+        tx: &mut Self::Tx,
+        replay: &NewReplay,
+        paced_until: Timestamp,
+        next_at: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Snapshots the jobs `replay` matches (see
+    /// [`crate::store::dialect::matching::snapshot_matching`]).
+    fn snapshot_matches(
+        tx: &mut Self::Tx,
+        replay: &NewReplay,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// How many jobs replay `id` snapshotted.
+    fn snapshot_size(
+        tx: &mut Self::Tx,
+        id: Uuid,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+
+    /// Marks replay `id` created at `now`: counts the snapshot (`matched`), and ends
+    /// it at once when nothing matched.
+    fn mark_created(
+        tx: &mut Self::Tx,
+        id: Uuid,
+        matched: i64,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stops replay `id` at `now` if it is running.
+    fn cancel(
+        tx: &mut Self::Tx,
+        id: Uuid,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The running replays whose next burst is due at `now`, at most `limit`
+    /// (PostgreSQL locks them, skipping those another instance is advancing).
+    fn due(
+        tx: &mut Self::Tx,
+        now: Timestamp,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<DueReplayRow>, StoreError>> + Send;
+
+    /// Looks at replay `id` again at `at`.
+    fn wait_until(
+        tx: &mut Self::Tx,
+        id: Uuid,
+        at: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether a job of replay `id`'s last burst (positions `from..to`) still waits
+    /// to be claimed or retried.
+    fn last_burst_waiting(
+        tx: &mut Self::Tx,
+        id: Uuid,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Replay `id`'s snapshotted jobs from position `from` on, at most `limit`, as
+    /// they are now.
+    fn candidates(
+        tx: &mut Self::Tx,
+        id: Uuid,
+        from: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<CandidateRow>, StoreError>> + Send;
+
+    /// Moves dead job `job_id` back as `transition` says at `now`, with a fresh
+    /// attempt budget; whether it was still dead.
+    fn requeue(
+        tx: &mut Self::Tx,
+        job_id: Uuid,
+        transition: &Transition,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Stores a step; returns the replay's state after it.
+    fn record_step(
+        tx: &mut Self::Tx,
+        step: &StepRecord,
+    ) -> impl Future<Output = Result<String, StoreError>> + Send;
 }
 
-/// What [`crate::store::Store::advance_replays`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReplayProgress {
-    /// Jobs moved back to `scheduled`.
-    pub requeued: u64,
-    /// Matched jobs skipped because they were no longer dead.
-    pub skipped: u64,
-    /// Replays that finished.
-    pub finished: u32,
+/// Creates a replay in one write transaction (see
+/// [`crate::store::Store::create_replay`]); once committed, wakes this instance's
+/// worker (`wake`) and announces it to the others.
+pub(crate) async fn create<S: ReplayStatements>(
+    db: &S,
+    wake: &Arc<Wake>,
+    replay: NewReplay,
+) -> Result<Replay, StoreError> {
+    let now = replay.created_at;
+    let mut tx = db.write().await?;
+    S::lock_creations(&mut tx).await?;
+    let used = u64::try_from(S::used_rate(&mut tx).await?).unwrap_or(0);
+    if used + u64::from(replay.rate_per_second) > u64::from(replay.rate_budget) {
+        return Err(StoreError::ReplayRateBudget {
+            used,
+            budget: replay.rate_budget,
+        });
+    }
+    let (paced_until, next_at) = Pacing::new(replay.rate_per_second).start(now);
+    S::insert(&mut tx, &replay, paced_until, next_at).await?;
+    S::snapshot_matches(&mut tx, &replay).await?;
+    let matched = S::snapshot_size(&mut tx, replay.id).await?;
+    S::mark_created(&mut tx, replay.id, matched, now).await?;
+    let created = S::fetch(&mut tx, replay.id)
+        .await?
+        .ok_or_else(|| StoreError::Internal("the new replay vanished".into()))?;
+    // Workers of every instance wake for it (sent at commit).
+    S::announce(&mut tx).await?;
+    S::commit(tx).await?;
+    wake.now();
+    created.try_into()
 }
 
-/// The columns [`replay`] reads.
-pub const REPLAY_COLUMNS: &str = "id, filter, max_jobs, rate_per_second, ttl_ms, state, \
-    matched, requeued, skipped, created_at, updated_at, finished_at";
+/// One replay, or `None`.
+pub(crate) async fn get<S: ReplayStatements>(
+    db: &S,
+    id: Uuid,
+) -> Result<Option<Replay>, StoreError> {
+    db.get(id).await?.map(Replay::try_from).transpose()
+}
 
-/// A replay row.
-pub fn replay(row: &impl Columns) -> Result<Replay, StoreError> {
-    let count = |column: &str| -> Result<u64, StoreError> {
-        u64::try_from(row.int(column)?)
-            .map_err(|_| StoreError::Internal(format!("negative {column}")))
+/// Stops replay `id` if it is running; answers it as it now is.
+pub(crate) async fn cancel<S: ReplayStatements>(
+    db: &S,
+    id: Uuid,
+    now: Timestamp,
+) -> Result<Option<Replay>, StoreError> {
+    let mut tx = db.write().await?;
+    S::cancel(&mut tx, id, now).await?;
+    let replay = S::fetch(&mut tx, id).await?;
+    S::commit(tx).await?;
+    replay.map(Replay::try_from).transpose()
+}
+
+/// Advances the replays due at `now` (see [`crate::store::Store::advance_replays`]).
+pub(crate) async fn advance<S: ReplayStatements>(
+    db: &S,
+    now: Timestamp,
+) -> Result<ReplayProgress, StoreError> {
+    // A read first, so an idle store costs no write transaction.
+    if db.next_replay_at().await?.is_none_or(|at| at > now) {
+        return Ok(ReplayProgress::default());
+    }
+    let mut tx = db.write().await?;
+    let due = S::due(&mut tx, now, REPLAYS_PER_STEP)
+        .await?
+        .into_iter()
+        .map(DueReplay::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut progress = ReplayProgress::default();
+    for replay in due {
+        step::<S>(&mut tx, &replay, now, &mut progress).await?;
+    }
+    S::commit(tx).await?;
+    Ok(progress)
+}
+
+/// One step of `replay` at `now`: take the token bucket's allowance, requeue that many
+/// of the next snapshotted jobs still dead, and store the progress and the bucket.
+async fn step<S: ReplayStatements>(
+    tx: &mut S::Tx,
+    replay: &DueReplay,
+    now: Timestamp,
+    progress: &mut ReplayProgress,
+) -> Result<(), StoreError> {
+    let allowance = replay.pacing.allowance(replay.paced_until, now);
+    if allowance.jobs == 0 {
+        return S::wait_until(tx, replay.id, allowance.next_at).await;
+    }
+    // The last burst not taken yet (its subscriber paused or at its limit) or
+    // failing: hold, so replayed jobs never pile up nor retry en masse.
+    if S::last_burst_waiting(tx, replay.id, replay.burst_position, replay.next_position).await? {
+        let recheck = now.plus_ms((replay.pacing.burst_interval_ms() / 4).max(10));
+        return S::wait_until(tx, replay.id, recheck).await;
+    }
+    let candidates = S::candidates(tx, replay.id, replay.next_position, scan_size(&allowance))
+        .await?
+        .into_iter()
+        .map(Candidate::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    let plan = plan_step(replay, &allowance, &candidates, now);
+    let mut requeued = 0u64;
+    for (job_id, transition) in &plan.requeue {
+        requeued += u64::from(S::requeue(tx, *job_id, transition, now).await?);
+    }
+    let skipped = plan.skipped + (plan.requeue.len() as u64 - requeued);
+    // The bucket is spent only by a burst that requeued something.
+    let (paced_until, next_at) = if requeued > 0 {
+        (allowance.paced_until, allowance.next_at)
+    } else {
+        (replay.paced_until, now)
     };
-    let small = |column: &str| -> Result<u32, StoreError> {
-        u32::try_from(row.int(column)?)
-            .map_err(|_| StoreError::Internal(format!("{column} out of range")))
-    };
-    let state = row.text("state")?;
-    Ok(Replay {
-        id: rows::uuid(&row.text("id")?)?,
-        filter: decode_filter(&row.text("filter")?)?,
-        max_jobs: small("max_jobs")?,
-        rate_per_second: small("rate_per_second")?,
-        ttl_ms: count("ttl_ms")?,
-        state: state
-            .parse()
-            .map_err(|_| StoreError::Internal(format!("unknown replay state `{state}`")))?,
-        matched: count("matched")?,
-        requeued: count("requeued")?,
-        skipped: count("skipped")?,
-        created_at: Timestamp::from_millis(row.int("created_at")?),
-        updated_at: Timestamp::from_millis(row.int("updated_at")?),
-        finished_at: row.opt_int("finished_at")?.map(Timestamp::from_millis),
-    })
+    let state = S::record_step(
+        tx,
+        &StepRecord {
+            id: replay.id,
+            next_position: plan.next_position,
+            burst_position: if requeued > 0 {
+                replay.next_position
+            } else {
+                replay.burst_position
+            },
+            requeued: i64::try_from(requeued).unwrap_or(i64::MAX),
+            skipped: i64::try_from(skipped).unwrap_or(i64::MAX),
+            paced_until,
+            next_at,
+            now,
+            exhausted: plan.exhausted,
+        },
+    )
+    .await?;
+    progress.requeued += requeued;
+    progress.skipped += skipped;
+    progress.finished += u32::from(state == ReplayState::Done.as_str());
+    Ok(())
 }
 
 /// The filter as stored (JSON text; instants in epoch ms).
@@ -161,306 +454,9 @@ fn decode_filter(text: &str) -> Result<ReplayFilter, StoreError> {
     })
 }
 
-/// The listing filter that selects the dead jobs `filter` matches.
-pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
-    JobFilter {
-        state: Some(JobState::Dead),
-        subscriber_id: filter.subscriber_id.clone(),
-        event_id: filter.event_id.clone(),
-        dead_reason: filter.dead_reason,
-        dead_after: filter.dead_after,
-        dead_before: filter.dead_before,
-        ..JobFilter::default()
-    }
-}
-
-/// The index that serves `filter` best: the most selective condition given.
-pub fn matching_index(filter: &ReplayFilter) -> &'static str {
-    if filter.event_id.is_some() {
-        "jobs_event_id"
-    } else if filter.subscriber_id.is_some() {
-        "jobs_subscriber_state"
-    } else if filter.dead_reason.is_some() {
-        "jobs_dead_reason"
-    } else {
-        "jobs_dead_at"
-    }
-}
-
-/// Pushes ` FROM jobs j WHERE …` selecting the dead jobs `filter` matches, oldest
-/// dead first, at most `max_jobs`, onto `query` (which has begun a `SELECT` that may
-/// name `j.*`). Index-backed by [`matching_index`]; with `indexed_by` (SQLite, whose
-/// planner has no statistics) that index is named in the statement.
-pub fn push_matching<DB>(
-    query: &mut sqlx::QueryBuilder<DB>,
-    filter: &ReplayFilter,
-    max_jobs: u32,
-    indexed_by: bool,
-) where
-    DB: sqlx::Database,
-    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    // The state is a literal so SQLite may use the partial indexes on dead jobs.
-    query.push(" FROM jobs j");
-    if indexed_by {
-        query.push(format!(" INDEXED BY {}", matching_index(filter)));
-    }
-    query.push(" WHERE 1 = 1");
-    rows::push_job_conditions(query, &job_filter(filter));
-    query
-        .push(" ORDER BY j.dead_at, j.id LIMIT ")
-        .push_bind(i64::from(max_jobs));
-}
-
-/// How many dead jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.
-pub fn count_matching<DB>(
-    filter: &ReplayFilter,
-    max_jobs: u32,
-    indexed_by: bool,
-) -> sqlx::QueryBuilder<DB>
-where
-    DB: sqlx::Database,
-    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    let mut query = sqlx::QueryBuilder::new("SELECT COUNT(*) AS n FROM (SELECT j.id");
-    push_matching(&mut query, filter, max_jobs, indexed_by);
-    query.push(") m");
-    query
-}
-
-/// Snapshots the jobs `replay` matches into `replay_jobs`, positions from 0 in the
-/// order they died; rows affected = matched.
-pub fn snapshot_matching<DB>(replay: &NewReplay, indexed_by: bool) -> sqlx::QueryBuilder<DB>
-where
-    DB: sqlx::Database,
-    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    let mut query =
-        sqlx::QueryBuilder::new("INSERT INTO replay_jobs (replay_id, position, job_id) SELECT ");
-    query
-        .push_bind(replay.id.to_string())
-        .push(", ROW_NUMBER() OVER (ORDER BY j.dead_at, j.id) - 1, j.id");
-    push_matching(&mut query, &replay.filter, replay.max_jobs, indexed_by);
-    query
-}
-
-/// A running replay whose next burst may be due.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DueReplay {
-    /// Which replay.
-    pub id: Uuid,
-    /// Its pace.
-    pub pacing: Pacing,
-    /// Requeued jobs' time to deadline, in ms.
-    pub ttl_ms: u64,
-    /// The next snapshotted job to look at.
-    pub next_position: i64,
-    /// Where the last burst began (its jobs are at `burst_position..next_position`).
-    pub burst_position: i64,
-    /// The token bucket's state.
-    pub paced_until: Timestamp,
-}
-
-/// The columns [`due_replay`] reads.
-pub const DUE_REPLAY_COLUMNS: &str =
-    "id, rate_per_second, ttl_ms, next_position, burst_position, paced_until";
-
-/// A row of running replays.
-pub fn due_replay(row: &impl Columns) -> Result<DueReplay, StoreError> {
-    Ok(DueReplay {
-        id: rows::uuid(&row.text("id")?)?,
-        pacing: Pacing::new(u32::try_from(row.int("rate_per_second")?).unwrap_or(u32::MAX)),
-        ttl_ms: u64::try_from(row.int("ttl_ms")?).unwrap_or(0),
-        next_position: row.int("next_position")?,
-        burst_position: row.int("burst_position")?,
-        paced_until: Timestamp::from_millis(row.int("paced_until")?),
-    })
-}
-
-/// The columns [`candidate`] reads, from `replay_jobs rj JOIN jobs j`.
-pub const CANDIDATE_COLUMNS: &str = "rj.position, j.id, j.state, j.attempts, j.max_attempts, \
-    j.due_at, j.deadline";
-
-/// A snapshotted job of a replay, as it is now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    /// Its place in the replay's order.
-    pub position: i64,
-    /// The job.
-    pub job_id: Uuid,
-    /// What the state machine needs of it.
-    pub snapshot: JobSnapshot,
-}
-
-/// A row of [`CANDIDATE_COLUMNS`].
-pub fn candidate(row: &impl Columns) -> Result<Candidate, StoreError> {
-    let state = row.text("state")?;
-    let small = |value: Option<i64>| value.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-    Ok(Candidate {
-        position: row.int("position")?,
-        job_id: rows::uuid(&row.text("id")?)?,
-        snapshot: JobSnapshot {
-            state: state
-                .parse()
-                .map_err(|_| StoreError::Internal(format!("unknown job state `{state}`")))?,
-            attempts: small(Some(row.int("attempts")?)).unwrap_or(0),
-            max_attempts: small(row.opt_int("max_attempts")?),
-            due_at: row.opt_int("due_at")?.map(Timestamp::from_millis),
-            deadline: Timestamp::from_millis(row.int("deadline")?),
-        },
-    })
-}
-
-/// How many snapshotted jobs to read for a step allowed `allowance` jobs.
-pub fn scan_size(allowance: &Allowance) -> u32 {
-    allowance.jobs.saturating_add(SCAN_MARGIN)
-}
-
-/// What one step of a replay does: which jobs to requeue (in order, with the
-/// transition the state machine gives), how many to skip, and where it stops.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepPlan {
-    /// Jobs to move back to `scheduled`, each only if it is still `dead`.
-    pub requeue: Vec<(Uuid, Transition)>,
-    /// Jobs no longer dead (left alone).
-    pub skipped: u64,
-    /// The next position to look at after this step.
-    pub next_position: i64,
-    /// True when no snapshotted job is left after this step.
-    pub exhausted: bool,
-}
-
-/// Plans a step of `replay` at `now` over `candidates` (the next snapshotted jobs in
-/// position order, as many as [`scan_size`] asked for): requeue up to
-/// `allowance.jobs` of those still dead, the `k`-th due at [`Pacing::release_at`]
-/// (the burst spread over its interval), each with a fresh deadline of now + `ttl_ms`.
-pub fn plan_step(
-    replay: &DueReplay,
-    allowance: &Allowance,
-    candidates: &[Candidate],
-    now: Timestamp,
-) -> StepPlan {
-    let deadline = now.plus_ms(replay.ttl_ms);
-    let mut plan = StepPlan {
-        requeue: Vec::new(),
-        skipped: 0,
-        next_position: replay.next_position,
-        exhausted: false,
-    };
-    let mut looked = 0;
-    for candidate in candidates {
-        if plan.requeue.len() as u32 >= allowance.jobs {
-            break;
-        }
-        looked += 1;
-        plan.next_position = candidate.position + 1;
-        match job::transition(&candidate.snapshot, JobEvent::Replay { deadline }, now) {
-            Ok(transition) => {
-                let due = replay.pacing.release_at(now, plan.requeue.len() as u32);
-                let transition = Transition {
-                    due_at: Some(due),
-                    ..transition
-                };
-                plan.requeue.push((candidate.job_id, transition));
-            }
-            Err(_) => plan.skipped += 1,
-        }
-    }
-    plan.exhausted = looked == candidates.len() && candidates.len() < scan_size(allowance) as usize;
-    plan
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::JobState;
-
-    fn dead_or(state: JobState, position: i64) -> Candidate {
-        Candidate {
-            position,
-            job_id: Uuid::now_v7(),
-            snapshot: JobSnapshot {
-                state,
-                attempts: 3,
-                max_attempts: Some(3),
-                due_at: None,
-                deadline: Timestamp::from_millis(1_000),
-            },
-        }
-    }
-
-    fn replay(next_position: i64) -> DueReplay {
-        DueReplay {
-            id: Uuid::now_v7(),
-            pacing: Pacing::new(2),
-            ttl_ms: 60_000,
-            next_position,
-            burst_position: 0,
-            paced_until: Timestamp::from_millis(0),
-        }
-    }
-
-    fn allowance(jobs: u32) -> Allowance {
-        Allowance {
-            jobs,
-            paced_until: Timestamp::from_millis(5_000),
-            next_at: Timestamp::from_millis(5_500),
-        }
-    }
-
-    #[test]
-    fn requeues_up_to_the_allowance_skipping_jobs_no_longer_dead() {
-        let now = Timestamp::from_millis(5_000);
-        let candidates = [
-            dead_or(JobState::Delivered, 4),
-            dead_or(JobState::Dead, 5),
-            dead_or(JobState::Scheduled, 7),
-            dead_or(JobState::Dead, 8),
-            dead_or(JobState::Dead, 9),
-        ];
-        let plan = plan_step(&replay(4), &allowance(2), &candidates, now);
-        assert_eq!(plan.requeue.len(), 2);
-        assert_eq!(plan.requeue[0].0, candidates[1].job_id);
-        assert_eq!(plan.requeue[1].0, candidates[3].job_id);
-        let transition = plan.requeue[0].1;
-        assert_eq!(transition.to, JobState::Scheduled);
-        assert_eq!(transition.due_at, Some(now));
-        assert_eq!(transition.deadline, Timestamp::from_millis(65_000));
-        assert_eq!(plan.skipped, 2);
-        assert_eq!(plan.next_position, 9);
-        assert!(!plan.exhausted, "position 9 is still to do");
-    }
-
-    #[test]
-    fn a_short_read_that_is_fully_used_exhausts_the_replay() {
-        let now = Timestamp::from_millis(5_000);
-        let candidates = [dead_or(JobState::Dead, 0), dead_or(JobState::Delivered, 1)];
-        let plan = plan_step(&replay(0), &allowance(2), &candidates, now);
-        assert_eq!((plan.requeue.len(), plan.skipped), (1, 1));
-        assert_eq!(plan.next_position, 2);
-        assert!(plan.exhausted);
-        let empty = plan_step(&replay(2), &allowance(2), &[], now);
-        assert!(empty.exhausted);
-        assert_eq!(empty.next_position, 2);
-    }
-
-    #[test]
-    fn a_full_read_is_not_exhausted_even_if_all_were_skipped() {
-        let now = Timestamp::from_millis(5_000);
-        let candidates: Vec<_> = (0..scan_size(&allowance(1)) as i64)
-            .map(|p| dead_or(JobState::Delivered, p))
-            .collect();
-        let plan = plan_step(&replay(0), &allowance(1), &candidates, now);
-        assert!(plan.requeue.is_empty());
-        assert!(!plan.exhausted);
-        assert_eq!(plan.next_position, candidates.len() as i64);
-    }
 
     #[test]
     fn filters_round_trip_through_their_column() {

@@ -1,0 +1,156 @@
+//! Read-only figures in PostgreSQL: the worker's next wake-up, the metrics gauges, a
+//! subscriber's load and statistics (see [`crate::store::figures`]).
+
+use sqlx::PgPool;
+
+use super::Tx;
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::figures::{
+    EligibleRow, FailureRow, FigureStatements, GaugeRow, LoadRow, StateCount,
+};
+
+/// The soonest moment a worker has something to do at `$1`; the same rules as the
+/// SQLite store (see there), its candidates combined with `LEAST`.
+const NEXT_WAKE: &str = "SELECT LEAST( \
+           (SELECT MIN(CASE \
+              WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
+                THEN NULL \
+              WHEN s.rate_limit_per_second IS NULL THEN $1 \
+              ELSE (SELECT CASE \
+                WHEN MAX(a.started_at) > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                  THEN MAX(a.started_at) + 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                WHEN COUNT(*) >= s.rate_limit_per_second THEN MIN(a.started_at) + 1000 \
+                ELSE $1 END \
+                FROM attempts a \
+                WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END) \
+            FROM subscribers s WHERE s.enabled AND EXISTS ( \
+              SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
+                AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
+                AND d.deadline > $1 \
+                AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                         AND d.attempts >= d.max_attempts))), \
+           (SELECT j.due_at FROM jobs j \
+            WHERE j.state IN ('scheduled', 'retrying', 'in_flight') \
+              AND j.state IN ('scheduled', 'retrying') AND j.due_at > $1 \
+              AND EXISTS (SELECT 1 FROM subscribers s WHERE s.id = j.subscriber_id AND s.enabled) \
+            ORDER BY j.due_at LIMIT 1), \
+           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
+           (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
+         ) AS next";
+
+/// Jobs per state.
+const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
+
+/// The gauges at `$1` other than the counts; `$2` is `$1` minus the objective.
+const GAUGES: &str = "SELECT \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= $1 \
+             AND s.enabled) AS oldest_eligible, \
+           (SELECT MIN(deliver_at) FROM jobs WHERE state = 'retrying') AS oldest_retrying, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND deliver_at <= $2) AS past_slo, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND (deadline - $1) * 10 <= (deadline - deliver_at)) AS near_deadline";
+
+/// Subscriber `$1`'s limits and their use at `$2`.
+const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
+         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+          AND o.state = 'in_flight' AND o.due_at > $2) AS open_attempts, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > $2 - 1000) END AS started_last_second, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > $2 - 1000) END AS last_started_at \
+         FROM subscribers s WHERE s.id = $1";
+
+/// Whether subscriber `$1` exists.
+const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = $1";
+
+/// Jobs of subscriber `$1` per state (`jobs_subscriber_state`).
+const STATE_COUNTS: &str =
+    "SELECT state, COUNT(*) AS n FROM jobs WHERE subscriber_id = $1 GROUP BY state";
+
+/// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its latest
+/// delivered attempt (`attempts_subscriber_finished`, newest first).
+const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
+    (SELECT MIN(due_at) FROM jobs \
+     WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying') AND due_at <= $2) \
+     AS oldest_eligible, \
+    (SELECT finished_at FROM attempts \
+     WHERE subscriber_id = $1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+     ORDER BY finished_at DESC LIMIT 1) AS last_success";
+
+/// Subscriber `$1`'s latest finished attempt that failed.
+const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, reason \
+    FROM attempts WHERE subscriber_id = $1 AND finished_at IS NOT NULL \
+      AND outcome IN ('retryable', 'terminal', 'blocked') \
+    ORDER BY finished_at DESC LIMIT 1";
+
+impl FigureStatements for PgPool {
+    async fn state_counts(&self) -> Result<Vec<StateCount>, StoreError> {
+        Ok(sqlx::query_as(STATE_COUNTS_ALL).fetch_all(self).await?)
+    }
+
+    async fn gauge_row(&self, now: Timestamp, slo_cutoff: i64) -> Result<GaugeRow, StoreError> {
+        Ok(sqlx::query_as(GAUGES)
+            .bind(now.as_millis())
+            .bind(slo_cutoff)
+            .fetch_one(self)
+            .await?)
+    }
+
+    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let next: Option<i64> = sqlx::query_scalar(NEXT_WAKE)
+            .bind(now.as_millis())
+            .fetch_one(self)
+            .await?;
+        Ok(next.map(Timestamp::from_millis))
+    }
+
+    async fn load(&self, id: &str, now: Timestamp) -> Result<Option<LoadRow>, StoreError> {
+        Ok(sqlx::query_as(LOAD)
+            .bind(id)
+            .bind(now.as_millis())
+            .fetch_optional(self)
+            .await?)
+    }
+
+    async fn subscriber_exists(tx: &mut Tx, id: &str) -> Result<bool, StoreError> {
+        let known = sqlx::query(SUBSCRIBER_EXISTS)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(known.is_some())
+    }
+
+    async fn subscriber_state_counts(tx: &mut Tx, id: &str) -> Result<Vec<StateCount>, StoreError> {
+        Ok(sqlx::query_as(STATE_COUNTS)
+            .bind(id)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn eligible_and_success(
+        tx: &mut Tx,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<EligibleRow, StoreError> {
+        Ok(sqlx::query_as(ELIGIBLE_AND_SUCCESS)
+            .bind(id)
+            .bind(now.as_millis())
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn last_failure(tx: &mut Tx, id: &str) -> Result<Option<FailureRow>, StoreError> {
+        Ok(sqlx::query_as(LAST_FAILURE)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+}

@@ -1,0 +1,182 @@
+//! Read-only figures in SQLite: the worker's next wake-up, the metrics gauges, a
+//! subscriber's load and statistics (see [`crate::store::figures`]).
+//!
+//! Partial indexes are named with `INDEXED BY` and their predicates repeated word for
+//! word: SQLite uses a partial index only when the query's text implies its predicate,
+//! and `INDEXED BY` turns a plan that cannot use it into an error instead of a scan.
+
+use super::{Pools, Tx};
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::figures::{
+    EligibleRow, FailureRow, FigureStatements, GaugeRow, LoadRow, StateCount,
+};
+
+/// The soonest of: the next scheduled or retrying job coming due (enabled
+/// subscribers); for each enabled subscriber with due work, the moment its limits next
+/// let a claim take some (now when they already do; none while it is at
+/// `max_in_flight`: a finished attempt frees it, and this instance's worker wakes on
+/// its own attempts, the poll on other instances'); the next lease to expire; the next
+/// deadline of a waiting job. Range scans on the `jobs_due` and `jobs_deadline`
+/// indexes, so far-future jobs cost nothing.
+const NEXT_WAKE: &str = "SELECT \
+           (SELECT MIN(CASE \
+              WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
+                AND o.state = 'in_flight' AND o.due_at > ?1) THEN NULL \
+              WHEN s.rate_limit_per_second IS NULL THEN ?1 \
+              ELSE (SELECT CASE \
+                WHEN MAX(a.started_at) > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                  THEN MAX(a.started_at) + 1000 * MAX(1, s.rate_limit_per_second / 10) \
+                                  / s.rate_limit_per_second \
+                WHEN COUNT(*) >= s.rate_limit_per_second THEN MIN(a.started_at) + 1000 \
+                ELSE ?1 END \
+                FROM attempts a INDEXED BY attempts_subscriber_started \
+                WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000) END) \
+            FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
+              SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
+              WHERE d.subscriber_id = s.id \
+                AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
+                AND d.deadline > ?1 \
+                AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                         AND d.attempts >= d.max_attempts))) AS held, \
+           (SELECT j.due_at FROM jobs j INDEXED BY jobs_due \
+            JOIN subscribers s ON s.id = j.subscriber_id \
+            WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at > ?1 \
+              AND j.state <> 'in_flight' AND s.enabled = 1 \
+            ORDER BY j.due_at LIMIT 1) AS coming, \
+           (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_in_flight_subscriber \
+            WHERE state = 'in_flight') AS lease, \
+           (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
+            WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
+            ORDER BY deadline LIMIT 1) AS deadline";
+
+/// Jobs per state.
+const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
+
+/// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
+const GAUGES: &str = "SELECT \
+           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= ?1 \
+             AND s.enabled = 1) AS oldest_eligible, \
+           (SELECT MIN(deliver_at) FROM jobs WHERE state = 'retrying') AS oldest_retrying, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND deliver_at <= ?2) AS past_slo, \
+           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+             AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline";
+
+/// Subscriber `?1`'s limits and their use at `?2`.
+const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
+         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+          AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > ?2 - 1000) END AS started_last_second, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > ?2 - 1000) END AS last_started_at \
+         FROM subscribers s WHERE s.id = ?1";
+
+/// Whether subscriber `?1` exists.
+pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
+
+/// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
+pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
+    INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
+
+/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2`, and its latest
+/// delivered attempt (`attempts_subscriber_finished`, newest first).
+pub(super) const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
+    (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
+     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying') AND due_at <= ?2) \
+     AS oldest_eligible, \
+    (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
+     WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+     ORDER BY finished_at DESC LIMIT 1) AS last_success";
+
+/// Subscriber `?1`'s latest finished attempt that failed.
+pub(super) const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, \
+    reason FROM attempts INDEXED BY attempts_subscriber_finished \
+    WHERE subscriber_id = ?1 AND finished_at IS NOT NULL \
+      AND outcome IN ('retryable', 'terminal', 'blocked') \
+    ORDER BY finished_at DESC LIMIT 1";
+
+/// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
+#[derive(sqlx::FromRow)]
+struct NextWake {
+    held: Option<i64>,
+    coming: Option<i64>,
+    lease: Option<i64>,
+    deadline: Option<i64>,
+}
+
+impl FigureStatements for Pools {
+    async fn state_counts(&self) -> Result<Vec<StateCount>, StoreError> {
+        Ok(sqlx::query_as(STATE_COUNTS_ALL)
+            .fetch_all(&self.readers)
+            .await?)
+    }
+
+    async fn gauge_row(&self, now: Timestamp, slo_cutoff: i64) -> Result<GaugeRow, StoreError> {
+        Ok(sqlx::query_as(GAUGES)
+            .bind(now.as_millis())
+            .bind(slo_cutoff)
+            .fetch_one(&self.readers)
+            .await?)
+    }
+
+    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let row: NextWake = sqlx::query_as(NEXT_WAKE)
+            .bind(now.as_millis())
+            .fetch_one(&self.readers)
+            .await?;
+        let earliest = [row.held, row.coming, row.lease, row.deadline]
+            .into_iter()
+            .flatten()
+            .min();
+        Ok(earliest.map(Timestamp::from_millis))
+    }
+
+    async fn load(&self, id: &str, now: Timestamp) -> Result<Option<LoadRow>, StoreError> {
+        Ok(sqlx::query_as(LOAD)
+            .bind(id)
+            .bind(now.as_millis())
+            .fetch_optional(&self.readers)
+            .await?)
+    }
+
+    async fn subscriber_exists(tx: &mut Tx, id: &str) -> Result<bool, StoreError> {
+        let known = sqlx::query(SUBSCRIBER_EXISTS)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(known.is_some())
+    }
+
+    async fn subscriber_state_counts(tx: &mut Tx, id: &str) -> Result<Vec<StateCount>, StoreError> {
+        Ok(sqlx::query_as(STATE_COUNTS)
+            .bind(id)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn eligible_and_success(
+        tx: &mut Tx,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<EligibleRow, StoreError> {
+        Ok(sqlx::query_as(ELIGIBLE_AND_SUCCESS)
+            .bind(id)
+            .bind(now.as_millis())
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn last_failure(tx: &mut Tx, id: &str) -> Result<Option<FailureRow>, StoreError> {
+        Ok(sqlx::query_as(LAST_FAILURE)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+}
