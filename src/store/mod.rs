@@ -4,6 +4,16 @@
 //! The interface is batch-shaped (DESIGN §3): claims return batches, outcomes are
 //! recorded for many jobs in one write, and creates take a batch in one transaction.
 //! Every time-dependent call takes `now`; no implementation reads a clock.
+//!
+//! Layout: [`records`] holds what the store reads and writes, one subject per file.
+//! Each subject (`subscribers`, `secrets`, `jobs`, `creates`, `attempts`, `claims`,
+//! `outcomes`, `sweep`, `replays`, `figures`, `maintenance`) has a file here with what
+//! both backends share — the rows it decodes and its algorithm, a plain function over
+//! a small statement trait built on `Transactions` — and a file of the same name in
+//! [`sqlite`] and [`postgres`] with that backend's SQL, as constants in its own
+//! dialect, and its implementation of the trait. [`dialect`] builds the statements
+//! written at run time; [`group_commit`] batches creates and outcomes; [`Wake`] wakes
+//! this instance's worker when the store creates work.
 
 mod attempts;
 mod claims;
