@@ -79,3 +79,51 @@ impl CreateStatements for Pools {
         Ok((inserted, stored))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use crate::domain::secret::SigningSecret;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{NewJob, Sealer, Store, SubscriberPut};
+    use crate::testing::START;
+
+    /// The store wakes its worker for a created job due before the worker's plan, and
+    /// not for one due after it.
+    #[tokio::test]
+    async fn a_created_job_due_before_the_plan_wakes_the_worker() {
+        let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
+            .await
+            .unwrap();
+        let put = SubscriberPut {
+            id: "s".into(),
+            url: "https://s.example.test/".into(),
+            secret: None,
+            generated_secret: SigningSecret::generate(),
+            max_in_flight: None,
+            rate_limit_per_second: None,
+            enabled: None,
+        };
+        store.put_subscriber(put, START).await.unwrap();
+        let job = |event: &str, due_in_ms: u64| NewJob {
+            id: Uuid::now_v7(),
+            subscriber_id: "s".into(),
+            event_id: event.into(),
+            payload: "{}".into(),
+            deliver_at: START.plus_ms(due_in_ms),
+            deadline: START.plus_ms(600_000),
+            max_attempts: None,
+            created_at: START,
+        };
+        let wake = store.wake();
+        let woken = || tokio::time::timeout(Duration::from_millis(50), wake.notified());
+        wake.sleeping_until(START.plus_ms(10_000));
+        store.create_jobs(vec![job("later", 20_000)]).await.unwrap();
+        assert!(woken().await.is_err(), "due after the plan");
+        store.create_jobs(vec![job("sooner", 1_000)]).await.unwrap();
+        assert!(woken().await.is_ok(), "due before the plan");
+    }
+}

@@ -96,3 +96,95 @@ impl OutcomeStatements for Pools {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use crate::domain::attempt::AttemptOutcome;
+    use crate::domain::secret::SigningSecret;
+    use crate::domain::{JobEvent, JobState, job};
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{
+        AttemptResult, ClaimRequest, Fenced, LeaseRef, NewJob, OutcomeRecord, Sealer, Store,
+        SubscriberPut,
+    };
+    use crate::testing::START;
+
+    /// Outcomes recorded one by one go through the group commit, each with its own
+    /// result: a repeat of a lease already written is late.
+    #[tokio::test]
+    async fn outcomes_recorded_one_by_one_keep_their_own_results() {
+        let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
+            .await
+            .unwrap();
+        let put = SubscriberPut {
+            id: "s".into(),
+            url: "https://s.example.test/".into(),
+            secret: None,
+            generated_secret: SigningSecret::generate(),
+            max_in_flight: None,
+            rate_limit_per_second: None,
+            enabled: None,
+        };
+        store.put_subscriber(put, START).await.unwrap();
+        let jobs = (0..2)
+            .map(|n| NewJob {
+                id: Uuid::now_v7(),
+                subscriber_id: "s".into(),
+                event_id: format!("e{n}"),
+                payload: "{}".into(),
+                deliver_at: START,
+                deadline: START.plus_ms(60_000),
+                max_attempts: None,
+                created_at: START,
+            })
+            .collect();
+        store.create_jobs(jobs).await.unwrap();
+        let claimed = store
+            .claim(ClaimRequest {
+                now: START,
+                limit: 10,
+                owner: "w".into(),
+                lease_ms: 30_000,
+            })
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2);
+        let finished = START.plus_ms(5);
+        let record = |n: usize| {
+            let job = &claimed[n];
+            OutcomeRecord {
+                lease: LeaseRef {
+                    job_id: job.job_id,
+                    token: job.lease_token,
+                },
+                attempt: job.attempt,
+                finished_at: finished,
+                result: AttemptResult {
+                    outcome: AttemptOutcome::Delivered,
+                    status: Some(200),
+                    error_class: None,
+                    reason: None,
+                    body_excerpt: None,
+                },
+                transition: job::transition(&job.snapshot, JobEvent::Delivered, finished).unwrap(),
+                pause_subscriber: false,
+            }
+        };
+        let (first, second) = tokio::join!(
+            store.record_outcome(record(0), finished),
+            store.record_outcome(record(1), finished),
+        );
+        assert_eq!(
+            (first.unwrap(), second.unwrap()),
+            (Fenced::Applied, Fenced::Applied)
+        );
+        let again = store.record_outcome(record(0), finished).await.unwrap();
+        assert_eq!(again, Fenced::Late);
+        for job in &claimed {
+            let stored = store.get_job(job.job_id).await.unwrap().unwrap();
+            assert_eq!(stored.state, JobState::Delivered);
+        }
+    }
+}
