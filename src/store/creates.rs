@@ -7,7 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::domain::payload::same_json_value;
-use crate::store::dialect::inserts::INSERT_CHUNK;
+use crate::store::dialect::inserts::{INSERT_CHUNK, insert_new_jobs};
+use crate::store::dialect::{Query, Value};
 use crate::store::group_commit::{GroupCommit, GroupLimits, GroupResults, same_kind};
 use crate::store::jobs::StoredJobRow;
 use crate::store::records::{CreateOutcome, Job, NewJob};
@@ -75,8 +76,15 @@ fn needs_savepoint(jobs: &[NewJob]) -> bool {
     jobs.len() > 1
 }
 
-/// The statements of a group's transaction.
+/// The statements of a group's transaction, in the backend's dialect.
 pub(crate) trait CreateStatements: Transactions {
+    /// Inserts job `$1` (subscriber `$2`, event `$3`, payload `$4`, `max_attempts`
+    /// `$5`, due at `$6`, deadline `$7`, created at `$8`) as `scheduled`, unless its
+    /// key exists.
+    const INSERT: &'static str;
+    /// The job of key (`$1`, `$2`) with its payload ([`StoredJobRow`]).
+    const FIND: &'static str;
+
     /// Which of `ids` (sorted) name existing subscribers, each with whether it is
     /// enabled; each row is held until `tx` ends as the backend needs, so a subscriber
     /// cannot vanish before the jobs that name it commit.
@@ -84,27 +92,39 @@ pub(crate) trait CreateStatements: Transactions {
         tx: &mut Self::Tx,
         ids: &[&str],
     ) -> impl Future<Output = Result<KnownSubscribers, StoreError>> + Send;
+}
 
-    /// Runs a statement without parameters (the savepoint commands).
-    fn execute(
-        tx: &mut Self::Tx,
-        sql: &'static str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+/// Inserts `jobs` (at most [`INSERT_CHUNK`]) in one statement (see
+/// [`insert_new_jobs`]), skipping those whose key exists; returns the ids inserted.
+async fn insert_new<S: CreateStatements>(
+    tx: &mut S::Tx,
+    jobs: &[&NewJob],
+) -> Result<HashSet<String>, StoreError> {
+    let query = Query::from(&insert_new_jobs(S::DIALECT, jobs));
+    let ids: Vec<(String,)> = S::fetch_all(tx, query).await?;
+    Ok(ids.into_iter().map(|(id,)| id).collect())
+}
 
-    /// Inserts `jobs` (at most [`INSERT_CHUNK`]) in one statement (see
-    /// [`crate::store::dialect::inserts::insert_new_jobs`]), skipping those whose key
-    /// exists; returns the ids inserted.
-    fn insert_new(
-        tx: &mut Self::Tx,
-        jobs: &[&NewJob],
-    ) -> impl Future<Output = Result<HashSet<String>, StoreError>> + Send;
-
-    /// Inserts `job` unless its key exists, and reads the job of its key back: whether
-    /// it was inserted, and the stored job with its payload.
-    fn insert_one(
-        tx: &mut Self::Tx,
-        job: &NewJob,
-    ) -> impl Future<Output = Result<(bool, StoredJobRow), StoreError>> + Send;
+/// Inserts `job` unless its key exists, and reads the job of its key back: whether
+/// it was inserted, and the stored job with its payload.
+async fn insert_one<S: CreateStatements>(
+    tx: &mut S::Tx,
+    job: &NewJob,
+) -> Result<(bool, StoredJobRow), StoreError> {
+    let insert = Query::new(S::INSERT)
+        .text(job.id.to_string())
+        .text(&job.subscriber_id)
+        .text(&job.event_id)
+        .text(&job.payload)
+        .bind(Value::OptInt(job.max_attempts.map(i64::from)))
+        .int(job.deliver_at.as_millis())
+        .int(job.deadline.as_millis())
+        .int(job.created_at.as_millis());
+    let inserted = S::execute(tx, insert).await? == 1;
+    let find = Query::new(S::FIND)
+        .text(&job.subscriber_id)
+        .text(&job.event_id);
+    Ok((inserted, S::fetch_one(tx, find).await?))
 }
 
 /// Writes each request of a group inside the group's open transaction, as if one
@@ -129,7 +149,7 @@ async fn write_requests<S: CreateStatements>(
         .collect();
     for chunk in lone.chunks(INSERT_CHUNK) {
         let jobs: Vec<&NewJob> = chunk.iter().map(|&i| &requests[i][0]).collect();
-        let inserted = S::insert_new(tx, &jobs).await?;
+        let inserted = insert_new::<S>(tx, &jobs).await?;
         for (&index, job) in chunk.iter().zip(jobs) {
             if inserted.contains(&job.id.to_string()) {
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
@@ -150,7 +170,7 @@ async fn write_requests<S: CreateStatements>(
         }
         let savepoint = needs_savepoint(jobs);
         if savepoint {
-            S::execute(tx, "SAVEPOINT request").await?;
+            S::execute(tx, Query::new("SAVEPOINT request")).await?;
         }
         let result = match write_request::<S>(tx, jobs, known).await {
             Ok(outcomes) => Ok(outcomes),
@@ -159,9 +179,9 @@ async fn write_requests<S: CreateStatements>(
         };
         if savepoint {
             if result.is_err() {
-                S::execute(tx, "ROLLBACK TO SAVEPOINT request").await?;
+                S::execute(tx, Query::new("ROLLBACK TO SAVEPOINT request")).await?;
             }
-            S::execute(tx, "RELEASE SAVEPOINT request").await?;
+            S::execute(tx, Query::new("RELEASE SAVEPOINT request")).await?;
         }
         results[index] = Some(result);
     }
@@ -180,7 +200,7 @@ async fn write_request<S: CreateStatements>(
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     for chunk in order.chunks(INSERT_CHUNK) {
         let batch: Vec<&NewJob> = chunk.iter().map(|&i| &jobs[i]).collect();
-        let inserted = S::insert_new(tx, &batch).await?;
+        let inserted = insert_new::<S>(tx, &batch).await?;
         for (&index, job) in chunk.iter().zip(batch) {
             if inserted.contains(&job.id.to_string()) {
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
@@ -191,7 +211,7 @@ async fn write_request<S: CreateStatements>(
     for index in order {
         if outcomes[index].is_none() {
             let job = &jobs[index];
-            let (inserted, stored) = S::insert_one(tx, job).await?;
+            let (inserted, stored) = insert_one::<S>(tx, job).await?;
             let outcome = if inserted {
                 CreateOutcome::Created(stored.job.try_into()?)
             } else {

@@ -7,9 +7,14 @@ use crate::domain::waiting::SubscriberLoad;
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::decode;
+use crate::store::dialect::Query;
 use crate::store::records::{AttemptFailure, StoreGauges, SubscriberStats};
 use crate::store::replays::ReplayStatements;
 use crate::store::transactions::Transactions;
+
+/// A row, whatever its columns (an existence check).
+#[derive(sqlx::FromRow)]
+pub struct Exists {}
 
 /// A `GROUP BY state` count.
 #[derive(sqlx::FromRow)]
@@ -54,19 +59,25 @@ pub struct FailureRow {
     reason: Option<String>,
 }
 
-/// The statements of the figures. Those taking `&self` read outside a transaction
-/// (SQLite: on its readers).
+/// The statements of the figures, in the backend's dialect. The gauges and a
+/// subscriber's load are read outside a transaction (SQLite: on its readers); a
+/// subscriber's statistics in one snapshot.
 pub(crate) trait FigureStatements: Transactions {
-    /// Jobs per state.
-    fn state_counts(&self) -> impl Future<Output = Result<Vec<StateCount>, StoreError>> + Send;
-
-    /// The other gauges at `now` (see [`StoreGauges`]); `slo_cutoff` is `now` minus
-    /// the objective, in ms.
-    fn gauge_row(
-        &self,
-        now: Timestamp,
-        slo_cutoff: i64,
-    ) -> impl Future<Output = Result<GaugeRow, StoreError>> + Send;
+    /// Jobs per state ([`StateCount`]).
+    const STATE_COUNTS_ALL: &'static str;
+    /// The other gauges at `$1` ([`GaugeRow`]); `$2` is `$1` minus the objective.
+    const GAUGES: &'static str;
+    /// Subscriber `$1`'s limits and their use at `$2` ([`LoadRow`]).
+    const LOAD: &'static str;
+    /// Whether subscriber `$1` exists (a row when it does).
+    const SUBSCRIBER_EXISTS: &'static str;
+    /// Subscriber `$1`'s jobs per state ([`StateCount`]).
+    const STATE_COUNTS: &'static str;
+    /// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its
+    /// latest delivered attempt ([`EligibleRow`]).
+    const ELIGIBLE_AND_SUCCESS: &'static str;
+    /// Subscriber `$1`'s latest finished attempt that failed ([`FailureRow`]).
+    const LAST_FAILURE: &'static str;
 
     /// When a job next needs a worker, as of `now` (see
     /// [`crate::store::Store::next_wake_at`]; replays aside).
@@ -74,39 +85,6 @@ pub(crate) trait FigureStatements: Transactions {
         &self,
         now: Timestamp,
     ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
-
-    /// Subscriber `id`'s limits and their use at `now`; `None` when it does not exist.
-    fn load(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Option<LoadRow>, StoreError>> + Send;
-
-    /// Whether subscriber `id` exists.
-    fn subscriber_exists(
-        tx: &mut Self::Tx,
-        id: &str,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Subscriber `id`'s jobs per state.
-    fn subscriber_state_counts(
-        tx: &mut Self::Tx,
-        id: &str,
-    ) -> impl Future<Output = Result<Vec<StateCount>, StoreError>> + Send;
-
-    /// The earliest due time of subscriber `id`'s waiting jobs due at `now`, and its
-    /// latest delivered attempt.
-    fn eligible_and_success(
-        tx: &mut Self::Tx,
-        id: &str,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<EligibleRow, StoreError>> + Send;
-
-    /// Subscriber `id`'s latest finished attempt that failed.
-    fn last_failure(
-        tx: &mut Self::Tx,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<FailureRow>, StoreError>> + Send;
 }
 
 /// See [`crate::store::Store::gauges`].
@@ -116,14 +94,17 @@ pub(crate) async fn gauges<S: FigureStatements>(
     slo_ms: u64,
 ) -> Result<StoreGauges, StoreError> {
     let mut gauges = StoreGauges::default();
-    for row in db.state_counts().await? {
+    let counts: Vec<StateCount> = db.read_all(Query::new(S::STATE_COUNTS_ALL)).await?;
+    for row in counts {
         let state: JobState = decode::named("state", &row.state)?;
         gauges.jobs_by_state.push((state, decode::count(row.n)));
     }
     let slo_cutoff = now
         .as_millis()
         .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
-    let row = db.gauge_row(now, slo_cutoff).await?;
+    let row: GaugeRow = db
+        .read_one(Query::new(S::GAUGES).int(now.as_millis()).int(slo_cutoff))
+        .await?;
     gauges.oldest_eligible_since = decode::opt_ts(row.oldest_eligible);
     gauges.oldest_retrying_since = decode::opt_ts(row.oldest_retrying);
     gauges.past_slo = decode::count(row.past_slo);
@@ -138,7 +119,7 @@ pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
     let jobs = db.next_job_wake(now).await?;
-    let replay = db.next_replay_at().await?;
+    let replay = crate::store::replays::next_at(db).await?;
     Ok(jobs.into_iter().chain(replay).min())
 }
 
@@ -149,7 +130,9 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
     now: Timestamp,
 ) -> Result<Option<SubscriberLoad>, StoreError> {
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-    Ok(db.load(id, now).await?.map(|row| SubscriberLoad {
+    let query = Query::new(S::LOAD).text(id).int(now.as_millis());
+    let row: Option<LoadRow> = db.read_optional(query).await?;
+    Ok(row.map(|row| SubscriberLoad {
         open_attempts: count(row.open_attempts),
         max_in_flight: count(row.max_in_flight),
         started_last_second: count(row.started_last_second),
@@ -166,19 +149,27 @@ pub(crate) async fn subscriber_stats<S: FigureStatements>(
     now: Timestamp,
 ) -> Result<Option<SubscriberStats>, StoreError> {
     let mut tx = db.snapshot().await?;
-    if !S::subscriber_exists(&mut tx, id).await? {
+    let known: Option<Exists> =
+        S::fetch_optional(&mut tx, Query::new(S::SUBSCRIBER_EXISTS).text(id)).await?;
+    if known.is_none() {
         return Ok(None);
     }
     let mut stats = SubscriberStats::default();
-    for row in S::subscriber_state_counts(&mut tx, id).await? {
+    let counts: Vec<StateCount> =
+        S::fetch_all(&mut tx, Query::new(S::STATE_COUNTS).text(id)).await?;
+    for row in counts {
         let state: JobState = decode::named("state", &row.state)?;
         stats.jobs.add(state, decode::count(row.n));
     }
-    let row = S::eligible_and_success(&mut tx, id, now).await?;
+    let query = Query::new(S::ELIGIBLE_AND_SUCCESS)
+        .text(id)
+        .int(now.as_millis());
+    let row: EligibleRow = S::fetch_one(&mut tx, query).await?;
     stats.oldest_eligible_since = decode::opt_ts(row.oldest_eligible);
     stats.last_success_at = decode::opt_ts(row.last_success);
-    stats.last_failure = S::last_failure(&mut tx, id)
-        .await?
+    let failure: Option<FailureRow> =
+        S::fetch_optional(&mut tx, Query::new(S::LAST_FAILURE).text(id)).await?;
+    stats.last_failure = failure
         .map(|row| -> Result<AttemptFailure, StoreError> {
             Ok(AttemptFailure {
                 at: Timestamp::from_millis(row.finished_at),

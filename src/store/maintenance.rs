@@ -1,24 +1,18 @@
 //! Retention, for both backends: purging finished jobs in batches, oldest first.
 
-use std::future::Future;
-
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::decode;
+use crate::store::dialect::Query;
 use crate::store::records::PurgedJobs;
 use crate::store::transactions::Transactions;
 
-/// The statement of a purge.
+/// The statement of a purge, in the backend's dialect.
 pub(crate) trait PurgeStatements: Transactions {
-    /// Deletes up to `limit` jobs in `state` last updated before `before`, oldest
-    /// first, with their attempts and replay entries (foreign keys cascade); returns
-    /// the state of each deleted job.
-    fn purge(
-        tx: &mut Self::Tx,
-        state: JobState,
-        before: Timestamp,
-        limit: u64,
-    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+    /// Deletes up to `$2` jobs in state `$3` last updated before `$1`, oldest first,
+    /// with their attempts and replay entries (foreign keys cascade); returns the
+    /// state of each deleted job.
+    const PURGE: &'static str;
 }
 
 /// Deletes up to `limit` finished jobs in one write transaction (see
@@ -37,8 +31,13 @@ pub(crate) async fn purge_finished<S: PurgeStatements>(
         let Some(before) = before.filter(|_| left > 0) else {
             continue;
         };
-        for deleted in S::purge(&mut tx, state, before, left).await? {
-            count_purged(&mut purged, &deleted)?;
+        let query = Query::new(S::PURGE)
+            .int(before.as_millis())
+            .int(i64::try_from(left).unwrap_or(i64::MAX))
+            .text(state.as_str());
+        let deleted: Vec<(String,)> = S::fetch_all(&mut tx, query).await?;
+        for (state,) in deleted {
+            count_purged(&mut purged, &state)?;
         }
     }
     S::commit(tx).await?;

@@ -8,10 +8,10 @@
 //! lease token (DESIGN §3, throughput shape).
 
 use std::collections::HashSet;
-use std::future::Future;
 
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::StoreError;
+use crate::store::dialect::Query;
 use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
 use crate::store::records::{Fenced, OutcomeRecord};
 use crate::store::transactions::Transactions;
@@ -19,28 +19,16 @@ use crate::store::transactions::Transactions;
 /// Most outcomes one group commit writes.
 pub const MAX_OUTCOME_GROUP: usize = 256;
 
-/// The statements of a batch of outcomes.
+/// The statements of a batch of outcomes, in the backend's dialect.
 pub(crate) trait OutcomeStatements: Transactions {
-    /// Finishes each attempt of `batch` (see [`to_json`]): its row is named by its
+    /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
     /// lease token, so a late result still lands on its own attempt.
-    fn finish_attempts(
-        tx: &mut Self::Tx,
-        batch: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Applies each transition of `batch` only while its lease holds (fencing token,
-    /// `in_flight`); returns the (job id, token) pairs applied.
-    fn apply_transitions(
-        tx: &mut Self::Tx,
-        batch: &str,
-    ) -> impl Future<Output = Result<HashSet<(String, i64)>, StoreError>> + Send;
-
-    /// Pauses the subscriber of job `job_id` at `now` (its receiver answered `410`).
-    fn pause_subscriber(
-        tx: &mut Self::Tx,
-        job_id: &str,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    const FINISH_ATTEMPTS: &'static str;
+    /// Applies each transition of batch `$1` only while its lease holds (fencing
+    /// token, `in_flight`); returns the (job id, token) pairs applied.
+    const APPLY_TRANSITIONS: &'static str;
+    /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`).
+    const PAUSE_SUBSCRIBER: &'static str;
 }
 
 /// Records `records` at `now` in one write transaction (see
@@ -53,13 +41,17 @@ pub(crate) async fn record<S: OutcomeStatements>(
     check(records)?;
     let batch = to_json(records, now);
     let mut tx = db.write().await?;
-    S::finish_attempts(&mut tx, &batch).await?;
-    let applied = S::apply_transitions(&mut tx, &batch).await?;
+    S::execute(&mut tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
+    let applied: Vec<(String, i64)> =
+        S::fetch_all(&mut tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
     for record in records.iter().filter(|r| r.pause_subscriber) {
-        S::pause_subscriber(&mut tx, &record.lease.job_id.to_string(), now).await?;
+        let query = Query::new(S::PAUSE_SUBSCRIBER)
+            .text(record.lease.job_id.to_string())
+            .int(now.as_millis());
+        S::execute(&mut tx, query).await?;
     }
     S::commit(tx).await?;
-    Ok(fenced_in_order(records, applied))
+    Ok(fenced_in_order(records, applied.into_iter().collect()))
 }
 
 /// Starts the group commit of `db`'s outcomes: groups of at most

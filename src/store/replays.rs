@@ -8,13 +8,15 @@
 //! jobs may go now, and requeues that many of the next snapshotted jobs that are still
 //! `dead` (a job delivered or requeued meanwhile is skipped, never resent).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::domain::Timestamp;
 use crate::domain::replay::{Pacing, ReplayFilter, ReplayState};
-use crate::domain::{Timestamp, Transition};
+use crate::store::dialect::matching::{count_matching, snapshot_matching};
+use crate::store::dialect::{Query, Value};
+use crate::store::figures::Exists;
 use crate::store::records::{NewReplay, Replay, ReplayProgress};
 use crate::store::transactions::Transactions;
 use crate::store::{StoreError, Wake};
@@ -30,145 +32,86 @@ pub use stored::{CandidateRow, DueReplayRow, ReplayRow, encode_filter};
 /// Most running replays one step advances.
 pub const REPLAYS_PER_STEP: u32 = 16;
 
-/// What a step stores of a replay.
-#[derive(Clone, Copy, Debug)]
-pub struct StepRecord {
-    /// Which replay.
-    pub id: Uuid,
-    /// The next snapshotted job to look at.
-    pub next_position: i64,
-    /// Where the last burst began.
-    pub burst_position: i64,
-    /// Jobs requeued by this step.
-    pub requeued: i64,
-    /// Jobs skipped by this step.
-    pub skipped: i64,
-    /// The token bucket's state.
-    pub paced_until: Timestamp,
-    /// When to look at it again.
-    pub next_at: Timestamp,
-    /// The step's instant.
-    pub now: Timestamp,
-    /// True when no snapshotted job is left: the replay is `done`.
-    pub exhausted: bool,
+/// The statements of replays, in the backend's dialect.
+pub(crate) trait ReplayStatements: Transactions {
+    /// When the next running replay may release jobs (one nullable column).
+    const NEXT_AT: &'static str;
+    /// Replay `$1` ([`ReplayRow`]).
+    const FETCH: &'static str;
+    /// Taken before a creation where instances write at once (PostgreSQL locks the
+    /// table; SQLite has one writer), so two concurrent replays cannot both fit the
+    /// budget's last room.
+    const LOCK_CREATIONS: Option<&'static str>;
+    /// The summed rate of the running replays, in jobs/s.
+    const USED_RATE: &'static str;
+    /// Inserts replay `$1` (filter `$2`, `max_jobs` `$3`, rate `$4`, ttl `$5`),
+    /// `running`, its token bucket at `$6`, its first burst at `$7`, created at `$8`.
+    const INSERT: &'static str;
+    /// How many jobs replay `$1` snapshotted.
+    const SNAPSHOT_SIZE: &'static str;
+    /// Marks replay `$1` created at `$3` with `$2` matched: ends it at once when
+    /// nothing matched.
+    const MARK_CREATED: &'static str;
+    /// Stops replay `$1` at `$2` if it is running.
+    const CANCEL: &'static str;
+    /// The running replays whose next burst is due at `$1`, at most `$2`
+    /// ([`DueReplayRow`]; PostgreSQL locks them, skipping those another instance is
+    /// advancing).
+    const DUE: &'static str;
+    /// Looks at replay `$1` again at `$2`.
+    const WAIT_UNTIL: &'static str;
+    /// A row when a job of replay `$1`'s last burst (positions `$2..$3`) still waits
+    /// to be claimed or retried.
+    const LAST_BURST_WAITING: &'static str;
+    /// Replay `$1`'s snapshotted jobs from position `$2` on, at most `$3`, as they are
+    /// now ([`CandidateRow`]).
+    const CANDIDATES: &'static str;
+    /// Moves dead job `$1` back to state `$2`, due at `$3`, deadline `$4`, at `$5`, with
+    /// a fresh attempt budget; returns its id when it was still dead.
+    const REQUEUE: &'static str;
+    /// Stores a step of replay `$1` (`$2` next position, `$3`
+    /// requeued, `$4` skipped, `$5` paced until, `$6` next at, `$7` now, `$8`
+    /// exhausted, `$9` burst position); returns its state.
+    const RECORD_STEP: &'static str;
 }
 
-/// The statements of replays. Those taking `&self` read outside a transaction
-/// (SQLite: on its readers).
-pub(crate) trait ReplayStatements: Transactions {
-    /// When the next running replay may release jobs.
-    fn next_replay_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+/// When the next running replay may release jobs.
+pub(crate) async fn next_at<S: ReplayStatements>(db: &S) -> Result<Option<Timestamp>, StoreError> {
+    let (at,): (Option<i64>,) = db.read_one(Query::new(S::NEXT_AT)).await?;
+    Ok(at.map(Timestamp::from_millis))
+}
 
-    /// How many dead jobs `filter` matches, at most `max_jobs` (see
-    /// [`crate::store::dialect::matching::count_matching`]).
-    fn count_matches(
-        &self,
-        filter: &ReplayFilter,
-        max_jobs: u32,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+/// How many dead jobs `filter` matches, at most `max_jobs` (a dry run; see
+/// [`crate::store::dialect::matching::count_matching`]).
+pub(crate) async fn count_matches<S: ReplayStatements>(
+    db: &S,
+    filter: &ReplayFilter,
+    max_jobs: u32,
+) -> Result<u64, StoreError> {
+    let query = Query::from(&count_matching(S::DIALECT, filter, max_jobs));
+    let (n,): (i64,) = db.read_one(query).await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
 
-    /// Replay `id`, or `None`.
-    fn get(&self, id: Uuid) -> impl Future<Output = Result<Option<ReplayRow>, StoreError>> + Send;
+/// Replay `id` in `tx`, or `None`.
+async fn fetch<S: ReplayStatements>(
+    tx: &mut S::Tx,
+    id: Uuid,
+) -> Result<Option<ReplayRow>, StoreError> {
+    S::fetch_optional(tx, Query::new(S::FETCH).text(id.to_string())).await
+}
 
-    /// Replay `id` in `tx`, or `None`.
-    fn fetch(
-        tx: &mut Self::Tx,
-        id: Uuid,
-    ) -> impl Future<Output = Result<Option<ReplayRow>, StoreError>> + Send;
-
-    /// Takes one creation at a time where instances write at once (PostgreSQL locks
-    /// the table; SQLite has one writer), so two concurrent replays cannot both fit
-    /// the budget's last room.
-    fn lock_creations(tx: &mut Self::Tx) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// The summed rate of the running replays, in jobs/s.
-    fn used_rate(tx: &mut Self::Tx) -> impl Future<Output = Result<i64, StoreError>> + Send;
-
-    /// Inserts `replay`, `running`, with its token bucket at `paced_until` and its
-    /// first burst at `next_at`.
-    fn insert(
-        tx: &mut Self::Tx,
-        replay: &NewReplay,
-        paced_until: Timestamp,
-        next_at: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Snapshots the jobs `replay` matches (see
-    /// [`crate::store::dialect::matching::snapshot_matching`]).
-    fn snapshot_matches(
-        tx: &mut Self::Tx,
-        replay: &NewReplay,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// How many jobs replay `id` snapshotted.
-    fn snapshot_size(
-        tx: &mut Self::Tx,
-        id: Uuid,
-    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
-
-    /// Marks replay `id` created at `now`: counts the snapshot (`matched`), and ends
-    /// it at once when nothing matched.
-    fn mark_created(
-        tx: &mut Self::Tx,
-        id: Uuid,
-        matched: i64,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Stops replay `id` at `now` if it is running.
-    fn cancel(
-        tx: &mut Self::Tx,
-        id: Uuid,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// The running replays whose next burst is due at `now`, at most `limit`
-    /// (PostgreSQL locks them, skipping those another instance is advancing).
-    fn due(
-        tx: &mut Self::Tx,
-        now: Timestamp,
-        limit: u32,
-    ) -> impl Future<Output = Result<Vec<DueReplayRow>, StoreError>> + Send;
-
-    /// Looks at replay `id` again at `at`.
-    fn wait_until(
-        tx: &mut Self::Tx,
-        id: Uuid,
-        at: Timestamp,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Whether a job of replay `id`'s last burst (positions `from..to`) still waits
-    /// to be claimed or retried.
-    fn last_burst_waiting(
-        tx: &mut Self::Tx,
-        id: Uuid,
-        from: i64,
-        to: i64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Replay `id`'s snapshotted jobs from position `from` on, at most `limit`, as
-    /// they are now.
-    fn candidates(
-        tx: &mut Self::Tx,
-        id: Uuid,
-        from: i64,
-        limit: u32,
-    ) -> impl Future<Output = Result<Vec<CandidateRow>, StoreError>> + Send;
-
-    /// Moves dead job `job_id` back as `transition` says at `now`, with a fresh
-    /// attempt budget; whether it was still dead.
-    fn requeue(
-        tx: &mut Self::Tx,
-        job_id: Uuid,
-        transition: &Transition,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Stores a step; returns the replay's state after it.
-    fn record_step(
-        tx: &mut Self::Tx,
-        step: &StepRecord,
-    ) -> impl Future<Output = Result<String, StoreError>> + Send;
+/// Looks at replay `id` again at `at`.
+async fn wait_until<S: ReplayStatements>(
+    tx: &mut S::Tx,
+    id: Uuid,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    let query = Query::new(S::WAIT_UNTIL)
+        .text(id.to_string())
+        .int(at.as_millis());
+    S::execute(tx, query).await?;
+    Ok(())
 }
 
 /// Creates a replay in one write transaction (see
@@ -181,8 +124,11 @@ pub(crate) async fn create<S: ReplayStatements>(
 ) -> Result<Replay, StoreError> {
     let now = replay.created_at;
     let mut tx = db.write().await?;
-    S::lock_creations(&mut tx).await?;
-    let used = u64::try_from(S::used_rate(&mut tx).await?).unwrap_or(0);
+    if let Some(lock) = S::LOCK_CREATIONS {
+        S::execute(&mut tx, Query::new(lock)).await?;
+    }
+    let (used,): (i64,) = S::fetch_one(&mut tx, Query::new(S::USED_RATE)).await?;
+    let used = u64::try_from(used).unwrap_or(0);
     if used + u64::from(replay.rate_per_second) > u64::from(replay.rate_budget) {
         return Err(StoreError::ReplayRateBudget {
             used,
@@ -190,11 +136,27 @@ pub(crate) async fn create<S: ReplayStatements>(
         });
     }
     let (paced_until, next_at) = Pacing::new(replay.rate_per_second).start(now);
-    S::insert(&mut tx, &replay, paced_until, next_at).await?;
-    S::snapshot_matches(&mut tx, &replay).await?;
-    let matched = S::snapshot_size(&mut tx, replay.id).await?;
-    S::mark_created(&mut tx, replay.id, matched, now).await?;
-    let created = S::fetch(&mut tx, replay.id)
+    let id = replay.id.to_string();
+    let insert = Query::new(S::INSERT)
+        .text(id.clone())
+        .text(encode_filter(&replay.filter))
+        .int(i64::from(replay.max_jobs))
+        .int(i64::from(replay.rate_per_second))
+        .int(i64::try_from(replay.ttl_ms).unwrap_or(i64::MAX))
+        .int(paced_until.as_millis())
+        .int(next_at.as_millis())
+        .int(now.as_millis());
+    S::execute(&mut tx, insert).await?;
+    let snapshot = Query::from(&snapshot_matching(S::DIALECT, &replay));
+    S::execute(&mut tx, snapshot).await?;
+    let (matched,): (i64,) =
+        S::fetch_one(&mut tx, Query::new(S::SNAPSHOT_SIZE).text(id.clone())).await?;
+    let mark = Query::new(S::MARK_CREATED)
+        .text(id)
+        .int(matched)
+        .int(now.as_millis());
+    S::execute(&mut tx, mark).await?;
+    let created = fetch::<S>(&mut tx, replay.id)
         .await?
         .ok_or_else(|| StoreError::Internal("the new replay vanished".into()))?;
     // Workers of every instance wake for it (sent at commit).
@@ -209,7 +171,9 @@ pub(crate) async fn get<S: ReplayStatements>(
     db: &S,
     id: Uuid,
 ) -> Result<Option<Replay>, StoreError> {
-    db.get(id).await?.map(Replay::try_from).transpose()
+    let query = Query::new(S::FETCH).text(id.to_string());
+    let row: Option<ReplayRow> = db.read_optional(query).await?;
+    row.map(Replay::try_from).transpose()
 }
 
 /// Stops replay `id` if it is running; answers it as it now is.
@@ -219,8 +183,11 @@ pub(crate) async fn cancel<S: ReplayStatements>(
     now: Timestamp,
 ) -> Result<Option<Replay>, StoreError> {
     let mut tx = db.write().await?;
-    S::cancel(&mut tx, id, now).await?;
-    let replay = S::fetch(&mut tx, id).await?;
+    let query = Query::new(S::CANCEL)
+        .text(id.to_string())
+        .int(now.as_millis());
+    S::execute(&mut tx, query).await?;
+    let replay = fetch::<S>(&mut tx, id).await?;
     S::commit(tx).await?;
     replay.map(Replay::try_from).transpose()
 }
@@ -231,12 +198,15 @@ pub(crate) async fn advance<S: ReplayStatements>(
     now: Timestamp,
 ) -> Result<ReplayProgress, StoreError> {
     // A read first, so an idle store costs no write transaction.
-    if db.next_replay_at().await?.is_none_or(|at| at > now) {
+    if next_at(db).await?.is_none_or(|at| at > now) {
         return Ok(ReplayProgress::default());
     }
     let mut tx = db.write().await?;
-    let due = S::due(&mut tx, now, REPLAYS_PER_STEP)
-        .await?
+    let query = Query::new(S::DUE)
+        .int(now.as_millis())
+        .int(i64::from(REPLAYS_PER_STEP));
+    let due: Vec<DueReplayRow> = S::fetch_all(&mut tx, query).await?;
+    let due = due
         .into_iter()
         .map(DueReplay::try_from)
         .collect::<Result<Vec<_>, _>>()?;
@@ -258,23 +228,38 @@ async fn step<S: ReplayStatements>(
 ) -> Result<(), StoreError> {
     let allowance = replay.pacing.allowance(replay.paced_until, now);
     if allowance.jobs == 0 {
-        return S::wait_until(tx, replay.id, allowance.next_at).await;
+        return wait_until::<S>(tx, replay.id, allowance.next_at).await;
     }
     // The last burst not taken yet (its subscriber paused or at its limit) or
     // failing: hold, so replayed jobs never pile up nor retry en masse.
-    if S::last_burst_waiting(tx, replay.id, replay.burst_position, replay.next_position).await? {
+    let waiting = Query::new(S::LAST_BURST_WAITING)
+        .text(replay.id.to_string())
+        .int(replay.burst_position)
+        .int(replay.next_position);
+    if S::fetch_optional::<Exists>(tx, waiting).await?.is_some() {
         let recheck = now.plus_ms((replay.pacing.burst_interval_ms() / 4).max(10));
-        return S::wait_until(tx, replay.id, recheck).await;
+        return wait_until::<S>(tx, replay.id, recheck).await;
     }
-    let candidates = S::candidates(tx, replay.id, replay.next_position, scan_size(&allowance))
-        .await?
+    let query = Query::new(S::CANDIDATES)
+        .text(replay.id.to_string())
+        .int(replay.next_position)
+        .int(i64::from(scan_size(&allowance)));
+    let candidates: Vec<CandidateRow> = S::fetch_all(tx, query).await?;
+    let candidates = candidates
         .into_iter()
         .map(Candidate::try_from)
         .collect::<Result<Vec<_>, _>>()?;
     let plan = plan_step(replay, &allowance, &candidates, now);
     let mut requeued = 0u64;
     for (job_id, transition) in &plan.requeue {
-        requeued += u64::from(S::requeue(tx, *job_id, transition, now).await?);
+        let query = Query::new(S::REQUEUE)
+            .text(job_id.to_string())
+            .text(transition.to.as_str())
+            .int(transition.due_at.unwrap_or(now).as_millis())
+            .int(transition.deadline.as_millis())
+            .int(now.as_millis());
+        let moved: Option<(String,)> = S::fetch_optional(tx, query).await?;
+        requeued += u64::from(moved.is_some());
     }
     let skipped = plan.skipped + (plan.requeue.len() as u64 - requeued);
     // The bucket is spent only by a burst that requeued something.
@@ -283,25 +268,21 @@ async fn step<S: ReplayStatements>(
     } else {
         (replay.paced_until, now)
     };
-    let state = S::record_step(
-        tx,
-        &StepRecord {
-            id: replay.id,
-            next_position: plan.next_position,
-            burst_position: if requeued > 0 {
-                replay.next_position
-            } else {
-                replay.burst_position
-            },
-            requeued: i64::try_from(requeued).unwrap_or(i64::MAX),
-            skipped: i64::try_from(skipped).unwrap_or(i64::MAX),
-            paced_until,
-            next_at,
-            now,
-            exhausted: plan.exhausted,
-        },
-    )
-    .await?;
+    let step = Query::new(S::RECORD_STEP)
+        .text(replay.id.to_string())
+        .int(plan.next_position)
+        .int(i64::try_from(requeued).unwrap_or(i64::MAX))
+        .int(i64::try_from(skipped).unwrap_or(i64::MAX))
+        .int(paced_until.as_millis())
+        .int(next_at.as_millis())
+        .int(now.as_millis())
+        .bind(Value::Bool(plan.exhausted))
+        .int(if requeued > 0 {
+            replay.next_position
+        } else {
+            replay.burst_position
+        });
+    let (state,): (String,) = S::fetch_one(tx, step).await?;
     progress.requeued += requeued;
     progress.skipped += skipped;
     progress.finished += u32::from(state == ReplayState::Done.as_str());

@@ -2,26 +2,20 @@
 //! with a key this server cannot open refuse the start; with a key, the plaintext ones
 //! are sealed (see [`Sealer::check_stored`]).
 
-use std::future::Future;
-
-use crate::store::sealing::Reseal;
+use crate::store::dialect::{Query, Value};
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
 /// A subscriber's stored secrets: (id, secret, previous secret).
 pub type StoredSecrets = (String, String, Option<String>);
 
-/// The statements of the check.
+/// The statements of the check, in the backend's dialect.
 pub(crate) trait SecretStatements: Transactions {
-    /// Every subscriber's stored secrets.
-    fn stored_secrets(&self)
-    -> impl Future<Output = Result<Vec<StoredSecrets>, StoreError>> + Send;
-
-    /// Writes `row` if the subscriber's secret is still `row.old_secret`.
-    fn reseal(
-        tx: &mut Self::Tx,
-        row: &Reseal,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Every subscriber's stored secrets ([`StoredSecrets`]).
+    const STORED: &'static str;
+    /// Writes subscriber `$1`'s secret `$2` and previous secret `$3` (kept when NULL)
+    /// if its secret is still `$4`.
+    const RESEAL: &'static str;
 }
 
 /// Checks the stored secrets against `sealer` and seals the plaintext ones when it
@@ -31,14 +25,19 @@ pub(crate) async fn prepare<S: SecretStatements>(
     db: &S,
     sealer: &Sealer,
 ) -> Result<usize, StoreError> {
-    let rows = db.stored_secrets().await?;
+    let rows: Vec<StoredSecrets> = db.read_all(Query::new(S::STORED)).await?;
     let reseal = sealer.check_stored(&rows).map_err(StoreError::Config)?;
     if reseal.is_empty() {
         return Ok(0);
     }
     let mut tx = db.write().await?;
     for row in &reseal {
-        S::reseal(&mut tx, row).await?;
+        let query = Query::new(S::RESEAL)
+            .text(&row.subscriber_id)
+            .text(&row.new_secret)
+            .bind(Value::OptText(row.new_previous.clone()))
+            .text(&row.old_secret);
+        S::execute(&mut tx, query).await?;
     }
     S::commit(tx).await?;
     Ok(reseal.len())

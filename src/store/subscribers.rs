@@ -1,10 +1,9 @@
 //! Subscribers, for both backends: the row they read, and the rotation of a signing
 //! secret (read the current secret, write the rotation, in one transaction).
 
-use std::future::Future;
-
 use crate::domain::Timestamp;
 use crate::store::decode;
+use crate::store::dialect::{Query, Value};
 use crate::store::records::{SecretRotated, SecretRotation, Subscriber};
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
@@ -40,24 +39,15 @@ impl TryFrom<SubscriberRow> for Subscriber {
     }
 }
 
-/// The statements of a rotation.
+/// The statements of a rotation, in the backend's dialect.
 pub(crate) trait SubscriberStatements: Transactions {
-    /// Subscriber `id`'s current secret as stored, holding the row until `tx` ends
-    /// (PostgreSQL: `FOR UPDATE`, so concurrent rotations apply one after the other,
-    /// each moving the secret the previous one wrote); `None` when it does not exist.
-    fn current_secret(
-        tx: &mut Self::Tx,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
-
-    /// Writes the rotation of subscriber `id` (both secrets as stored) at `now`.
-    fn rotate(
-        tx: &mut Self::Tx,
-        id: &str,
-        secrets: (String, Option<String>),
-        expires_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<SubscriberRow, StoreError>> + Send;
+    /// Subscriber `$1`'s current secret as stored, holding the row until the
+    /// transaction ends (PostgreSQL: `FOR UPDATE`, so concurrent rotations apply one
+    /// after the other, each moving the secret the previous one wrote).
+    const CURRENT_SECRET: &'static str;
+    /// Writes the rotation of subscriber `$1`: secret `$2`, previous secret `$3`
+    /// until `$4`, at `$5`; returns the subscriber ([`SubscriberRow`]).
+    const ROTATE: &'static str;
 }
 
 /// Rotates a secret (see [`crate::store::Store::rotate_secret`]) in one write
@@ -70,13 +60,20 @@ pub(crate) async fn rotate_secret<S: SubscriberStatements>(
 ) -> Result<Option<SecretRotated>, StoreError> {
     let id = &rotation.subscriber_id;
     let mut tx = db.write().await?;
-    let Some(current) = S::current_secret(&mut tx, id).await? else {
+    let current: Option<(String,)> =
+        S::fetch_optional(&mut tx, Query::new(S::CURRENT_SECRET).text(id)).await?;
+    let Some((current,)) = current else {
         return Ok(None);
     };
     let expires_at = (rotation.grace_ms > 0).then(|| now.plus_ms(rotation.grace_ms));
     let previous = expires_at.map(|_| sealer.reseal(id, &current));
-    let secrets = (sealer.seal(id, &rotation.secret), previous);
-    let row = S::rotate(&mut tx, id, secrets, expires_at, now).await?;
+    let query = Query::new(S::ROTATE)
+        .text(id)
+        .text(sealer.seal(id, &rotation.secret))
+        .bind(Value::OptText(previous))
+        .bind(Value::OptInt(expires_at.map(Timestamp::as_millis)))
+        .int(now.as_millis());
+    let row: SubscriberRow = S::fetch_one(&mut tx, query).await?;
     S::commit(tx).await?;
     Ok(Some(SecretRotated {
         subscriber: row.try_into()?,

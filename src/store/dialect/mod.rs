@@ -9,6 +9,8 @@ pub mod inserts;
 pub mod listing;
 pub mod matching;
 
+use std::borrow::Cow;
+
 /// Which database a statement is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dialect {
@@ -46,6 +48,63 @@ pub enum Value {
     Int(i64),
     /// A nullable 64-bit integer.
     OptInt(Option<i64>),
+    /// Nullable TEXT.
+    OptText(Option<String>),
+    /// A flag (`INTEGER` 0/1 in SQLite, `BOOLEAN` in PostgreSQL).
+    Bool(bool),
+}
+
+/// A statement ready to run: its SQL text (a backend's constant, or a [`Statement`]
+/// written out) and the values of its placeholders, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    sql: Cow<'static, str>,
+    values: Vec<Value>,
+}
+
+impl Query {
+    /// `sql`, with no values yet.
+    pub fn new(sql: &'static str) -> Self {
+        Query {
+            sql: Cow::Borrowed(sql),
+            values: Vec::new(),
+        }
+    }
+
+    /// Binds the next placeholder to `value`.
+    pub fn bind(mut self, value: Value) -> Self {
+        self.values.push(value);
+        self
+    }
+
+    /// Binds the next placeholder to a text.
+    pub fn text(self, text: impl Into<String>) -> Self {
+        self.bind(Value::Text(text.into()))
+    }
+
+    /// Binds the next placeholder to an integer.
+    pub fn int(self, n: i64) -> Self {
+        self.bind(Value::Int(n))
+    }
+
+    /// The SQL text.
+    pub fn sql(&self) -> &Cow<'static, str> {
+        &self.sql
+    }
+
+    /// The values, in placeholder order.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+}
+
+impl From<&Statement> for Query {
+    fn from(statement: &Statement) -> Self {
+        Query {
+            sql: Cow::Owned(statement.sql()),
+            values: statement.values().cloned().collect(),
+        }
+    }
 }
 
 /// One piece of a [`Statement`].

@@ -1,17 +1,11 @@
 //! Creating jobs in PostgreSQL: the statements of a group's transaction (see
 //! [`crate::store::creates`]).
 
-use std::collections::HashSet;
-
 use sqlx::PgPool;
 
-use super::{Tx, binds};
+use super::Tx;
 use crate::store::StoreError;
 use crate::store::creates::{CreateStatements, KnownSubscribers};
-use crate::store::dialect::Dialect;
-use crate::store::dialect::inserts::insert_new_jobs;
-use crate::store::jobs::StoredJobRow;
-use crate::store::records::NewJob;
 
 /// Which of the subscribers `$1` exist, with whether each is enabled. FOR KEY SHARE
 /// (what a foreign-key check takes): the subscriber cannot vanish before the jobs that
@@ -36,46 +30,14 @@ const FIND: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempt
     WHERE j.subscriber_id = $1 AND j.event_id = $2";
 
 impl CreateStatements for PgPool {
+    const INSERT: &'static str = INSERT;
+    const FIND: &'static str = FIND;
+
     async fn known_subscribers(tx: &mut Tx, ids: &[&str]) -> Result<KnownSubscribers, StoreError> {
         let known: Vec<(String, bool)> = sqlx::query_as(KNOWN_SUBSCRIBERS)
             .bind(ids)
             .fetch_all(&mut **tx)
             .await?;
         Ok(known.into_iter().collect())
-    }
-
-    async fn execute(tx: &mut Tx, sql: &'static str) -> Result<(), StoreError> {
-        sqlx::query(sql).execute(&mut **tx).await?;
-        Ok(())
-    }
-
-    async fn insert_new(tx: &mut Tx, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError> {
-        let (sql, arguments) = binds::bound(&insert_new_jobs(Dialect::Postgres, jobs))?;
-        let ids: Vec<String> = sqlx::query_scalar_with(sql, arguments)
-            .fetch_all(&mut **tx)
-            .await?;
-        Ok(ids.into_iter().collect())
-    }
-
-    async fn insert_one(tx: &mut Tx, job: &NewJob) -> Result<(bool, StoredJobRow), StoreError> {
-        let inserted = sqlx::query(INSERT)
-            .bind(job.id.to_string())
-            .bind(&job.subscriber_id)
-            .bind(&job.event_id)
-            .bind(&job.payload)
-            .bind(job.max_attempts.map(i64::from))
-            .bind(job.deliver_at.as_millis())
-            .bind(job.deadline.as_millis())
-            .bind(job.created_at.as_millis())
-            .execute(&mut **tx)
-            .await?
-            .rows_affected()
-            == 1;
-        let stored = sqlx::query_as(FIND)
-            .bind(&job.subscriber_id)
-            .bind(&job.event_id)
-            .fetch_one(&mut **tx)
-            .await?;
-        Ok((inserted, stored))
     }
 }

@@ -3,12 +3,9 @@
 
 use sqlx::PgPool;
 
-use super::Tx;
 use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::figures::{
-    EligibleRow, FailureRow, FigureStatements, GaugeRow, LoadRow, StateCount,
-};
+use crate::store::figures::FigureStatements;
 
 /// The soonest moment a worker has something to do at `$1`; the same rules as the
 /// SQLite store (see there), its candidates combined with `LEAST`.
@@ -92,17 +89,13 @@ const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, re
     ORDER BY finished_at DESC LIMIT 1";
 
 impl FigureStatements for PgPool {
-    async fn state_counts(&self) -> Result<Vec<StateCount>, StoreError> {
-        Ok(sqlx::query_as(STATE_COUNTS_ALL).fetch_all(self).await?)
-    }
-
-    async fn gauge_row(&self, now: Timestamp, slo_cutoff: i64) -> Result<GaugeRow, StoreError> {
-        Ok(sqlx::query_as(GAUGES)
-            .bind(now.as_millis())
-            .bind(slo_cutoff)
-            .fetch_one(self)
-            .await?)
-    }
+    const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const GAUGES: &'static str = GAUGES;
+    const LOAD: &'static str = LOAD;
+    const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
+    const STATE_COUNTS: &'static str = STATE_COUNTS;
+    const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
+    const LAST_FAILURE: &'static str = LAST_FAILURE;
 
     async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         let next: Option<i64> = sqlx::query_scalar(NEXT_WAKE)
@@ -110,47 +103,5 @@ impl FigureStatements for PgPool {
             .fetch_one(self)
             .await?;
         Ok(next.map(Timestamp::from_millis))
-    }
-
-    async fn load(&self, id: &str, now: Timestamp) -> Result<Option<LoadRow>, StoreError> {
-        Ok(sqlx::query_as(LOAD)
-            .bind(id)
-            .bind(now.as_millis())
-            .fetch_optional(self)
-            .await?)
-    }
-
-    async fn subscriber_exists(tx: &mut Tx, id: &str) -> Result<bool, StoreError> {
-        let known = sqlx::query(SUBSCRIBER_EXISTS)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(known.is_some())
-    }
-
-    async fn subscriber_state_counts(tx: &mut Tx, id: &str) -> Result<Vec<StateCount>, StoreError> {
-        Ok(sqlx::query_as(STATE_COUNTS)
-            .bind(id)
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
-    async fn eligible_and_success(
-        tx: &mut Tx,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<EligibleRow, StoreError> {
-        Ok(sqlx::query_as(ELIGIBLE_AND_SUCCESS)
-            .bind(id)
-            .bind(now.as_millis())
-            .fetch_one(&mut **tx)
-            .await?)
-    }
-
-    async fn last_failure(tx: &mut Tx, id: &str) -> Result<Option<FailureRow>, StoreError> {
-        Ok(sqlx::query_as(LAST_FAILURE)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?)
     }
 }

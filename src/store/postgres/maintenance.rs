@@ -3,9 +3,6 @@
 
 use sqlx::PgPool;
 
-use super::Tx;
-use crate::domain::{JobState, Timestamp};
-use crate::store::StoreError;
 use crate::store::maintenance::PurgeStatements;
 
 /// Deletes up to `$2` jobs in state `$3` (`delivered`, `cancelled` or `dead`) last
@@ -24,17 +21,5 @@ const PURGE: &str = "WITH batch AS MATERIALIZED ( \
     RETURNING j.state";
 
 impl PurgeStatements for PgPool {
-    async fn purge(
-        tx: &mut Tx,
-        state: JobState,
-        before: Timestamp,
-        limit: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(PURGE)
-            .bind(before.as_millis())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(state.as_str())
-            .fetch_all(&mut **tx)
-            .await?)
-    }
+    const PURGE: &'static str = PURGE;
 }

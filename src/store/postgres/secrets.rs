@@ -2,10 +2,7 @@
 
 use sqlx::PgPool;
 
-use super::Tx;
-use crate::store::StoreError;
-use crate::store::sealing::Reseal;
-use crate::store::secrets::{SecretStatements, StoredSecrets};
+use crate::store::secrets::SecretStatements;
 
 /// Every subscriber's stored secrets.
 const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers";
@@ -16,18 +13,6 @@ const RESEAL: &str = "UPDATE subscribers SET secret = $2, \
     WHERE id = $1 AND secret = $4";
 
 impl SecretStatements for PgPool {
-    async fn stored_secrets(&self) -> Result<Vec<StoredSecrets>, StoreError> {
-        Ok(sqlx::query_as(STORED).fetch_all(self).await?)
-    }
-
-    async fn reseal(tx: &mut Tx, row: &Reseal) -> Result<(), StoreError> {
-        sqlx::query(RESEAL)
-            .bind(&row.subscriber_id)
-            .bind(&row.new_secret)
-            .bind(row.new_previous.as_deref())
-            .bind(&row.old_secret)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
+    const STORED: &'static str = STORED;
+    const RESEAL: &'static str = RESEAL;
 }

@@ -2,7 +2,6 @@
 
 use sqlx::PgPool;
 
-use super::Tx;
 use crate::domain::Timestamp;
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
@@ -100,27 +99,6 @@ pub async fn list(pool: &PgPool, page: PageRequest<String>) -> Result<Vec<Subscr
 }
 
 impl SubscriberStatements for PgPool {
-    async fn current_secret(tx: &mut Tx, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(CURRENT_SECRET)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?)
-    }
-
-    async fn rotate(
-        tx: &mut Tx,
-        id: &str,
-        secrets: (String, Option<String>),
-        expires_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<SubscriberRow, StoreError> {
-        Ok(sqlx::query_as(ROTATE)
-            .bind(id)
-            .bind(secrets.0)
-            .bind(secrets.1)
-            .bind(expires_at.map(Timestamp::as_millis))
-            .bind(now.as_millis())
-            .fetch_one(&mut **tx)
-            .await?)
-    }
+    const CURRENT_SECRET: &'static str = CURRENT_SECRET;
+    const ROTATE: &'static str = ROTATE;
 }

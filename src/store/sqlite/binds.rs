@@ -1,25 +1,37 @@
-//! Binding a [`Statement`] built by [`crate::store::dialect`] for SQLite.
+//! Binding a [`Query`] (a constant or a statement built by [`crate::store::dialect`]) for SQLite.
+
+use std::borrow::Cow;
 
 use sqlx::sqlite::SqliteArguments;
 use sqlx::{Arguments, AssertSqlSafe, QueryBuilder, Sqlite};
 
 use crate::store::StoreError;
-use crate::store::dialect::{Part, Statement, Value};
+use crate::store::dialect::{Part, Query, Statement, Value};
 
-/// The SQL text of `statement` and its values as SQLite arguments.
-pub fn bound(
-    statement: &Statement,
-) -> Result<(AssertSqlSafe<String>, SqliteArguments), StoreError> {
+/// `values` as arguments.
+pub fn arguments(values: &[Value]) -> Result<SqliteArguments, StoreError> {
     let mut arguments = SqliteArguments::default();
-    for value in statement.values() {
+    for value in values {
         match value {
             Value::Text(text) => arguments.add(text.clone()),
             Value::Int(n) => arguments.add(*n),
             Value::OptInt(n) => arguments.add(*n),
+            Value::OptText(text) => arguments.add(text.clone()),
+            Value::Bool(flag) => arguments.add(*flag),
         }
         .map_err(|e| StoreError::Internal(format!("cannot bind a value: {e}")))?;
     }
-    Ok((AssertSqlSafe(statement.sql()), arguments))
+    Ok(arguments)
+}
+
+/// The SQL text of `query` and its values as arguments.
+pub fn bound(
+    query: &Query,
+) -> Result<(AssertSqlSafe<Cow<'static, str>>, SqliteArguments), StoreError> {
+    Ok((
+        AssertSqlSafe(query.sql().clone()),
+        arguments(query.values())?,
+    ))
 }
 
 /// Appends `statement` to a sqlx builder, which writes its own placeholders.
@@ -37,6 +49,12 @@ pub fn push(query: &mut QueryBuilder<Sqlite>, statement: &Statement) {
             }
             Part::Bind(Value::OptInt(n)) => {
                 query.push_bind(*n);
+            }
+            Part::Bind(Value::OptText(text)) => {
+                query.push_bind(text.clone());
+            }
+            Part::Bind(Value::Bool(flag)) => {
+                query.push_bind(*flag);
             }
         }
     }

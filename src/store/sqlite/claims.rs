@@ -11,7 +11,7 @@ use super::{Pools, Tx};
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
 use crate::store::records::{ClaimRequest, ClaimedJob};
-use crate::store::sweep::SweepStatements;
+use crate::store::sweep;
 use crate::store::{Sealer, StoreError};
 
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
@@ -119,7 +119,7 @@ pub async fn claim(
     for candidate in candidates {
         let reclaimed = candidate.state == JobState::InFlight.as_str();
         if reclaimed {
-            Pools::mark_attempt_unknown(&mut tx, &candidate.id, now).await?;
+            sweep::mark_attempt_unknown::<Pools>(&mut tx, &candidate.id, now).await?;
         }
         let due_since = Timestamp::from_millis(candidate.due_at);
         order.push((candidate.id, reclaimed, due_since));

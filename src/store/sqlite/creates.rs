@@ -1,15 +1,9 @@
 //! Creating jobs in SQLite: the statements of a group's transaction (see
 //! [`crate::store::creates`]), on the one writer.
 
-use std::collections::HashSet;
-
-use super::{Pools, Tx, binds};
+use super::{Pools, Tx};
 use crate::store::StoreError;
 use crate::store::creates::{CreateStatements, KnownSubscribers};
-use crate::store::dialect::Dialect;
-use crate::store::dialect::inserts::insert_new_jobs;
-use crate::store::jobs::StoredJobRow;
-use crate::store::records::NewJob;
 
 /// Whether subscriber `?1` is enabled; no row when it does not exist.
 const SUBSCRIBER_ENABLED: &str = "SELECT enabled FROM subscribers WHERE id = ?1";
@@ -30,6 +24,9 @@ const FIND: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempt
     WHERE j.subscriber_id = ?1 AND j.event_id = ?2";
 
 impl CreateStatements for Pools {
+    const INSERT: &'static str = INSERT;
+    const FIND: &'static str = FIND;
+
     async fn known_subscribers(tx: &mut Tx, ids: &[&str]) -> Result<KnownSubscribers, StoreError> {
         let mut known = KnownSubscribers::new();
         for &id in ids {
@@ -42,41 +39,6 @@ impl CreateStatements for Pools {
             }
         }
         Ok(known)
-    }
-
-    async fn execute(tx: &mut Tx, sql: &'static str) -> Result<(), StoreError> {
-        sqlx::query(sql).execute(&mut **tx).await?;
-        Ok(())
-    }
-
-    async fn insert_new(tx: &mut Tx, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError> {
-        let (sql, arguments) = binds::bound(&insert_new_jobs(Dialect::Sqlite, jobs))?;
-        let ids: Vec<String> = sqlx::query_scalar_with(sql, arguments)
-            .fetch_all(&mut **tx)
-            .await?;
-        Ok(ids.into_iter().collect())
-    }
-
-    async fn insert_one(tx: &mut Tx, job: &NewJob) -> Result<(bool, StoredJobRow), StoreError> {
-        let inserted = sqlx::query(INSERT)
-            .bind(job.id.to_string())
-            .bind(&job.subscriber_id)
-            .bind(&job.event_id)
-            .bind(&job.payload)
-            .bind(job.max_attempts.map(i64::from))
-            .bind(job.deliver_at.as_millis())
-            .bind(job.deadline.as_millis())
-            .bind(job.created_at.as_millis())
-            .execute(&mut **tx)
-            .await?
-            .rows_affected()
-            == 1;
-        let stored = sqlx::query_as(FIND)
-            .bind(&job.subscriber_id)
-            .bind(&job.event_id)
-            .fetch_one(&mut **tx)
-            .await?;
-        Ok((inserted, stored))
     }
 }
 

@@ -5,12 +5,10 @@
 //! word: SQLite uses a partial index only when the query's text implies its predicate,
 //! and `INDEXED BY` turns a plan that cannot use it into an error instead of a scan.
 
-use super::{Pools, Tx};
+use super::Pools;
 use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::figures::{
-    EligibleRow, FailureRow, FigureStatements, GaugeRow, LoadRow, StateCount,
-};
+use crate::store::figures::FigureStatements;
 
 /// The soonest of: the next scheduled or retrying job coming due (enabled
 /// subscribers); for each enabled subscriber with due work, the moment its limits next
@@ -112,19 +110,13 @@ struct NextWake {
 }
 
 impl FigureStatements for Pools {
-    async fn state_counts(&self) -> Result<Vec<StateCount>, StoreError> {
-        Ok(sqlx::query_as(STATE_COUNTS_ALL)
-            .fetch_all(&self.readers)
-            .await?)
-    }
-
-    async fn gauge_row(&self, now: Timestamp, slo_cutoff: i64) -> Result<GaugeRow, StoreError> {
-        Ok(sqlx::query_as(GAUGES)
-            .bind(now.as_millis())
-            .bind(slo_cutoff)
-            .fetch_one(&self.readers)
-            .await?)
-    }
+    const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const GAUGES: &'static str = GAUGES;
+    const LOAD: &'static str = LOAD;
+    const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
+    const STATE_COUNTS: &'static str = STATE_COUNTS;
+    const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
+    const LAST_FAILURE: &'static str = LAST_FAILURE;
 
     async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         let row: NextWake = sqlx::query_as(NEXT_WAKE)
@@ -136,47 +128,5 @@ impl FigureStatements for Pools {
             .flatten()
             .min();
         Ok(earliest.map(Timestamp::from_millis))
-    }
-
-    async fn load(&self, id: &str, now: Timestamp) -> Result<Option<LoadRow>, StoreError> {
-        Ok(sqlx::query_as(LOAD)
-            .bind(id)
-            .bind(now.as_millis())
-            .fetch_optional(&self.readers)
-            .await?)
-    }
-
-    async fn subscriber_exists(tx: &mut Tx, id: &str) -> Result<bool, StoreError> {
-        let known = sqlx::query(SUBSCRIBER_EXISTS)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(known.is_some())
-    }
-
-    async fn subscriber_state_counts(tx: &mut Tx, id: &str) -> Result<Vec<StateCount>, StoreError> {
-        Ok(sqlx::query_as(STATE_COUNTS)
-            .bind(id)
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
-    async fn eligible_and_success(
-        tx: &mut Tx,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<EligibleRow, StoreError> {
-        Ok(sqlx::query_as(ELIGIBLE_AND_SUCCESS)
-            .bind(id)
-            .bind(now.as_millis())
-            .fetch_one(&mut **tx)
-            .await?)
-    }
-
-    async fn last_failure(tx: &mut Tx, id: &str) -> Result<Option<FailureRow>, StoreError> {
-        Ok(sqlx::query_as(LAST_FAILURE)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?)
     }
 }

@@ -6,8 +6,8 @@ use uuid::Uuid;
 use super::binds;
 use crate::domain::{Timestamp, Transition};
 use crate::store::StoreError;
-use crate::store::dialect::Dialect;
 use crate::store::dialect::listing::job_listing;
+use crate::store::dialect::{Dialect, Query};
 use crate::store::jobs::JobRow;
 use crate::store::records::{Job, JobFilter, JobVersion, PageRequest};
 
@@ -41,7 +41,8 @@ pub async fn list(
     filter: &JobFilter,
     page: PageRequest<Uuid>,
 ) -> Result<Vec<Job>, StoreError> {
-    let (sql, arguments) = binds::bound(&job_listing(Dialect::Sqlite, filter, &page))?;
+    let (sql, arguments) =
+        binds::bound(&Query::from(&job_listing(Dialect::Sqlite, filter, &page)))?;
     sqlx::query_as_with::<_, JobRow, _>(sql, arguments)
         .fetch_all(readers)
         .await?

@@ -1,9 +1,7 @@
 //! Retention in SQLite: purging finished jobs in batches (see
 //! [`crate::store::maintenance`]).
 
-use super::{Pools, Tx};
-use crate::domain::{JobState, Timestamp};
-use crate::store::StoreError;
+use super::Pools;
 use crate::store::maintenance::PurgeStatements;
 
 /// Deletes up to `?2` jobs in state `?3` (`delivered`, `cancelled` or `dead`) last
@@ -19,19 +17,7 @@ pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
     RETURNING state";
 
 impl PurgeStatements for Pools {
-    async fn purge(
-        tx: &mut Tx,
-        state: JobState,
-        before: Timestamp,
-        limit: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(PURGE)
-            .bind(before.as_millis())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(state.as_str())
-            .fetch_all(&mut **tx)
-            .await?)
-    }
+    const PURGE: &'static str = PURGE;
 }
 
 #[cfg(test)]

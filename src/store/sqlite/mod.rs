@@ -34,9 +34,10 @@ use sqlx::{Sqlite, SqlitePool};
 use uuid::Uuid;
 
 use super::creates::Created;
+use super::dialect::{Dialect, Query};
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::transactions::Transactions;
+use super::transactions::{Row, Transactions};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
 use crate::domain::replay::ReplayFilter;
@@ -61,6 +62,7 @@ struct Pools {
 
 impl Transactions for Pools {
     type Tx = Tx;
+    const DIALECT: Dialect = Dialect::Sqlite;
 
     async fn write(&self) -> Result<Tx, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
@@ -77,6 +79,56 @@ impl Transactions for Pools {
     /// One instance per file: its own worker is woken through [`Wake`].
     async fn announce(_tx: &mut Tx) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_with(sql, arguments)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_one<T: Row>(tx: &mut Tx, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_all(&self.readers)
+            .await?)
+    }
+
+    async fn read_optional<T: Row>(&self, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(&self.readers)
+            .await?)
+    }
+
+    async fn read_one<T: Row>(&self, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_one(&self.readers)
+            .await?)
     }
 }
 
@@ -266,7 +318,7 @@ impl Store for SqliteStore {
         filter: &ReplayFilter,
         max_jobs: u32,
     ) -> Result<u64, StoreError> {
-        shared::replays::ReplayStatements::count_matches(&self.db, filter, max_jobs).await
+        shared::replays::count_matches(&self.db, filter, max_jobs).await
     }
 
     async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {

@@ -1,11 +1,7 @@
 //! Outcomes in SQLite: the statements of a batch (see [`crate::store::outcomes`]).
 //! The batch (`?1`) is read as rows with `json_each` and `json_extract`.
 
-use std::collections::HashSet;
-
-use super::{Pools, Tx};
-use crate::domain::Timestamp;
-use crate::store::StoreError;
+use super::Pools;
 use crate::store::outcomes::OutcomeStatements;
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
@@ -68,33 +64,9 @@ const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = 0, updated_at =
     WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1)";
 
 impl OutcomeStatements for Pools {
-    async fn finish_attempts(tx: &mut Tx, batch: &str) -> Result<(), StoreError> {
-        sqlx::query(FINISH_ATTEMPTS)
-            .bind(batch)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn apply_transitions(
-        tx: &mut Tx,
-        batch: &str,
-    ) -> Result<HashSet<(String, i64)>, StoreError> {
-        let applied: Vec<(String, i64)> = sqlx::query_as(APPLY_TRANSITIONS)
-            .bind(batch)
-            .fetch_all(&mut **tx)
-            .await?;
-        Ok(applied.into_iter().collect())
-    }
-
-    async fn pause_subscriber(tx: &mut Tx, job_id: &str, now: Timestamp) -> Result<(), StoreError> {
-        sqlx::query(PAUSE_SUBSCRIBER)
-            .bind(job_id)
-            .bind(now.as_millis())
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
+    const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;
+    const APPLY_TRANSITIONS: &'static str = APPLY_TRANSITIONS;
+    const PAUSE_SUBSCRIBER: &'static str = PAUSE_SUBSCRIBER;
 }
 
 #[cfg(test)]

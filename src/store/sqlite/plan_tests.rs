@@ -10,7 +10,7 @@ use super::{SqliteStore, binds, figures, maintenance};
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::Sealer;
 use crate::store::dialect::listing::push_job_listing;
-use crate::store::dialect::{Dialect, Statement};
+use crate::store::dialect::{Dialect, Query, Statement};
 use crate::store::records::{JobFilter, PageRequest};
 
 async fn store() -> SqliteStore {
@@ -26,7 +26,7 @@ fn explain() -> Statement {
 
 /// The `detail` column of `EXPLAIN QUERY PLAN` for `query`.
 async fn plan(store: &SqliteStore, query: Statement) -> Vec<String> {
-    let (sql, arguments) = binds::bound(&query).unwrap();
+    let (sql, arguments) = binds::bound(&Query::from(&query)).unwrap();
     sqlx::query_with(sql, arguments)
         .fetch_all(&store.db.readers)
         .await

@@ -3,16 +3,11 @@
 //! bucket and its update cannot interleave with another writer.
 
 use sqlx::{QueryBuilder, Sqlite};
-use uuid::Uuid;
 
-use super::{Pools, Tx, binds};
+use super::{Pools, binds};
 use crate::domain::replay::ReplayFilter;
-use crate::domain::{Timestamp, Transition};
-use crate::store::StoreError;
-use crate::store::dialect::matching::{count_matching, snapshot_matching};
 use crate::store::dialect::{Dialect, Statement};
-use crate::store::records::NewReplay;
-use crate::store::replays::{CandidateRow, DueReplayRow, ReplayRow, ReplayStatements, StepRecord};
+use crate::store::replays::ReplayStatements;
 
 /// When the next running replay may release jobs.
 const NEXT_AT: &str =
@@ -104,174 +99,19 @@ pub fn push_matching(
 }
 
 impl ReplayStatements for Pools {
-    async fn next_replay_at(&self) -> Result<Option<Timestamp>, StoreError> {
-        let at: Option<i64> = sqlx::query_scalar(NEXT_AT).fetch_one(&self.readers).await?;
-        Ok(at.map(Timestamp::from_millis))
-    }
-
-    async fn count_matches(&self, filter: &ReplayFilter, max_jobs: u32) -> Result<u64, StoreError> {
-        let (sql, arguments) = binds::bound(&count_matching(Dialect::Sqlite, filter, max_jobs))?;
-        let n: i64 = sqlx::query_scalar_with(sql, arguments)
-            .fetch_one(&self.readers)
-            .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn get(&self, id: Uuid) -> Result<Option<ReplayRow>, StoreError> {
-        Ok(sqlx::query_as(FETCH)
-            .bind(id.to_string())
-            .fetch_optional(&self.readers)
-            .await?)
-    }
-
-    async fn fetch(tx: &mut Tx, id: Uuid) -> Result<Option<ReplayRow>, StoreError> {
-        Ok(sqlx::query_as(FETCH)
-            .bind(id.to_string())
-            .fetch_optional(&mut **tx)
-            .await?)
-    }
-
+    const NEXT_AT: &'static str = NEXT_AT;
+    const FETCH: &'static str = FETCH;
+    const USED_RATE: &'static str = USED_RATE;
+    const INSERT: &'static str = INSERT;
+    const SNAPSHOT_SIZE: &'static str = SNAPSHOT_SIZE;
+    const MARK_CREATED: &'static str = MARK_CREATED;
+    const CANCEL: &'static str = CANCEL;
+    const DUE: &'static str = DUE;
+    const WAIT_UNTIL: &'static str = WAIT_UNTIL;
+    const LAST_BURST_WAITING: &'static str = LAST_BURST_WAITING;
+    const CANDIDATES: &'static str = CANDIDATES;
+    const REQUEUE: &'static str = REQUEUE;
+    const RECORD_STEP: &'static str = RECORD_STEP;
     /// SQLite has one writer: creations already take turns.
-    async fn lock_creations(_tx: &mut Tx) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    async fn used_rate(tx: &mut Tx) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(USED_RATE).fetch_one(&mut **tx).await?)
-    }
-
-    async fn insert(
-        tx: &mut Tx,
-        replay: &NewReplay,
-        paced_until: Timestamp,
-        next_at: Timestamp,
-    ) -> Result<(), StoreError> {
-        sqlx::query(INSERT)
-            .bind(replay.id.to_string())
-            .bind(crate::store::replays::encode_filter(&replay.filter))
-            .bind(i64::from(replay.max_jobs))
-            .bind(i64::from(replay.rate_per_second))
-            .bind(i64::try_from(replay.ttl_ms).unwrap_or(i64::MAX))
-            .bind(paced_until.as_millis())
-            .bind(next_at.as_millis())
-            .bind(replay.created_at.as_millis())
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn snapshot_matches(tx: &mut Tx, replay: &NewReplay) -> Result<(), StoreError> {
-        let (sql, arguments) = binds::bound(&snapshot_matching(Dialect::Sqlite, replay))?;
-        sqlx::query_with(sql, arguments).execute(&mut **tx).await?;
-        Ok(())
-    }
-
-    async fn snapshot_size(tx: &mut Tx, id: Uuid) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(SNAPSHOT_SIZE)
-            .bind(id.to_string())
-            .fetch_one(&mut **tx)
-            .await?)
-    }
-
-    async fn mark_created(
-        tx: &mut Tx,
-        id: Uuid,
-        matched: i64,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        sqlx::query(MARK_CREATED)
-            .bind(id.to_string())
-            .bind(matched)
-            .bind(now.as_millis())
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn cancel(tx: &mut Tx, id: Uuid, now: Timestamp) -> Result<(), StoreError> {
-        sqlx::query(CANCEL)
-            .bind(id.to_string())
-            .bind(now.as_millis())
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn due(tx: &mut Tx, now: Timestamp, limit: u32) -> Result<Vec<DueReplayRow>, StoreError> {
-        Ok(sqlx::query_as(DUE)
-            .bind(now.as_millis())
-            .bind(i64::from(limit))
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
-    async fn wait_until(tx: &mut Tx, id: Uuid, at: Timestamp) -> Result<(), StoreError> {
-        sqlx::query(WAIT_UNTIL)
-            .bind(id.to_string())
-            .bind(at.as_millis())
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn last_burst_waiting(
-        tx: &mut Tx,
-        id: Uuid,
-        from: i64,
-        to: i64,
-    ) -> Result<bool, StoreError> {
-        let waiting = sqlx::query(LAST_BURST_WAITING)
-            .bind(id.to_string())
-            .bind(from)
-            .bind(to)
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(waiting.is_some())
-    }
-
-    async fn candidates(
-        tx: &mut Tx,
-        id: Uuid,
-        from: i64,
-        limit: u32,
-    ) -> Result<Vec<CandidateRow>, StoreError> {
-        Ok(sqlx::query_as(CANDIDATES)
-            .bind(id.to_string())
-            .bind(from)
-            .bind(i64::from(limit))
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
-    async fn requeue(
-        tx: &mut Tx,
-        job_id: Uuid,
-        transition: &Transition,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let moved: Option<String> = sqlx::query_scalar(REQUEUE)
-            .bind(job_id.to_string())
-            .bind(transition.to.as_str())
-            .bind(transition.due_at.unwrap_or(now).as_millis())
-            .bind(transition.deadline.as_millis())
-            .bind(now.as_millis())
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(moved.is_some())
-    }
-
-    async fn record_step(tx: &mut Tx, step: &StepRecord) -> Result<String, StoreError> {
-        Ok(sqlx::query_scalar(RECORD_STEP)
-            .bind(step.id.to_string())
-            .bind(step.next_position)
-            .bind(step.requeued)
-            .bind(step.skipped)
-            .bind(step.paced_until.as_millis())
-            .bind(step.next_at.as_millis())
-            .bind(step.now.as_millis())
-            .bind(step.exhausted)
-            .bind(step.burst_position)
-            .fetch_one(&mut **tx)
-            .await?)
-    }
+    const LOCK_CREATIONS: Option<&'static str> = None;
 }

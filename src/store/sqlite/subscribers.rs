@@ -2,7 +2,7 @@
 
 use sqlx::SqlitePool;
 
-use super::{Pools, Tx};
+use super::Pools;
 use crate::domain::Timestamp;
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
@@ -126,29 +126,7 @@ pub async fn list(
         .collect()
 }
 
-/// A rotation reads and writes in one transaction on the writer.
 impl SubscriberStatements for Pools {
-    async fn current_secret(tx: &mut Tx, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(CURRENT_SECRET)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?)
-    }
-
-    async fn rotate(
-        tx: &mut Tx,
-        id: &str,
-        secrets: (String, Option<String>),
-        expires_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<SubscriberRow, StoreError> {
-        Ok(sqlx::query_as(ROTATE)
-            .bind(id)
-            .bind(secrets.0)
-            .bind(secrets.1)
-            .bind(expires_at.map(Timestamp::as_millis))
-            .bind(now.as_millis())
-            .fetch_one(&mut **tx)
-            .await?)
-    }
+    const CURRENT_SECRET: &'static str = CURRENT_SECRET;
+    const ROTATE: &'static str = ROTATE;
 }

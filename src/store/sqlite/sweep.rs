@@ -1,10 +1,9 @@
 //! The deadline sweep in SQLite: the statements (see [`crate::store::sweep`]), after a
 //! read that skips the write transaction when nothing is overdue.
 
-use super::{Pools, Tx};
-use crate::domain::{DeadReason, Timestamp};
+use super::Pools;
+use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::claims::LEASE_EXPIRED_REASON;
 use crate::store::records::ExpiredJobs;
 use crate::store::sweep::{self, OverdueRow, SweepStatements};
 
@@ -56,44 +55,7 @@ pub async fn expire_deadlines(
 }
 
 impl SweepStatements for Pools {
-    async fn overdue(
-        tx: &mut Tx,
-        now: Timestamp,
-        limit: u32,
-    ) -> Result<Vec<OverdueRow>, StoreError> {
-        Ok(sqlx::query_as(OVERDUE)
-            .bind(now.as_millis())
-            .bind(i64::from(limit))
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
-    async fn mark_attempt_unknown(
-        tx: &mut Tx,
-        job_id: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        sqlx::query(MARK_UNKNOWN)
-            .bind(job_id)
-            .bind(now.as_millis())
-            .bind(LEASE_EXPIRED_REASON)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    async fn expire(
-        tx: &mut Tx,
-        job_id: &str,
-        now: Timestamp,
-        reason: Option<DeadReason>,
-    ) -> Result<(), StoreError> {
-        sqlx::query(EXPIRE)
-            .bind(job_id)
-            .bind(now.as_millis())
-            .bind(reason.map(DeadReason::as_str))
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
+    const OVERDUE: &'static str = OVERDUE;
+    const MARK_UNKNOWN: &'static str = MARK_UNKNOWN;
+    const EXPIRE: &'static str = EXPIRE;
 }
