@@ -48,28 +48,15 @@ mod tests {
 
     use uuid::Uuid;
 
-    use crate::domain::secret::SigningSecret;
-    use crate::store::sqlite::SqliteStore;
-    use crate::store::{NewJob, Sealer, Store, SubscriberPut};
+    use crate::store::sqlite::test_store;
+    use crate::store::{NewJob, Store};
     use crate::testing::START;
 
     /// The store wakes its worker for a created job due before the worker's plan, and
     /// not for one due after it.
     #[tokio::test]
     async fn a_created_job_due_before_the_plan_wakes_the_worker() {
-        let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
-            .await
-            .unwrap();
-        let put = SubscriberPut {
-            id: "s".into(),
-            url: "https://s.example.test/".into(),
-            secret: None,
-            generated_secret: SigningSecret::generate(),
-            max_in_flight: None,
-            rate_limit_per_second: None,
-            enabled: None,
-        };
-        store.put_subscriber(put, START).await.unwrap();
+        let store = test_store().await;
         let job = |event: &str, due_in_ms: u64| NewJob {
             id: Uuid::now_v7(),
             subscriber_id: "s".into(),

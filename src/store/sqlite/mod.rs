@@ -200,6 +200,29 @@ impl SqliteStore {
     }
 }
 
+/// A store in memory with subscriber `s`, for this module's tests.
+#[cfg(test)]
+async fn test_store() -> SqliteStore {
+    use crate::domain::secret::SigningSecret;
+    let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
+        .await
+        .unwrap();
+    let put = SubscriberPut {
+        id: "s".into(),
+        url: "https://s.example.test/".into(),
+        secret: None,
+        generated_secret: SigningSecret::generate(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
+        enabled: None,
+    };
+    store
+        .put_subscriber(put, crate::testing::START)
+        .await
+        .unwrap();
+    store
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {

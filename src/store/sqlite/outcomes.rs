@@ -74,12 +74,10 @@ mod tests {
     use uuid::Uuid;
 
     use crate::domain::attempt::AttemptOutcome;
-    use crate::domain::secret::SigningSecret;
     use crate::domain::{JobEvent, JobState, job};
-    use crate::store::sqlite::SqliteStore;
+    use crate::store::sqlite::test_store;
     use crate::store::{
-        AttemptResult, ClaimRequest, Fenced, LeaseRef, NewJob, OutcomeRecord, Sealer, Store,
-        SubscriberPut,
+        AttemptResult, ClaimRequest, Fenced, LeaseRef, NewJob, OutcomeRecord, Store,
     };
     use crate::testing::START;
 
@@ -87,19 +85,7 @@ mod tests {
     /// result: a repeat of a lease already written is late.
     #[tokio::test]
     async fn outcomes_recorded_one_by_one_keep_their_own_results() {
-        let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
-            .await
-            .unwrap();
-        let put = SubscriberPut {
-            id: "s".into(),
-            url: "https://s.example.test/".into(),
-            secret: None,
-            generated_secret: SigningSecret::generate(),
-            max_in_flight: None,
-            rate_limit_per_second: None,
-            enabled: None,
-        };
-        store.put_subscriber(put, START).await.unwrap();
+        let store = test_store().await;
         let jobs = (0..2)
             .map(|n| NewJob {
                 id: Uuid::now_v7(),
