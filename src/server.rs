@@ -130,19 +130,13 @@ impl Server {
         mode: WorkerMode,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
-        let wake = crate::delivery::Wake::new();
         let mut tasks = JoinSet::new();
         let mut api_addr = None;
         let mut stepped = None;
         if let Some(listener) = listener.filter(|_| !args.no_api) {
             let local_addr = listener.local_addr()?;
             api_addr = Some(local_addr);
-            let router = api::router(
-                store.clone(),
-                clock.clone(),
-                args.api_settings()?,
-                wake.clone(),
-            );
+            let router = api::router(store.clone(), clock.clone(), args.api_settings()?);
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();
@@ -170,7 +164,7 @@ impl Server {
                 resolver,
                 ..args.delivery_settings(owner)
             };
-            let worker = Worker::new(store.clone(), clock.clone(), settings, wake)?;
+            let worker = Worker::new(store.clone(), clock.clone(), settings, store.wake())?;
             match mode {
                 WorkerMode::Background => {
                     let stop = shutdown.clone();

@@ -165,8 +165,7 @@ pub async fn fan_out(
             CreateOutcome::Existing { .. } => None,
         })
         .collect();
-    if let Some(earliest) = created.iter().min() {
-        state.wake.job_due_at(*earliest);
+    if !created.is_empty() {
         crate::metrics::jobs_accepted(created.len() as u64);
     }
     let items = outcomes

@@ -66,7 +66,6 @@ pub async fn create_job(
         .ok_or_else(|| ApiError::Internal("create_jobs returned no outcome".into()))?;
     match outcome {
         CreateOutcome::Created(job) => {
-            state.wake.job_due_at(job.deliver_at);
             crate::metrics::jobs_accepted(1);
             let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
                 .map_err(|e| ApiError::Internal(e.to_string()))?;

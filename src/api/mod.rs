@@ -59,8 +59,6 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Limits on new jobs.
     pub job_limits: JobLimits,
-    /// Notified when a job is created, so the worker claims it at once.
-    pub wake: Arc<crate::delivery::Wake>,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
@@ -127,17 +125,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The API's router with its middleware: request ids, tracing, a request timeout,
 /// a body limit sized from the payload limit, and problem+json for every error.
-pub fn router(
-    store: SharedStore,
-    clock: Arc<dyn Clock>,
-    settings: ApiSettings,
-    wake: Arc<crate::delivery::Wake>,
-) -> Router {
+pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
     let state = AppState {
         store,
         clock,
         job_limits: settings.job_limits,
-        wake,
         metrics: crate::metrics::install(),
         delivery_slo_ms: settings.delivery_slo_ms,
         replay_limits: settings.replay_limits,

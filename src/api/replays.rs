@@ -179,7 +179,6 @@ pub async fn create_replay(
     let created = state.store.create_replay(replay).await?;
     tracing::info!(replay_id = %created.id, matched = created.matched,
         rate_per_second = created.rate_per_second, "replay created");
-    state.wake.now();
     Ok((StatusCode::ACCEPTED, Json(ReplayView::from(created))).into_response())
 }
 

@@ -12,9 +12,7 @@ mod run_loop;
 pub mod sender;
 pub mod settings;
 pub mod signing;
-pub mod wake;
 pub mod worker;
 
 pub use settings::DeliverySettings;
-pub use wake::Wake;
 pub use worker::{Pending, Upkeep, Worker};

@@ -16,11 +16,10 @@ use super::held_leases::HeldLeases;
 use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
-use super::wake::Wake;
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
 use crate::store::{
-    ClaimRequest, ClaimedJob, ExpiredJobs, ReplayProgress, SharedStore, StoreError,
+    ClaimRequest, ClaimedJob, ExpiredJobs, ReplayProgress, SharedStore, StoreError, Wake,
 };
 
 /// Most jobs moved to dead by one deadline sweep.

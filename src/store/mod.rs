@@ -4,19 +4,38 @@
 //! The interface is batch-shaped (DESIGN §3): claims return batches, outcomes are
 //! recorded for many jobs in one write, and creates take a batch in one transaction.
 //! Every time-dependent call takes `now`; no implementation reads a clock.
+//!
+//! Layout: [`records`] holds what the store reads and writes, one subject per file.
+//! Each subject (`subscribers`, `secrets`, `jobs`, `creates`, `attempts`, `claims`,
+//! `outcomes`, `sweep`, `replays`, `figures`, `maintenance`) has a file here with what
+//! both backends share — the rows it decodes and its algorithm, a plain function over
+//! a small statement trait built on `Transactions` — and a file of the same name in
+//! [`sqlite`] and [`postgres`] with that backend's SQL, as constants in its own
+//! dialect, and its implementation of the trait. [`dialect`] builds the statements
+//! written at run time; [`group_commit`] batches creates and outcomes; [`Wake`] wakes
+//! this instance's worker when the store creates work.
 
-mod batch;
+mod attempts;
+mod claims;
+mod creates;
+mod decode;
+pub mod dialect;
 mod error;
+mod figures;
 pub mod group_commit;
-mod maintenance_sql;
-mod outcome_batch;
+mod jobs;
+mod maintenance;
+mod outcomes;
 pub mod postgres;
 pub mod records;
-pub(crate) mod replay_sql;
 pub mod replays;
-pub(crate) mod rows;
 pub mod sealing;
+mod secrets;
 pub mod sqlite;
+mod subscribers;
+mod sweep;
+mod transactions;
+mod wake;
 
 use std::sync::Arc;
 
@@ -27,8 +46,8 @@ use uuid::Uuid;
 
 pub use error::StoreError;
 pub use records::*;
-pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
 pub use sealing::{Sealer, UnreadableSecret};
+pub use wake::Wake;
 
 use crate::domain::Timestamp;
 use crate::domain::replay::ReplayFilter;
@@ -132,6 +151,33 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError>;
+
+    /// Records one attempt's result as [`Store::record_outcomes`] does, group-committed
+    /// with the outcomes recorded meanwhile: at most 256 in one write, one write at a
+    /// time; a group is written at the latest `now` among its records. Returns this
+    /// record's own result.
+    ///
+    /// The default writes `record` alone (a store without a group commit, e.g. a
+    /// wrapper in a test).
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError> {
+        self.record_outcomes(std::slice::from_ref(&record), now)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Internal("an outcome without a result".into()))
+    }
+
+    /// The wake-ups of this instance's worker: the store wakes it when a job it
+    /// creates is due before the worker would wake, and when a replay is created.
+    ///
+    /// The default is a wake-up nothing else holds (a store that wraps another should
+    /// forward its store's).
+    fn wake(&self) -> Arc<Wake> {
+        Wake::new()
+    }
 
     /// When a worker next has something to do, as of `now`: a running replay's next
     /// burst, a job coming due, a
@@ -265,20 +311,14 @@ async fn connect(
     check_secrets: bool,
 ) -> Result<SharedStore, StoreError> {
     if database_url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::open(database_url)
-            .await?
-            .with_sealer(sealer);
-        store.migrate().await?;
+        let store = sqlite::SqliteStore::open(database_url, sealer).await?;
         if check_secrets {
             log_sealed(store.prepare_secrets().await?);
         }
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        let store = postgres::PostgresStore::open(database_url)
-            .await?
-            .with_sealer(sealer);
-        store.migrate().await?;
+        let store = postgres::PostgresStore::open(database_url, sealer).await?;
         if check_secrets {
             log_sealed(store.prepare_secrets().await?);
         }

@@ -6,30 +6,44 @@
 //! the workers of every instance; polling stays as the fallback. Lost connections are
 //! replaced by the pool; calls made while the server is down fail as
 //! [`StoreError::Unavailable`].
+//!
+//! Each file holds one subject's statements, as constants in PostgreSQL's dialect;
+//! the SQLite store has the same files.
 
+mod attempts;
+mod binds;
+mod claims;
+mod creates;
+mod figures;
 mod jobs;
-mod leases;
 mod maintenance;
+mod outcomes;
+mod renewals;
 mod replays;
-mod rows;
-mod stats;
+mod secrets;
 mod subscribers;
+mod sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::{PgPool, Postgres};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::batch::{self, Created};
+use super::creates::Created;
+use super::dialect::{Dialect, Query};
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::{Sealer, Store, StoreError};
+use super::transactions::{Row, Transactions};
+use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
+use crate::domain::replay::ReplayFilter;
+use crate::domain::waiting::SubscriberLoad;
+use crate::store as shared;
 
 /// The channel a job creation is announced on.
 pub const JOBS_CHANNEL: &str = "deferhook_jobs";
@@ -41,86 +55,132 @@ const CREATE_GROUPS_AT_ONCE: usize = 4;
 /// How long a call waits for a connection before the store reports itself unavailable.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Announces new work to the workers of every instance (delivered at commit).
+const NOTIFY: &str = "SELECT pg_notify($1, '')";
+
+/// An open PostgreSQL transaction.
+type Tx = sqlx::Transaction<'static, Postgres>;
+
+impl Transactions for PgPool {
+    type Tx = Tx;
+    const DIALECT: Dialect = Dialect::Postgres;
+
+    async fn write(&self) -> Result<Tx, StoreError> {
+        Ok(self.begin().await?)
+    }
+
+    async fn snapshot(&self) -> Result<Tx, StoreError> {
+        Ok(self
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?)
+    }
+
+    async fn commit(tx: Tx) -> Result<(), StoreError> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn announce(tx: &mut Tx) -> Result<(), StoreError> {
+        sqlx::query(NOTIFY)
+            .bind(JOBS_CHANNEL)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_with(sql, arguments)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_one<T: Row>(tx: &mut Tx, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments).fetch_all(self).await?)
+    }
+
+    async fn read_optional<T: Row>(&self, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(self)
+            .await?)
+    }
+
+    async fn read_one<T: Row>(&self, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments).fetch_one(self).await?)
+    }
+}
+
 /// The PostgreSQL implementation of [`Store`].
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    db: PgPool,
     sealer: Sealer,
     /// Creates, group-committed over a few connections at once.
     creates: GroupCommit<Vec<NewJob>, Created>,
+    /// Outcomes recorded one by one, group-committed one group at a time.
+    outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
+    wake: Arc<Wake>,
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://user@host:port/db`). Does not migrate. Errors
-    /// never include the URL (it may carry a password).
-    pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
+    /// Connects to `url` (`postgres://user@host:port/db`) and applies the migrations of
+    /// `migrations/postgres` not applied yet (sqlx takes an advisory lock, so instances
+    /// starting together are safe); subscriber secrets are written and read through
+    /// `sealer`. Errors never include the URL (it may carry a password).
+    pub async fn open(url: &str, sealer: Sealer) -> Result<Self, StoreError> {
+        let db = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect(url)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
-        let creates = batch::spawn_creates(pool.clone(), CREATE_GROUPS_AT_ONCE);
+        sqlx::migrate!("./migrations/postgres").run(&db).await?;
+        let wake = Wake::new();
         Ok(PostgresStore {
-            pool,
-            sealer: Sealer::plaintext(),
-            creates,
+            creates: shared::creates::spawn(db.clone(), CREATE_GROUPS_AT_ONCE, wake.clone()),
+            outcomes: shared::outcomes::spawn(db.clone()),
+            db,
+            sealer,
+            wake,
         })
-    }
-
-    /// Writes and reads subscriber secrets through `sealer` (sealed at rest when it
-    /// has a key).
-    pub fn with_sealer(self, sealer: Sealer) -> Self {
-        PostgresStore { sealer, ..self }
     }
 
     /// Checks the stored signing secrets against this store's sealer and seals the
     /// plaintext ones when it has a key (see [`crate::store::sealing::Sealer::check_stored`]):
     /// fails when sealed secrets do not open. Returns how many subscribers were sealed.
     pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
-        let rows: Vec<(String, String, Option<String>)> =
-            sqlx::query_as("SELECT id, secret, previous_secret FROM subscribers")
-                .fetch_all(&self.pool)
-                .await?;
-        let reseal = self
-            .sealer
-            .check_stored(&rows)
-            .map_err(StoreError::Config)?;
-        if reseal.is_empty() {
-            return Ok(0);
-        }
-        let mut tx = self.pool.begin().await?;
-        for row in &reseal {
-            sqlx::query(
-                "UPDATE subscribers SET secret = $2, \
-                 previous_secret = COALESCE($3, previous_secret) \
-                 WHERE id = $1 AND secret = $4",
-            )
-            .bind(&row.subscriber_id)
-            .bind(&row.new_secret)
-            .bind(row.new_previous.as_deref())
-            .bind(&row.old_secret)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(reseal.len())
-    }
-
-    /// Applies the embedded migrations of `migrations/postgres` that are not applied
-    /// yet (sqlx takes an advisory lock, so instances starting together are safe).
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/postgres")
-            .run(&self.pool)
-            .await?;
-        Ok(())
+        shared::secrets::prepare(&self.db, &self.sealer).await
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1").execute(&self.db).await?;
         Ok(())
     }
 
@@ -129,7 +189,7 @@ impl Store for PostgresStore {
         put: SubscriberPut,
         now: Timestamp,
     ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.pool, &self.sealer, put, now).await
+        subscribers::put(&self.db, &self.sealer, put, now).await
     }
 
     async fn rotate_secret(
@@ -137,18 +197,18 @@ impl Store for PostgresStore {
         rotation: SecretRotation,
         now: Timestamp,
     ) -> Result<Option<SecretRotated>, StoreError> {
-        subscribers::rotate_secret(&self.pool, &self.sealer, rotation, now).await
+        shared::subscribers::rotate_secret(&self.db, &self.sealer, rotation, now).await
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        subscribers::get(&self.pool, id).await
+        subscribers::get(&self.db, id).await
     }
 
     async fn list_subscribers(
         &self,
         page: PageRequest<String>,
     ) -> Result<Vec<Subscriber>, StoreError> {
-        subscribers::list(&self.pool, page).await
+        subscribers::list(&self.db, page).await
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
@@ -156,7 +216,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        jobs::get(&self.pool, id).await
+        jobs::get(&self.db, id).await
     }
 
     async fn list_jobs(
@@ -164,7 +224,7 @@ impl Store for PostgresStore {
         filter: &JobFilter,
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Job>, StoreError> {
-        jobs::list(&self.pool, filter, page).await
+        jobs::list(&self.db, filter, page).await
     }
 
     async fn transition_waiting(
@@ -174,15 +234,15 @@ impl Store for PostgresStore {
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.pool, id, seen, transition, now).await
+        jobs::transition_waiting(&self.db, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        jobs::attempts(&self.pool, job_id).await
+        attempts::list(&self.db, job_id).await
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        leases::claim(&self.pool, &self.sealer, request).await
+        claims::claim(&self.db, &self.sealer, request).await
     }
 
     async fn renew_leases(
@@ -191,7 +251,7 @@ impl Store for PostgresStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        leases::renew(&self.pool, leases, until, now).await
+        renewals::renew(&self.db, leases, until, now).await
     }
 
     async fn record_outcomes(
@@ -199,59 +259,59 @@ impl Store for PostgresStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        leases::record_outcomes(&self.pool, records, now).await
+        shared::outcomes::record(&self.db, records, now).await
+    }
+
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError> {
+        self.outcomes.submit((record, now)).await
+    }
+
+    fn wake(&self) -> Arc<Wake> {
+        self.wake.clone()
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        let jobs = stats::next_wake_at(&self.pool, now).await?;
-        let replay = replays::next_at(&self.pool).await?;
-        Ok(jobs.into_iter().chain(replay).min())
+        shared::figures::next_wake_at(&self.db, now).await
     }
 
     async fn subscriber_load(
         &self,
         id: &str,
         now: Timestamp,
-    ) -> Result<Option<crate::domain::waiting::SubscriberLoad>, StoreError> {
-        stats::subscriber_load(&self.pool, id, now).await
+    ) -> Result<Option<SubscriberLoad>, StoreError> {
+        shared::figures::subscriber_load(&self.db, id, now).await
     }
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        stats::gauges(&self.pool, now, slo_ms).await
+        shared::figures::gauges(&self.db, now, slo_ms).await
     }
 
     async fn count_replay_matches(
         &self,
-        filter: &crate::domain::replay::ReplayFilter,
+        filter: &ReplayFilter,
         max_jobs: u32,
     ) -> Result<u64, StoreError> {
-        replays::count(&self.pool, filter, max_jobs).await
+        shared::replays::count_matches(&self.db, filter, max_jobs).await
     }
 
-    async fn create_replay(
-        &self,
-        replay: crate::store::NewReplay,
-    ) -> Result<crate::store::Replay, StoreError> {
-        replays::create(&self.pool, replay).await
+    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {
+        shared::replays::create(&self.db, &self.wake, replay).await
     }
 
-    async fn get_replay(&self, id: Uuid) -> Result<Option<crate::store::Replay>, StoreError> {
-        replays::get(&self.pool, id).await
+    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError> {
+        shared::replays::get(&self.db, id).await
     }
 
-    async fn cancel_replay(
-        &self,
-        id: Uuid,
-        now: Timestamp,
-    ) -> Result<Option<crate::store::Replay>, StoreError> {
-        replays::cancel(&self.pool, id, now).await
+    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
+        shared::replays::cancel(&self.db, id, now).await
     }
 
-    async fn advance_replays(
-        &self,
-        now: Timestamp,
-    ) -> Result<crate::store::ReplayProgress, StoreError> {
-        replays::advance(&self.pool, now).await
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
+        shared::replays::advance(&self.db, now).await
     }
 
     async fn expire_deadlines(
@@ -259,7 +319,7 @@ impl Store for PostgresStore {
         now: Timestamp,
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
-        leases::expire_deadlines(&self.pool, now, limit).await
+        sweep::expire_deadlines(&self.db, now, limit).await
     }
 
     async fn subscriber_stats(
@@ -267,7 +327,7 @@ impl Store for PostgresStore {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<SubscriberStats>, StoreError> {
-        maintenance::subscriber_stats(&self.pool, id, now).await
+        shared::figures::subscriber_stats(&self.db, id, now).await
     }
 
     async fn purge_finished(
@@ -276,13 +336,13 @@ impl Store for PostgresStore {
         dead_before: Option<Timestamp>,
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
-        maintenance::purge_finished(&self.pool, finished_before, dead_before, limit).await
+        shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
     }
 
     async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
         let mut pause = Duration::from_millis(100);
         while !stop.is_cancelled() {
-            let listening = forward_notifications(&self.pool, &wake);
+            let listening = forward_notifications(&self.db, &wake);
             tokio::select! {
                 () = stop.cancelled() => return,
                 result = listening => {

@@ -1,62 +1,100 @@
-//! Replays in PostgreSQL: the shared statements ([`crate::store::replay_sql`]) in a
+//! Replays in PostgreSQL: the statements (see [`crate::store::replays`]) in a
 //! transaction. A step locks the replay rows it advances (`FOR UPDATE SKIP LOCKED`),
 //! so instances sharing the database take turns on one token bucket: the pace holds
 //! across them.
 
-use sqlx::{PgPool, Postgres, Row};
-use uuid::Uuid;
+use sqlx::PgPool;
 
-use crate::domain::Timestamp;
-use crate::domain::replay::ReplayFilter;
-use crate::store::StoreError;
-use crate::store::replay_sql::replay_statements;
-use crate::store::replays::{self, NewReplay, Replay, ReplayProgress};
+use crate::store::replays::ReplayStatements;
 
-replay_statements!(sqlx::Postgres, Dialect::Postgres);
+/// When the next running replay may release jobs.
+const NEXT_AT: &str = "SELECT MIN(next_at) AS at FROM replays WHERE state = 'running'";
 
-pub async fn count(pool: &PgPool, filter: &ReplayFilter, max_jobs: u32) -> Result<u64, StoreError> {
-    let n: i64 = replays::count_matching::<Postgres>(filter, max_jobs, false)
-        .build()
-        .fetch_one(pool)
-        .await?
-        .try_get("n")?;
-    Ok(u64::try_from(n).unwrap_or(0))
-}
+/// Replay `$1`.
+const FETCH: &str = "SELECT id, filter, max_jobs, rate_per_second, ttl_ms, state, \
+    matched, requeued, skipped, created_at, updated_at, finished_at FROM replays WHERE id = $1";
 
-pub async fn create(pool: &PgPool, replay: NewReplay) -> Result<Replay, StoreError> {
-    let mut tx = pool.begin().await?;
-    let created = statements::create(&mut tx, &replay).await?;
-    // Workers of every instance wake for it (sent at commit).
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(super::JOBS_CHANNEL)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(created)
-}
+/// The summed rate of the running replays.
+const USED_RATE: &str = "SELECT CAST(COALESCE(SUM(rate_per_second), 0) AS BIGINT) AS used \
+    FROM replays WHERE state = 'running'";
 
-pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Replay>, StoreError> {
-    statements::fetch(&mut *pool.acquire().await?, id).await
-}
+/// A new replay, `running`.
+const INSERT: &str = "INSERT INTO replays (id, filter, max_jobs, rate_per_second, ttl_ms, \
+    state, matched, paced_until, next_at, created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, $5, 'running', 0, $6, $7, $8, $8)";
 
-pub async fn cancel(pool: &PgPool, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
-    let mut tx = pool.begin().await?;
-    let replay = statements::cancel(&mut tx, id, now).await?;
-    tx.commit().await?;
-    Ok(replay)
-}
+/// How many jobs replay `$1` snapshotted.
+const SNAPSHOT_SIZE: &str = "SELECT COUNT(*) AS n FROM replay_jobs WHERE replay_id = $1";
 
-pub async fn next_at(pool: &PgPool) -> Result<Option<Timestamp>, StoreError> {
-    statements::next_at(&mut *pool.acquire().await?).await
-}
+/// Marks a replay created: counts the snapshot (`matched`), and ends it at once when
+/// nothing matched. Runs in the creating transaction, after the snapshot insert.
+const MARK_CREATED: &str = "UPDATE replays SET matched = $2, \
+    state = CASE WHEN $2 = 0 THEN 'done' ELSE state END, \
+    finished_at = CASE WHEN $2 = 0 THEN CAST($3 AS BIGINT) END WHERE id = $1";
 
-pub async fn advance(pool: &PgPool, now: Timestamp) -> Result<ReplayProgress, StoreError> {
-    // A read first, so an idle store costs no transaction.
-    if next_at(pool).await?.is_none_or(|at| at > now) {
-        return Ok(ReplayProgress::default());
-    }
-    let mut tx = pool.begin().await?;
-    let progress = statements::advance(&mut tx, now).await?;
-    tx.commit().await?;
-    Ok(progress)
+/// Stops a running replay.
+const CANCEL: &str = "UPDATE replays SET state = 'cancelled', finished_at = $2, \
+    updated_at = $2 WHERE id = $1 AND state = 'running'";
+
+/// The running replays whose next burst is due at `$1`, at most `$2`, row-locked,
+/// skipping those another instance is advancing.
+const DUE: &str = "SELECT id, rate_per_second, ttl_ms, next_position, burst_position, \
+    paced_until FROM replays \
+    WHERE state = 'running' AND next_at <= $1 ORDER BY next_at LIMIT $2 \
+    FOR UPDATE SKIP LOCKED";
+
+/// One creation at a time, so two concurrent replays cannot both fit the budget's
+/// last room.
+const LOCK_CREATIONS: &str = "LOCK TABLE replays IN SHARE ROW EXCLUSIVE MODE";
+
+/// Looks at replay `$1` again at `$2`.
+const WAIT_UNTIL: &str = "UPDATE replays SET next_at = $2 WHERE id = $1";
+
+/// Whether a job of the replay's last burst (positions `$2..$3`) still waits to be
+/// claimed or retried: the replay then holds its next burst.
+const LAST_BURST_WAITING: &str = "SELECT 1 AS waiting FROM replay_jobs rj \
+    JOIN jobs j ON j.id = rj.job_id \
+    WHERE rj.replay_id = $1 AND rj.position >= $2 AND rj.position < $3 \
+      AND j.state IN ('scheduled', 'retrying') LIMIT 1";
+
+/// Replay `$1`'s snapshotted jobs from position `$2`, at most `$3`.
+const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_attempts, \
+    j.due_at, j.deadline FROM replay_jobs rj \
+    JOIN jobs j ON j.id = rj.job_id \
+    WHERE rj.replay_id = $1 AND rj.position >= $2 \
+    ORDER BY rj.position LIMIT $3";
+
+/// Moves a dead job back to `scheduled` (`$2`), eligible again (`deliver_at` and
+/// `due_at`) at `$3`, with deadline `$4`, keeping its id, payload and attempt history
+/// (so its age, SLO and near-deadline figures count from the replay), with a fresh
+/// attempt budget: `max_attempts` becomes the attempts so far plus the producer's
+/// budget (kept in `attempt_budget`). Only if it is still dead.
+const REQUEUE: &str = "UPDATE jobs SET state = $2, due_at = $3, deliver_at = $3, \
+    deadline = $4, dead_reason = NULL, dead_at = NULL, updated_at = $5, \
+    attempt_budget = COALESCE(attempt_budget, max_attempts), \
+    max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
+    WHERE id = $1 AND state = 'dead' RETURNING id";
+
+/// Records a step of a replay.
+const RECORD_STEP: &str = "UPDATE replays SET next_position = $2, burst_position = $9, \
+    requeued = requeued + $3, skipped = skipped + $4, paced_until = $5, next_at = $6, \
+    updated_at = $7, state = CASE WHEN $8 THEN 'done' ELSE state END, \
+    finished_at = CASE WHEN $8 THEN CAST($7 AS BIGINT) END \
+    WHERE id = $1 RETURNING state";
+
+impl ReplayStatements for PgPool {
+    const NEXT_AT: &'static str = NEXT_AT;
+    const FETCH: &'static str = FETCH;
+    const USED_RATE: &'static str = USED_RATE;
+    const INSERT: &'static str = INSERT;
+    const SNAPSHOT_SIZE: &'static str = SNAPSHOT_SIZE;
+    const MARK_CREATED: &'static str = MARK_CREATED;
+    const CANCEL: &'static str = CANCEL;
+    const DUE: &'static str = DUE;
+    const WAIT_UNTIL: &'static str = WAIT_UNTIL;
+    const LAST_BURST_WAITING: &'static str = LAST_BURST_WAITING;
+    const CANDIDATES: &'static str = CANDIDATES;
+    const REQUEUE: &'static str = REQUEUE;
+    const RECORD_STEP: &'static str = RECORD_STEP;
+    const LOCK_CREATIONS: Option<&'static str> = Some(LOCK_CREATIONS);
 }

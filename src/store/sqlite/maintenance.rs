@@ -1,42 +1,8 @@
-//! Operator queries and retention in SQLite: a subscriber's figures, and purging
-//! finished jobs in batches.
-//!
-//! Partial indexes are named with `INDEXED BY` and their predicates repeated word for
-//! word: SQLite uses a partial index only when the query's text implies its predicate,
-//! and `INDEXED BY` turns a plan that cannot use it into an error instead of a scan.
+//! Retention in SQLite: purging finished jobs in batches (see
+//! [`crate::store::maintenance`]).
 
-use sqlx::SqlitePool;
-
-use crate::domain::Timestamp;
-use crate::store::StoreError;
-use crate::store::maintenance_sql::maintenance_statements;
-use crate::store::records::{PurgedJobs, SubscriberStats};
-
-maintenance_statements!(sqlx::Sqlite);
-
-/// Whether subscriber `?1` exists.
-pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
-
-/// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
-pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
-    INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
-
-/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2`, and its latest
-/// delivered attempt (`attempts_subscriber_finished`, newest first).
-pub(super) const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
-    (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
-     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying') AND due_at <= ?2) \
-     AS oldest_eligible, \
-    (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
-     WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
-     ORDER BY finished_at DESC LIMIT 1) AS last_success";
-
-/// Subscriber `?1`'s latest finished attempt that failed.
-pub(super) const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, \
-    reason FROM attempts INDEXED BY attempts_subscriber_finished \
-    WHERE subscriber_id = ?1 AND finished_at IS NOT NULL \
-      AND outcome IN ('retryable', 'terminal', 'blocked') \
-    ORDER BY finished_at DESC LIMIT 1";
+use super::Pools;
+use crate::store::maintenance::PurgeStatements;
 
 /// Deletes up to `?2` jobs in state `?3` (`delivered`, `cancelled` or `dead`) last
 /// updated before `?1`, oldest first: a seek on `jobs_finished (state, updated_at)`
@@ -50,37 +16,17 @@ pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
     AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
     RETURNING state";
 
-/// The figures of subscriber `id` at `now`, read in one snapshot.
-pub async fn subscriber_stats(
-    readers: &SqlitePool,
-    id: &str,
-    now: Timestamp,
-) -> Result<Option<SubscriberStats>, StoreError> {
-    let mut tx = readers.begin().await?;
-    let stats = statements::stats(&mut tx, id, now).await?;
-    tx.commit().await?;
-    Ok(stats)
-}
-
-/// Deletes up to `limit` finished jobs in one write transaction (see
-/// [`crate::store::Store::purge_finished`]).
-pub async fn purge_finished(
-    writer: &SqlitePool,
-    finished_before: Option<Timestamp>,
-    dead_before: Option<Timestamp>,
-    limit: u32,
-) -> Result<PurgedJobs, StoreError> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let purged = statements::purge(&mut tx, finished_before, dead_before, limit).await?;
-    tx.commit().await?;
-    Ok(purged)
+impl PurgeStatements for Pools {
+    const PURGE: &'static str = PURGE;
 }
 
 #[cfg(test)]
 mod tests {
-    use sqlx::Row;
+    use sqlx::{Row, SqlitePool};
 
-    use super::*;
+    use crate::domain::Timestamp;
+    use crate::store::Sealer;
+    use crate::store::maintenance::purge_finished;
     use crate::store::sqlite::SqliteStore;
 
     async fn count(pool: &SqlitePool, table: &str) -> i64 {
@@ -99,9 +45,8 @@ mod tests {
     async fn a_purge_cascades_to_attempts_and_replay_entries() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("d.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        store.migrate().await.unwrap();
-        for pool in [&store.writer, &store.readers] {
+        let store = SqliteStore::open(&url, Sealer::plaintext()).await.unwrap();
+        for pool in [&store.db.writer, &store.db.readers] {
             let on: i64 = sqlx::query("PRAGMA foreign_keys")
                 .fetch_one(pool)
                 .await
@@ -122,19 +67,22 @@ mod tests {
              VALUES ('r', '{}', 1, 1, 1, 'running', 1, 0, 0, 0, 0)",
             "INSERT INTO replay_jobs (replay_id, position, job_id) VALUES ('r', 0, 'j')",
         ] {
-            sqlx::query(statement).execute(&store.writer).await.unwrap();
+            sqlx::query(statement)
+                .execute(&store.db.writer)
+                .await
+                .unwrap();
         }
 
-        let purged = purge_finished(&store.writer, Some(Timestamp::from_millis(11)), None, 10)
+        let purged = purge_finished(&store.db, Some(Timestamp::from_millis(11)), None, 10)
             .await
             .unwrap();
 
         assert_eq!(purged.delivered, 1);
-        assert_eq!(count(&store.writer, "jobs").await, 0);
-        assert_eq!(count(&store.writer, "attempts").await, 0);
-        assert_eq!(count(&store.writer, "replay_jobs").await, 0);
+        assert_eq!(count(&store.db.writer, "jobs").await, 0);
+        assert_eq!(count(&store.db.writer, "attempts").await, 0);
+        assert_eq!(count(&store.db.writer, "replay_jobs").await, 0);
         assert_eq!(
-            count(&store.writer, "replays").await,
+            count(&store.db.writer, "replays").await,
             1,
             "the replay itself stays"
         );

@@ -4,31 +4,45 @@
 //! instead of failing with "database is locked"; reads use a separate pool and, under
 //! WAL, never wait for the writer. The file is opened with WAL, `synchronous = FULL`
 //! (a 2xx means the row is on disk), a busy timeout and foreign keys on.
+//!
+//! Each file holds one subject's statements, as constants in SQLite's dialect; the
+//! PostgreSQL store has the same files.
 
 mod attempts;
+mod binds;
+mod claims;
+mod creates;
+mod figures;
 mod jobs;
-mod leases;
 mod maintenance;
+mod outcomes;
 #[cfg(test)]
 mod plan_tests;
-mod replays;
-mod rows;
-mod stats;
+mod renewals;
+pub(crate) mod replays;
+mod secrets;
 mod subscribers;
+mod sweep;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use super::batch::{self, Created};
+use super::creates::Created;
+use super::dialect::{Dialect, Query};
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::{Sealer, Store, StoreError};
+use super::transactions::{Row, Transactions};
+use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
+use crate::domain::replay::ReplayFilter;
+use crate::domain::waiting::SubscriberLoad;
+use crate::store as shared;
 
 /// How long a connection waits on a lock held by another process, and how long a
 /// caller waits for the writer connection before the store reports itself unavailable.
@@ -36,20 +50,106 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read connections.
 const READERS: u32 = 4;
 
+/// An open SQLite transaction.
+type Tx = sqlx::Transaction<'static, Sqlite>;
+
+/// The connections: one writer, and readers.
+#[derive(Debug, Clone)]
+struct Pools {
+    writer: SqlitePool,
+    readers: SqlitePool,
+}
+
+impl Transactions for Pools {
+    type Tx = Tx;
+    const DIALECT: Dialect = Dialect::Sqlite;
+
+    async fn write(&self) -> Result<Tx, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    async fn snapshot(&self) -> Result<Tx, StoreError> {
+        Ok(self.readers.begin().await?)
+    }
+
+    async fn commit(tx: Tx) -> Result<(), StoreError> {
+        Ok(tx.commit().await?)
+    }
+
+    /// One instance per file: its own worker is woken through [`Wake`].
+    async fn announce(_tx: &mut Tx) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_with(sql, arguments)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+
+    async fn fetch_one<T: Row>(tx: &mut Tx, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_all(&self.readers)
+            .await?)
+    }
+
+    async fn read_optional<T: Row>(&self, query: Query) -> Result<Option<T>, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_optional(&self.readers)
+            .await?)
+    }
+
+    async fn read_one<T: Row>(&self, query: Query) -> Result<T, StoreError> {
+        let (sql, arguments) = binds::bound(&query)?;
+        Ok(sqlx::query_as_with(sql, arguments)
+            .fetch_one(&self.readers)
+            .await?)
+    }
+}
+
 /// The SQLite implementation of [`Store`].
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    writer: SqlitePool,
-    readers: SqlitePool,
+    db: Pools,
     sealer: Sealer,
     /// Creates, group-committed on the writer.
     creates: GroupCommit<Vec<NewJob>, Created>,
+    /// Outcomes recorded one by one, group-committed on the writer.
+    outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
+    wake: Arc<Wake>,
 }
 
 impl SqliteStore {
     /// Opens (creating when missing) the database at `url` (`sqlite://path`,
-    /// `sqlite:path` or `sqlite::memory:`). Does not migrate.
-    pub async fn open(url: &str) -> Result<Self, StoreError> {
+    /// `sqlite:path` or `sqlite::memory:`) and applies the migrations of
+    /// `migrations/sqlite` not applied yet; subscriber secrets are written and read
+    /// through `sealer`.
+    pub async fn open(url: &str, sealer: Sealer) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?
             .create_if_missing(true)
@@ -79,68 +179,54 @@ impl SqliteStore {
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
-        // One group at a time: SQLite has one writer.
-        let creates = batch::spawn_creates(writer.clone(), 1);
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let db = Pools { writer, readers };
+        let wake = Wake::new();
         Ok(SqliteStore {
-            writer,
-            readers,
-            sealer: Sealer::plaintext(),
-            creates,
+            // One group at a time: SQLite has one writer.
+            creates: shared::creates::spawn(db.clone(), 1, wake.clone()),
+            outcomes: shared::outcomes::spawn(db.clone()),
+            db,
+            sealer,
+            wake,
         })
-    }
-
-    /// Writes and reads subscriber secrets through `sealer` (sealed at rest when it
-    /// has a key).
-    pub fn with_sealer(self, sealer: Sealer) -> Self {
-        SqliteStore { sealer, ..self }
     }
 
     /// Checks the stored signing secrets against this store's sealer and seals the
     /// plaintext ones when it has a key (see [`crate::store::sealing::Sealer::check_stored`]):
     /// fails when sealed secrets do not open. Returns how many subscribers were sealed.
     pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
-        let rows: Vec<(String, String, Option<String>)> =
-            sqlx::query_as("SELECT id, secret, previous_secret FROM subscribers")
-                .fetch_all(&self.writer)
-                .await?;
-        let reseal = self
-            .sealer
-            .check_stored(&rows)
-            .map_err(StoreError::Config)?;
-        if reseal.is_empty() {
-            return Ok(0);
-        }
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        for row in &reseal {
-            sqlx::query(
-                "UPDATE subscribers SET secret = ?2, \
-                 previous_secret = COALESCE(?3, previous_secret) \
-                 WHERE id = ?1 AND secret = ?4",
-            )
-            .bind(&row.subscriber_id)
-            .bind(&row.new_secret)
-            .bind(row.new_previous.as_deref())
-            .bind(&row.old_secret)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(reseal.len())
+        shared::secrets::prepare(&self.db, &self.sealer).await
     }
+}
 
-    /// Applies the embedded migrations of `migrations/sqlite` that are not applied yet.
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.writer)
-            .await?;
-        Ok(())
-    }
+/// A store in memory with subscriber `s`, for this module's tests.
+#[cfg(test)]
+async fn test_store() -> SqliteStore {
+    use crate::domain::secret::SigningSecret;
+    let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
+        .await
+        .unwrap();
+    let put = SubscriberPut {
+        id: "s".into(),
+        url: "https://s.example.test/".into(),
+        secret: None,
+        generated_secret: SigningSecret::generate(),
+        max_in_flight: None,
+        rate_limit_per_second: None,
+        enabled: None,
+    };
+    store
+        .put_subscriber(put, crate::testing::START)
+        .await
+        .unwrap();
+    store
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.readers).await?;
+        sqlx::query("SELECT 1").execute(&self.db.readers).await?;
         Ok(())
     }
 
@@ -149,7 +235,7 @@ impl Store for SqliteStore {
         put: SubscriberPut,
         now: Timestamp,
     ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.writer, &self.sealer, put, now).await
+        subscribers::put(&self.db, &self.sealer, put, now).await
     }
 
     async fn rotate_secret(
@@ -157,18 +243,18 @@ impl Store for SqliteStore {
         rotation: SecretRotation,
         now: Timestamp,
     ) -> Result<Option<SecretRotated>, StoreError> {
-        subscribers::rotate_secret(&self.writer, &self.sealer, rotation, now).await
+        shared::subscribers::rotate_secret(&self.db, &self.sealer, rotation, now).await
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        subscribers::get(&self.readers, id).await
+        subscribers::get(&self.db.readers, id).await
     }
 
     async fn list_subscribers(
         &self,
         page: PageRequest<String>,
     ) -> Result<Vec<Subscriber>, StoreError> {
-        subscribers::list(&self.readers, page).await
+        subscribers::list(&self.db.readers, page).await
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
@@ -176,7 +262,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        jobs::get(&self.readers, id).await
+        jobs::get(&self.db.readers, id).await
     }
 
     async fn list_jobs(
@@ -184,7 +270,7 @@ impl Store for SqliteStore {
         filter: &JobFilter,
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Job>, StoreError> {
-        jobs::list(&self.readers, filter, page).await
+        jobs::list(&self.db.readers, filter, page).await
     }
 
     async fn transition_waiting(
@@ -194,15 +280,15 @@ impl Store for SqliteStore {
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.writer, id, seen, transition, now).await
+        jobs::transition_waiting(&self.db.writer, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        attempts::list(&self.readers, job_id).await
+        attempts::list(&self.db.readers, job_id).await
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        leases::claim(&self.writer, &self.sealer, request).await
+        claims::claim(&self.db, &self.sealer, request).await
     }
 
     async fn renew_leases(
@@ -211,7 +297,7 @@ impl Store for SqliteStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        leases::renew(&self.writer, leases, until, now).await
+        renewals::renew(&self.db.writer, leases, until, now).await
     }
 
     async fn record_outcomes(
@@ -219,59 +305,59 @@ impl Store for SqliteStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        leases::record_outcomes(&self.writer, records, now).await
+        shared::outcomes::record(&self.db, records, now).await
+    }
+
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError> {
+        self.outcomes.submit((record, now)).await
+    }
+
+    fn wake(&self) -> Arc<Wake> {
+        self.wake.clone()
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        let jobs = stats::next_wake_at(&self.readers, now).await?;
-        let replay = replays::next_at(&self.readers).await?;
-        Ok(jobs.into_iter().chain(replay).min())
+        shared::figures::next_wake_at(&self.db, now).await
     }
 
     async fn subscriber_load(
         &self,
         id: &str,
         now: Timestamp,
-    ) -> Result<Option<crate::domain::waiting::SubscriberLoad>, StoreError> {
-        stats::subscriber_load(&self.readers, id, now).await
+    ) -> Result<Option<SubscriberLoad>, StoreError> {
+        shared::figures::subscriber_load(&self.db, id, now).await
     }
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        stats::gauges(&self.readers, now, slo_ms).await
+        shared::figures::gauges(&self.db, now, slo_ms).await
     }
 
     async fn count_replay_matches(
         &self,
-        filter: &crate::domain::replay::ReplayFilter,
+        filter: &ReplayFilter,
         max_jobs: u32,
     ) -> Result<u64, StoreError> {
-        replays::count(&self.readers, filter, max_jobs).await
+        shared::replays::count_matches(&self.db, filter, max_jobs).await
     }
 
-    async fn create_replay(
-        &self,
-        replay: crate::store::NewReplay,
-    ) -> Result<crate::store::Replay, StoreError> {
-        replays::create(&self.writer, replay).await
+    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {
+        shared::replays::create(&self.db, &self.wake, replay).await
     }
 
-    async fn get_replay(&self, id: Uuid) -> Result<Option<crate::store::Replay>, StoreError> {
-        replays::get(&self.readers, id).await
+    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError> {
+        shared::replays::get(&self.db, id).await
     }
 
-    async fn cancel_replay(
-        &self,
-        id: Uuid,
-        now: Timestamp,
-    ) -> Result<Option<crate::store::Replay>, StoreError> {
-        replays::cancel(&self.writer, id, now).await
+    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
+        shared::replays::cancel(&self.db, id, now).await
     }
 
-    async fn advance_replays(
-        &self,
-        now: Timestamp,
-    ) -> Result<crate::store::ReplayProgress, StoreError> {
-        replays::advance(&self.writer, &self.readers, now).await
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
+        shared::replays::advance(&self.db, now).await
     }
 
     async fn expire_deadlines(
@@ -279,7 +365,7 @@ impl Store for SqliteStore {
         now: Timestamp,
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
-        leases::expire_deadlines(&self.writer, &self.readers, now, limit).await
+        sweep::expire_deadlines(&self.db, now, limit).await
     }
 
     async fn subscriber_stats(
@@ -287,7 +373,7 @@ impl Store for SqliteStore {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<SubscriberStats>, StoreError> {
-        maintenance::subscriber_stats(&self.readers, id, now).await
+        shared::figures::subscriber_stats(&self.db, id, now).await
     }
 
     async fn purge_finished(
@@ -296,6 +382,6 @@ impl Store for SqliteStore {
         dead_before: Option<Timestamp>,
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
-        maintenance::purge_finished(&self.writer, finished_before, dead_before, limit).await
+        shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
     }
 }

@@ -3,25 +3,32 @@
 //! `USING … INDEX`); the filters that select few jobs search an index rather than walk
 //! the primary key.
 
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 use uuid::Uuid;
 
-use super::{SqliteStore, maintenance};
+use super::{SqliteStore, binds, figures, maintenance};
 use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::store::Sealer;
+use crate::store::dialect::listing::push_job_listing;
+use crate::store::dialect::{Dialect, Query, Statement};
 use crate::store::records::{JobFilter, PageRequest};
-use crate::store::rows::push_job_listing;
 
 async fn store() -> SqliteStore {
-    let store = SqliteStore::open("sqlite::memory:").await.unwrap();
-    store.migrate().await.unwrap();
-    store
+    SqliteStore::open("sqlite::memory:", Sealer::plaintext())
+        .await
+        .unwrap()
+}
+
+/// `EXPLAIN QUERY PLAN `, to which a statement is appended.
+fn explain() -> Statement {
+    Statement::new(Dialect::Sqlite, "EXPLAIN QUERY PLAN ")
 }
 
 /// The `detail` column of `EXPLAIN QUERY PLAN` for `query`.
-async fn plan(store: &SqliteStore, mut query: QueryBuilder<Sqlite>) -> Vec<String> {
-    query
-        .build()
-        .fetch_all(&store.readers)
+async fn plan(store: &SqliteStore, query: Statement) -> Vec<String> {
+    let (sql, arguments) = binds::bound(&Query::from(&query)).unwrap();
+    sqlx::query_with(sql, arguments)
+        .fetch_all(&store.db.readers)
         .await
         .unwrap()
         .iter()
@@ -82,7 +89,7 @@ fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
 async fn every_listing_reads_jobs_through_an_index() {
     let store = store().await;
     for (name, filter, page) in every_filter() {
-        let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+        let mut query = explain();
         push_job_listing(&mut query, &filter, &page);
         let plan = plan(&store, query).await;
         let jobs = reads(&plan, "jobs", "j");
@@ -119,7 +126,7 @@ async fn a_listing_by_any_state_searches_jobs_state() {
                 after: None,
                 limit: 101,
             };
-            let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+            let mut query = explain();
             push_job_listing(&mut query, &filter, &page);
             let plan = plan(&store, query).await;
             let jobs = reads(&plan, "jobs", "j");
@@ -151,7 +158,7 @@ async fn dead_letter_filters_use_their_indexes() {
         limit: 10,
     };
     for (filter, index) in [(by_reason, "jobs_dead_reason"), (by_time, "jobs_dead_at")] {
-        let mut query = QueryBuilder::<Sqlite>::new("EXPLAIN QUERY PLAN ");
+        let mut query = explain();
         push_job_listing(&mut query, &filter, &page);
         let plan = plan(&store, query).await;
         assert!(
@@ -167,25 +174,26 @@ async fn dead_letter_filters_use_their_indexes() {
 async fn operator_queries_read_through_indexes() {
     let store = store().await;
     for (sql, table, index) in [
-        (maintenance::STATE_COUNTS, "jobs", "jobs_subscriber_state"),
+        (figures::STATE_COUNTS, "jobs", "jobs_subscriber_state"),
         (
-            maintenance::ELIGIBLE_AND_SUCCESS,
+            figures::ELIGIBLE_AND_SUCCESS,
             "jobs",
             "jobs_subscriber_state",
         ),
         (
-            maintenance::ELIGIBLE_AND_SUCCESS,
+            figures::ELIGIBLE_AND_SUCCESS,
             "attempts",
             "attempts_subscriber_finished",
         ),
         (
-            maintenance::LAST_FAILURE,
+            figures::LAST_FAILURE,
             "attempts",
             "attempts_subscriber_finished",
         ),
         (maintenance::PURGE, "jobs", "jobs_finished"),
     ] {
-        let query = QueryBuilder::<Sqlite>::new(format!("EXPLAIN QUERY PLAN {sql}"));
+        let mut query = explain();
+        query.push(sql);
         let plan = plan(&store, query).await;
         let lines = reads(&plan, table, table);
         assert!(!lines.is_empty(), "{sql}: {plan:?}");
@@ -206,9 +214,8 @@ async fn operator_queries_read_through_indexes() {
 /// an `UPDATE … FROM` the batch (`json_each`) loops over the batch, not over the table.
 #[tokio::test]
 async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
-    use super::leases::{
-        APPLY_TRANSITIONS, CLAIM_CANDIDATES, FINISH_ATTEMPTS, MARK_IN_FLIGHT, START_ATTEMPTS,
-    };
+    use super::claims::{CLAIM_CANDIDATES, MARK_IN_FLIGHT, START_ATTEMPTS};
+    use super::outcomes::{APPLY_TRANSITIONS, FINISH_ATTEMPTS};
     let store = store().await;
     for sql in [
         CLAIM_CANDIDATES,
@@ -217,7 +224,8 @@ async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
         FINISH_ATTEMPTS,
         APPLY_TRANSITIONS,
     ] {
-        let query = QueryBuilder::<Sqlite>::new(format!("EXPLAIN QUERY PLAN {sql}"));
+        let mut query = explain();
+        query.push(sql);
         let plan = plan(&store, query).await;
         for (table, alias) in [
             ("jobs", "j"),
@@ -247,9 +255,8 @@ async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
 #[tokio::test]
 async fn a_full_scan_is_caught() {
     let store = store().await;
-    let query = QueryBuilder::<Sqlite>::new(
-        "EXPLAIN QUERY PLAN SELECT j.id FROM jobs j WHERE j.payload = 'x'",
-    );
+    let mut query = explain();
+    query.push("SELECT j.id FROM jobs j WHERE j.payload = 'x'");
     let plan = plan(&store, query).await;
     let lines = reads(&plan, "jobs", "j");
     assert_eq!(lines.len(), 1, "{plan:?}");

@@ -1,68 +1,117 @@
-//! Replays in SQLite: the shared statements ([`crate::store::replay_sql`]) run on the
-//! single writer connection in `BEGIN IMMEDIATE` transactions, so a step's read of the
-//! token bucket and its update cannot interleave with another writer.
+//! Replays in SQLite: the statements (see [`crate::store::replays`]), run on the single
+//! writer connection in `BEGIN IMMEDIATE` transactions, so a step's read of the token
+//! bucket and its update cannot interleave with another writer.
 
-use sqlx::{Row, Sqlite, SqlitePool};
-use uuid::Uuid;
+use sqlx::{QueryBuilder, Sqlite};
 
-use crate::domain::Timestamp;
+use super::{Pools, binds};
 use crate::domain::replay::ReplayFilter;
-use crate::store::StoreError;
-use crate::store::replay_sql::replay_statements;
-use crate::store::replays::{self, NewReplay, Replay, ReplayProgress};
+use crate::store::dialect::{Dialect, Statement};
+use crate::store::replays::ReplayStatements;
 
-replay_statements!(sqlx::Sqlite, Dialect::Sqlite);
+/// When the next running replay may release jobs.
+const NEXT_AT: &str =
+    "SELECT MIN(next_at) AS at FROM replays INDEXED BY replays_running WHERE state = 'running'";
 
-pub async fn count(
-    readers: &SqlitePool,
+/// Replay `?1`.
+const FETCH: &str = "SELECT id, filter, max_jobs, rate_per_second, ttl_ms, state, \
+    matched, requeued, skipped, created_at, updated_at, finished_at FROM replays WHERE id = ?1";
+
+/// The summed rate of the running replays.
+const USED_RATE: &str = "SELECT CAST(COALESCE(SUM(rate_per_second), 0) AS BIGINT) AS used \
+    FROM replays WHERE state = 'running'";
+
+/// A new replay, `running`.
+const INSERT: &str = "INSERT INTO replays (id, filter, max_jobs, rate_per_second, ttl_ms, \
+    state, matched, paced_until, next_at, created_at, updated_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, 'running', 0, ?6, ?7, ?8, ?8)";
+
+/// How many jobs replay `?1` snapshotted.
+const SNAPSHOT_SIZE: &str = "SELECT COUNT(*) AS n FROM replay_jobs WHERE replay_id = ?1";
+
+/// Marks a replay created: counts the snapshot (`matched`), and ends it at once when
+/// nothing matched. Runs in the creating transaction, after the snapshot insert.
+const MARK_CREATED: &str = "UPDATE replays SET matched = ?2, \
+    state = CASE WHEN ?2 = 0 THEN 'done' ELSE state END, \
+    finished_at = CASE WHEN ?2 = 0 THEN CAST(?3 AS BIGINT) END WHERE id = ?1";
+
+/// Stops a running replay.
+const CANCEL: &str = "UPDATE replays SET state = 'cancelled', finished_at = ?2, \
+    updated_at = ?2 WHERE id = ?1 AND state = 'running'";
+
+/// The running replays whose next burst is due at `?1`, at most `?2`.
+const DUE: &str = "SELECT id, rate_per_second, ttl_ms, next_position, burst_position, \
+    paced_until FROM replays INDEXED BY replays_running \
+    WHERE state = 'running' AND next_at <= ?1 ORDER BY next_at LIMIT ?2";
+
+/// Looks at replay `?1` again at `?2`.
+const WAIT_UNTIL: &str = "UPDATE replays SET next_at = ?2 WHERE id = ?1";
+
+/// Whether a job of the replay's last burst (positions `?2..?3`) still waits to be
+/// claimed or retried: the replay then holds its next burst.
+const LAST_BURST_WAITING: &str = "SELECT 1 AS waiting FROM replay_jobs rj \
+    JOIN jobs j ON j.id = rj.job_id \
+    WHERE rj.replay_id = ?1 AND rj.position >= ?2 AND rj.position < ?3 \
+      AND j.state IN ('scheduled', 'retrying') LIMIT 1";
+
+/// Replay `?1`'s snapshotted jobs from position `?2`, at most `?3`.
+const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_attempts, \
+    j.due_at, j.deadline FROM replay_jobs rj \
+    JOIN jobs j ON j.id = rj.job_id \
+    WHERE rj.replay_id = ?1 AND rj.position >= ?2 \
+    ORDER BY rj.position LIMIT ?3";
+
+/// Moves a dead job back to `scheduled` (`?2`), eligible again (`deliver_at` and
+/// `due_at`) at `?3`, with deadline `?4`, keeping its id, payload and attempt history
+/// (so its age, SLO and near-deadline figures count from the replay), with a fresh
+/// attempt budget: `max_attempts` becomes the attempts so far plus the producer's
+/// budget (kept in `attempt_budget`). Only if it is still dead.
+const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3, \
+    deadline = ?4, dead_reason = NULL, dead_at = NULL, updated_at = ?5, \
+    attempt_budget = COALESCE(attempt_budget, max_attempts), \
+    max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
+    WHERE id = ?1 AND state = 'dead' RETURNING id";
+
+/// Records a step of a replay.
+const RECORD_STEP: &str = "UPDATE replays SET next_position = ?2, burst_position = ?9, \
+    requeued = requeued + ?3, skipped = skipped + ?4, paced_until = ?5, next_at = ?6, \
+    updated_at = ?7, state = CASE WHEN ?8 THEN 'done' ELSE state END, \
+    finished_at = CASE WHEN ?8 THEN CAST(?7 AS BIGINT) END \
+    WHERE id = ?1 RETURNING state";
+
+/// Pushes the replay match onto a sqlx builder (which writes its own placeholders),
+/// for the plan test of `tests/store/replay_plans.rs`: with `indexed_by` the index is
+/// named, as this store's statements do; without, as PostgreSQL's do.
+pub fn push_matching(
+    query: &mut QueryBuilder<Sqlite>,
     filter: &ReplayFilter,
     max_jobs: u32,
-) -> Result<u64, StoreError> {
-    let n: i64 = replays::count_matching::<Sqlite>(filter, max_jobs, true)
-        .build()
-        .fetch_one(readers)
-        .await?
-        .try_get("n")?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    indexed_by: bool,
+) {
+    let dialect = if indexed_by {
+        Dialect::Sqlite
+    } else {
+        Dialect::Postgres
+    };
+    let mut matching = Statement::new(dialect, "");
+    crate::store::dialect::matching::push_matching(&mut matching, filter, max_jobs);
+    binds::push(query, &matching);
 }
 
-pub async fn create(writer: &SqlitePool, replay: NewReplay) -> Result<Replay, StoreError> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let created = statements::create(&mut tx, &replay).await?;
-    tx.commit().await?;
-    Ok(created)
-}
-
-pub async fn get(readers: &SqlitePool, id: Uuid) -> Result<Option<Replay>, StoreError> {
-    statements::fetch(&mut *readers.acquire().await?, id).await
-}
-
-pub async fn cancel(
-    writer: &SqlitePool,
-    id: Uuid,
-    now: Timestamp,
-) -> Result<Option<Replay>, StoreError> {
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let replay = statements::cancel(&mut tx, id, now).await?;
-    tx.commit().await?;
-    Ok(replay)
-}
-
-pub async fn next_at(readers: &SqlitePool) -> Result<Option<Timestamp>, StoreError> {
-    statements::next_at(&mut *readers.acquire().await?).await
-}
-
-pub async fn advance(
-    writer: &SqlitePool,
-    readers: &SqlitePool,
-    now: Timestamp,
-) -> Result<ReplayProgress, StoreError> {
-    // A read first, so an idle store costs no write transaction.
-    if next_at(readers).await?.is_none_or(|at| at > now) {
-        return Ok(ReplayProgress::default());
-    }
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let progress = statements::advance(&mut tx, now).await?;
-    tx.commit().await?;
-    Ok(progress)
+impl ReplayStatements for Pools {
+    const NEXT_AT: &'static str = NEXT_AT;
+    const FETCH: &'static str = FETCH;
+    const USED_RATE: &'static str = USED_RATE;
+    const INSERT: &'static str = INSERT;
+    const SNAPSHOT_SIZE: &'static str = SNAPSHOT_SIZE;
+    const MARK_CREATED: &'static str = MARK_CREATED;
+    const CANCEL: &'static str = CANCEL;
+    const DUE: &'static str = DUE;
+    const WAIT_UNTIL: &'static str = WAIT_UNTIL;
+    const LAST_BURST_WAITING: &'static str = LAST_BURST_WAITING;
+    const CANDIDATES: &'static str = CANDIDATES;
+    const REQUEUE: &'static str = REQUEUE;
+    const RECORD_STEP: &'static str = RECORD_STEP;
+    /// SQLite has one writer: creations already take turns.
+    const LOCK_CREATIONS: Option<&'static str> = None;
 }

@@ -1,12 +1,19 @@
-//! Rules both stores apply when creating a batch of jobs.
+//! Creating jobs, for both backends: requests are group-committed (one transaction
+//! for the requests that arrive while a write runs), each request all or nothing on its
+//! own, and every transaction takes its row locks in key order.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
 
 use crate::domain::payload::same_json_value;
-use crate::store::StoreError;
+use crate::store::dialect::inserts::{INSERT_CHUNK, insert_new_jobs};
+use crate::store::dialect::{Query, Value};
 use crate::store::group_commit::{GroupCommit, GroupLimits, GroupResults, same_kind};
+use crate::store::jobs::StoredJobRow;
 use crate::store::records::{CreateOutcome, Job, NewJob};
-use crate::store::rows::INSERT_CHUNK;
+use crate::store::transactions::Transactions;
+use crate::store::{StoreError, Wake};
 
 /// The subscribers a group's requests name that exist, each with whether it is
 /// enabled.
@@ -20,7 +27,7 @@ pub type Created = Vec<CreateOutcome>;
 
 /// The order to write `jobs` in: by (subscriber_id, event_id), whatever the request
 /// order, so concurrent batches lock rows in the same order and cannot deadlock.
-pub fn key_order(jobs: &[NewJob]) -> Vec<usize> {
+fn key_order(jobs: &[NewJob]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| {
         (&jobs[a].subscriber_id, &jobs[a].event_id)
@@ -43,7 +50,7 @@ fn request_order(requests: &[Vec<NewJob>]) -> Vec<usize> {
 }
 
 /// The distinct subscriber ids a group's requests name, sorted.
-pub fn subscriber_ids(requests: &[Vec<NewJob>]) -> Vec<&str> {
+fn subscriber_ids(requests: &[Vec<NewJob>]) -> Vec<&str> {
     let ids: BTreeSet<&str> = requests
         .iter()
         .flatten()
@@ -69,17 +76,55 @@ fn needs_savepoint(jobs: &[NewJob]) -> bool {
     jobs.len() > 1
 }
 
-/// The statements of one group's transaction that [`write_requests`] needs.
-pub trait GroupWriter {
-    /// Runs a statement without parameters (the savepoint commands).
-    async fn execute(&mut self, sql: &'static str) -> Result<(), StoreError>;
-    /// Inserts one request's jobs and reads them back (outcomes in request order); a
-    /// repeat of a stored job with another payload is a [`StoreError::PayloadConflict`].
-    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Created, StoreError>;
-    /// Inserts `jobs` (at most [`INSERT_CHUNK`]) in one statement (see
-    /// [`crate::store::rows::insert_new_jobs`]), skipping those whose key exists;
-    /// returns the ids inserted.
-    async fn insert_new(&mut self, jobs: &[&NewJob]) -> Result<HashSet<String>, StoreError>;
+/// The statements of a group's transaction, in the backend's dialect.
+pub(crate) trait CreateStatements: Transactions {
+    /// Inserts job `$1` (subscriber `$2`, event `$3`, payload `$4`, `max_attempts`
+    /// `$5`, due at `$6`, deadline `$7`, created at `$8`) as `scheduled`, unless its
+    /// key exists.
+    const INSERT: &'static str;
+    /// The job of key (`$1`, `$2`) with its payload ([`StoredJobRow`]).
+    const FIND: &'static str;
+
+    /// Which of `ids` (sorted) name existing subscribers, each with whether it is
+    /// enabled; each row is held until `tx` ends as the backend needs, so a subscriber
+    /// cannot vanish before the jobs that name it commit.
+    fn known_subscribers(
+        tx: &mut Self::Tx,
+        ids: &[&str],
+    ) -> impl Future<Output = Result<KnownSubscribers, StoreError>> + Send;
+}
+
+/// Inserts `jobs` (at most [`INSERT_CHUNK`]) in one statement (see
+/// [`insert_new_jobs`]), skipping those whose key exists; returns the ids inserted.
+async fn insert_new<S: CreateStatements>(
+    tx: &mut S::Tx,
+    jobs: &[&NewJob],
+) -> Result<HashSet<String>, StoreError> {
+    let query = Query::from(&insert_new_jobs(S::DIALECT, jobs));
+    let ids: Vec<(String,)> = S::fetch_all(tx, query).await?;
+    Ok(ids.into_iter().map(|(id,)| id).collect())
+}
+
+/// Inserts `job` unless its key exists, and reads the job of its key back: whether
+/// it was inserted, and the stored job with its payload.
+async fn insert_one<S: CreateStatements>(
+    tx: &mut S::Tx,
+    job: &NewJob,
+) -> Result<(bool, StoredJobRow), StoreError> {
+    let insert = Query::new(S::INSERT)
+        .text(job.id.to_string())
+        .text(&job.subscriber_id)
+        .text(&job.event_id)
+        .text(&job.payload)
+        .bind(Value::OptInt(job.max_attempts.map(i64::from)))
+        .int(job.deliver_at.as_millis())
+        .int(job.deadline.as_millis())
+        .int(job.created_at.as_millis());
+    let inserted = S::execute(tx, insert).await? == 1;
+    let find = Query::new(S::FIND)
+        .text(&job.subscriber_id)
+        .text(&job.event_id);
+    Ok((inserted, S::fetch_one(tx, find).await?))
 }
 
 /// Writes each request of a group inside the group's open transaction, as if one
@@ -89,8 +134,8 @@ pub trait GroupWriter {
 /// exists is a repeat or a conflict; a multi-job request is written inside its own
 /// savepoint and rolled back to it on a conflict. Any other error fails the whole
 /// group (the caller drops the transaction). Results are in the order of `requests`.
-pub async fn write_requests(
-    group: &mut impl GroupWriter,
+async fn write_requests<S: CreateStatements>(
+    tx: &mut S::Tx,
     requests: &[Vec<NewJob>],
     known: &KnownSubscribers,
 ) -> Result<GroupResults<Created>, StoreError> {
@@ -104,7 +149,7 @@ pub async fn write_requests(
         .collect();
     for chunk in lone.chunks(INSERT_CHUNK) {
         let jobs: Vec<&NewJob> = chunk.iter().map(|&i| &requests[i][0]).collect();
-        let inserted = group.insert_new(&jobs).await?;
+        let inserted = insert_new::<S>(tx, &jobs).await?;
         for (&index, job) in chunk.iter().zip(jobs) {
             if inserted.contains(&job.id.to_string()) {
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
@@ -125,18 +170,18 @@ pub async fn write_requests(
         }
         let savepoint = needs_savepoint(jobs);
         if savepoint {
-            group.execute("SAVEPOINT request").await?;
+            S::execute(tx, Query::new("SAVEPOINT request")).await?;
         }
-        let result = match write_request(group, jobs, known).await {
+        let result = match write_request::<S>(tx, jobs, known).await {
             Ok(outcomes) => Ok(outcomes),
             Err(conflict @ StoreError::PayloadConflict { .. }) => Err(conflict),
             Err(other) => return Err(other),
         };
         if savepoint {
             if result.is_err() {
-                group.execute("ROLLBACK TO SAVEPOINT request").await?;
+                S::execute(tx, Query::new("ROLLBACK TO SAVEPOINT request")).await?;
             }
-            group.execute("RELEASE SAVEPOINT request").await?;
+            S::execute(tx, Query::new("RELEASE SAVEPOINT request")).await?;
         }
         results[index] = Some(result);
     }
@@ -146,8 +191,8 @@ pub async fn write_requests(
 /// Writes one request's jobs in key order: all of them in multi-row inserts (per
 /// [`INSERT_CHUNK`]), then, one by one, those whose key already existed (a repeat, or
 /// a [`StoreError::PayloadConflict`]). Outcomes in request order.
-async fn write_request(
-    group: &mut impl GroupWriter,
+async fn write_request<S: CreateStatements>(
+    tx: &mut S::Tx,
     jobs: &[NewJob],
     known: &KnownSubscribers,
 ) -> Result<Created, StoreError> {
@@ -155,7 +200,7 @@ async fn write_request(
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     for chunk in order.chunks(INSERT_CHUNK) {
         let batch: Vec<&NewJob> = chunk.iter().map(|&i| &jobs[i]).collect();
-        let inserted = group.insert_new(&batch).await?;
+        let inserted = insert_new::<S>(tx, &batch).await?;
         for (&index, job) in chunk.iter().zip(batch) {
             if inserted.contains(&job.id.to_string()) {
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
@@ -165,37 +210,73 @@ async fn write_request(
     }
     for index in order {
         if outcomes[index].is_none() {
-            let mut existing = group.insert(std::slice::from_ref(&jobs[index])).await?;
-            outcomes[index] = existing.pop();
+            let job = &jobs[index];
+            let (inserted, stored) = insert_one::<S>(tx, job).await?;
+            let outcome = if inserted {
+                CreateOutcome::Created(stored.job.try_into()?)
+            } else {
+                repeat(stored.job.try_into()?, stored.payload, job)?
+            };
+            outcomes[index] = Some(outcome);
         }
     }
     in_request_order(outcomes)
 }
 
-/// A store that writes a group of create requests in one transaction (each request
-/// all or nothing on its own, see [`write_requests`]).
-pub trait CreateGroups: Clone + Send + Sync + 'static {
-    /// Writes `requests` in one transaction; one result per request, in order.
-    fn create_group(
-        &self,
-        requests: &[Vec<NewJob>],
-    ) -> impl std::future::Future<Output = Result<GroupResults<Created>, StoreError>> + Send;
+/// Writes a group of create requests in one transaction (one fsync): each request is
+/// all or nothing on its own (a savepoint around a multi-job request), and a request
+/// that fails (unknown subscriber, payload conflict) leaves the others written. An
+/// error of the database itself fails the whole group (see [`alone_on_failure`]).
+/// When it created a job, the workers of every instance are told (see
+/// [`Transactions::announce`]).
+async fn create_group<S: CreateStatements>(
+    db: &S,
+    requests: &[Vec<NewJob>],
+) -> Result<GroupResults<Created>, StoreError> {
+    let mut tx = db.write().await?;
+    let known = S::known_subscribers(&mut tx, &subscriber_ids(requests)).await?;
+    let results = write_requests::<S>(&mut tx, requests, &known).await?;
+    if created(&results).next().is_some() {
+        S::announce(&mut tx).await?;
+    }
+    S::commit(tx).await?;
+    Ok(results)
 }
 
-/// Starts the group commit of `store`'s creates: groups of at most
+/// The jobs `results` created.
+fn created(results: &GroupResults<Created>) -> impl Iterator<Item = &Job> {
+    results
+        .iter()
+        .flatten()
+        .flatten()
+        .filter_map(|outcome| match outcome {
+            CreateOutcome::Created(job) => Some(job),
+            CreateOutcome::Existing { .. } => None,
+        })
+}
+
+/// Starts the group commit of `db`'s creates: groups of at most
 /// [`MAX_CREATE_GROUP`] jobs, `parallel` of them written at once, each written with
-/// [`write_in_key_order`].
-pub fn spawn_creates(
-    store: impl CreateGroups,
+/// [`write_in_key_order`]. Once a group has committed, `wake` learns each created
+/// job's due time (so this instance's worker claims it in time).
+pub(crate) fn spawn<S: CreateStatements>(
+    db: S,
     parallel: usize,
+    wake: Arc<Wake>,
 ) -> GroupCommit<Vec<NewJob>, Created> {
     let limits = GroupLimits {
         max_weight: MAX_CREATE_GROUP,
         parallel,
     };
     GroupCommit::spawn(limits, Vec::len, move |requests| {
-        let store = store.clone();
-        async move { write_in_key_order(requests, &store).await }
+        let (db, wake) = (db.clone(), wake.clone());
+        async move {
+            let results = write_in_key_order(requests, &db).await;
+            for job in created(&results) {
+                wake.job_due_at(job.deliver_at);
+            }
+            results
+        }
     })
 }
 
@@ -206,9 +287,9 @@ pub fn spawn_creates(
 /// order). Mixing them let one group hold a lone key while waiting for a key of a
 /// multi-job request that another group held the other way round. Results in the
 /// order of `requests`.
-pub async fn write_in_key_order(
+async fn write_in_key_order<S: CreateStatements>(
     requests: Vec<Vec<NewJob>>,
-    store: &impl CreateGroups,
+    db: &S,
 ) -> GroupResults<Created> {
     let count = requests.len();
     let (mut lone, mut lone_at) = (Vec::new(), Vec::new());
@@ -223,12 +304,12 @@ pub async fn write_in_key_order(
         }
     }
     if !lone.is_empty() {
-        for (index, result) in lone_at.into_iter().zip(alone_on_failure(lone, store).await) {
+        for (index, result) in lone_at.into_iter().zip(alone_on_failure(lone, db).await) {
             results[index] = Some(result);
         }
     }
     for (index, request) in several {
-        results[index] = alone_on_failure(vec![request], store).await.pop();
+        results[index] = alone_on_failure(vec![request], db).await.pop();
     }
     results
         .into_iter()
@@ -240,11 +321,11 @@ pub async fn write_in_key_order(
 /// when that fails as a whole, writes each request alone, so one request's failure
 /// (or a deadlock between instances) never fails the others. Once a lone write finds
 /// the store unavailable, the requests left get that error without trying.
-pub async fn alone_on_failure(
+async fn alone_on_failure<S: CreateStatements>(
     requests: Vec<Vec<NewJob>>,
-    store: &impl CreateGroups,
+    db: &S,
 ) -> GroupResults<Created> {
-    let error = match store.create_group(&requests).await {
+    let error = match create_group(db, &requests).await {
         Ok(results) => return results,
         Err(error) if requests.len() == 1 => return vec![Err(error)],
         Err(error) => error,
@@ -258,7 +339,7 @@ pub async fn alone_on_failure(
             results.push(Err(same_kind(error)));
             continue;
         }
-        let result = match store.create_group(request).await {
+        let result = match create_group(db, request).await {
             Ok(mut alone) => alone
                 .pop()
                 .unwrap_or_else(|| Err(StoreError::Internal("a create without a result".into()))),
@@ -277,11 +358,7 @@ pub async fn alone_on_failure(
 /// The outcome for `new` when a job with its key was already `stored` with
 /// `stored_payload`: the same payload (as a JSON value) is a repeat; a different one a
 /// [`StoreError::PayloadConflict`], on which the caller rolls back.
-pub fn repeat(
-    stored: Job,
-    stored_payload: String,
-    new: &NewJob,
-) -> Result<CreateOutcome, StoreError> {
+fn repeat(stored: Job, stored_payload: String, new: &NewJob) -> Result<CreateOutcome, StoreError> {
     if same_json_value(&stored_payload, &new.payload) {
         Ok(CreateOutcome::Existing {
             job: stored,
@@ -297,7 +374,7 @@ pub fn repeat(
 }
 
 /// The outcomes back in request order.
-pub fn in_request_order(
+fn in_request_order(
     outcomes: Vec<Option<CreateOutcome>>,
 ) -> Result<Vec<CreateOutcome>, StoreError> {
     outcomes

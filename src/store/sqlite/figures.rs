@@ -1,12 +1,14 @@
-//! Read-only figures in SQLite: the worker's next wake-up and the metrics gauges.
+//! Read-only figures in SQLite: the worker's next wake-up, the metrics gauges, a
+//! subscriber's load and statistics (see [`crate::store::figures`]).
+//!
+//! Partial indexes are named with `INDEXED BY` and their predicates repeated word for
+//! word: SQLite uses a partial index only when the query's text implies its predicate,
+//! and `INDEXED BY` turns a plan that cannot use it into an error instead of a scan.
 
-use sqlx::{Row, SqlitePool};
-
-use crate::domain::waiting::SubscriberLoad;
-use crate::domain::{JobState, Timestamp};
+use super::Pools;
+use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::records::StoreGauges;
-use crate::store::rows::{self, Columns};
+use crate::store::figures::FigureStatements;
 
 /// The soonest of: the next scheduled or retrying job coming due (enabled
 /// subscribers); for each enabled subscriber with due work, the moment its limits next
@@ -15,12 +17,7 @@ use crate::store::rows::{self, Columns};
 /// its own attempts, the poll on other instances'); the next lease to expire; the next
 /// deadline of a waiting job. Range scans on the `jobs_due` and `jobs_deadline`
 /// indexes, so far-future jobs cost nothing.
-pub async fn next_wake_at(
-    readers: &SqlitePool,
-    now: Timestamp,
-) -> Result<Option<Timestamp>, StoreError> {
-    let row = sqlx::query(
-        "SELECT \
+const NEXT_WAKE: &str = "SELECT \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
                 INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
@@ -51,42 +48,13 @@ pub async fn next_wake_at(
             WHERE state = 'in_flight') AS lease, \
            (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
-            ORDER BY deadline LIMIT 1) AS deadline",
-    )
-    .bind(now.as_millis())
-    .fetch_one(readers)
-    .await?;
-    let mut earliest: Option<i64> = None;
-    for column in ["held", "coming", "lease", "deadline"] {
-        if let Some(at) = row.opt_int(column)? {
-            earliest = Some(earliest.map_or(at, |e| e.min(at)));
-        }
-    }
-    Ok(earliest.map(Timestamp::from_millis))
-}
+            ORDER BY deadline LIMIT 1) AS deadline";
 
-pub async fn gauges(
-    readers: &SqlitePool,
-    now: Timestamp,
-    slo_ms: u64,
-) -> Result<StoreGauges, StoreError> {
-    let mut gauges = StoreGauges::default();
-    for row in sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
-        .fetch_all(readers)
-        .await?
-    {
-        let state: String = row.try_get("state")?;
-        let state = state
-            .parse::<JobState>()
-            .map_err(|e| StoreError::Internal(format!("column state: {e}")))?;
-        let n: i64 = row.try_get("n")?;
-        gauges.jobs_by_state.push((state, n.max(0) as u64));
-    }
-    let slo_cutoff = now
-        .as_millis()
-        .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
-    let row = sqlx::query(
-        "SELECT \
+/// Jobs per state.
+const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
+
+/// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
+const GAUGES: &str = "SELECT \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
              WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= ?1 \
              AND s.enabled = 1) AS oldest_eligible, \
@@ -94,30 +62,10 @@ pub async fn gauges(
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
              AND deliver_at <= ?2) AS past_slo, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-             AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline",
-    )
-    .bind(now.as_millis())
-    .bind(slo_cutoff)
-    .fetch_one(readers)
-    .await?;
-    gauges.oldest_eligible_since = row
-        .try_get::<Option<i64>, _>("oldest_eligible")?
-        .map(Timestamp::from_millis);
-    gauges.oldest_retrying_since = row
-        .try_get::<Option<i64>, _>("oldest_retrying")?
-        .map(Timestamp::from_millis);
-    gauges.past_slo = row.try_get::<i64, _>("past_slo")?.max(0) as u64;
-    gauges.near_deadline = row.try_get::<i64, _>("near_deadline")?.max(0) as u64;
-    Ok(gauges)
-}
+             AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline";
 
-pub async fn subscriber_load(
-    pool: &SqlitePool,
-    id: &str,
-    now: Timestamp,
-) -> Result<Option<SubscriberLoad>, StoreError> {
-    let row = sqlx::query(
-        "SELECT s.max_in_flight, s.rate_limit_per_second, \
+/// Subscriber `?1`'s limits and their use at `?2`.
+const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
           AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
@@ -126,11 +74,59 @@ pub async fn subscriber_load(
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
           AND a.started_at > ?2 - 1000) END AS last_started_at \
-         FROM subscribers s WHERE s.id = ?1",
-    )
-    .bind(id)
-    .bind(now.as_millis())
-    .fetch_optional(pool)
-    .await?;
-    row.map(|row| rows::subscriber_load(&row)).transpose()
+         FROM subscribers s WHERE s.id = ?1";
+
+/// Whether subscriber `?1` exists.
+pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
+
+/// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
+pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
+    INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
+
+/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2`, and its latest
+/// delivered attempt (`attempts_subscriber_finished`, newest first).
+pub(super) const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
+    (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
+     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying') AND due_at <= ?2) \
+     AS oldest_eligible, \
+    (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
+     WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+     ORDER BY finished_at DESC LIMIT 1) AS last_success";
+
+/// Subscriber `?1`'s latest finished attempt that failed.
+pub(super) const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, \
+    reason FROM attempts INDEXED BY attempts_subscriber_finished \
+    WHERE subscriber_id = ?1 AND finished_at IS NOT NULL \
+      AND outcome IN ('retryable', 'terminal', 'blocked') \
+    ORDER BY finished_at DESC LIMIT 1";
+
+/// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
+#[derive(sqlx::FromRow)]
+struct NextWake {
+    held: Option<i64>,
+    coming: Option<i64>,
+    lease: Option<i64>,
+    deadline: Option<i64>,
+}
+
+impl FigureStatements for Pools {
+    const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const GAUGES: &'static str = GAUGES;
+    const LOAD: &'static str = LOAD;
+    const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
+    const STATE_COUNTS: &'static str = STATE_COUNTS;
+    const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
+    const LAST_FAILURE: &'static str = LAST_FAILURE;
+
+    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let row: NextWake = sqlx::query_as(NEXT_WAKE)
+            .bind(now.as_millis())
+            .fetch_one(&self.readers)
+            .await?;
+        let earliest = [row.held, row.coming, row.lease, row.deadline]
+            .into_iter()
+            .flatten()
+            .min();
+        Ok(earliest.map(Timestamp::from_millis))
+    }
 }

@@ -1,18 +1,15 @@
-//! Read-only figures in PostgreSQL: the worker's next wake-up and the metrics gauges.
+//! Read-only figures in PostgreSQL: the worker's next wake-up, the metrics gauges, a
+//! subscriber's load and statistics (see [`crate::store::figures`]).
 
 use sqlx::PgPool;
 
-use crate::domain::waiting::SubscriberLoad;
-use crate::domain::{JobState, Timestamp};
+use crate::domain::Timestamp;
 use crate::store::StoreError;
-use crate::store::records::StoreGauges;
-use crate::store::rows::{self, Columns};
+use crate::store::figures::FigureStatements;
 
-/// The soonest moment a worker has something to do; the same rules as the SQLite
-/// store (see there).
-pub async fn next_wake_at(pool: &PgPool, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-    let row = sqlx::query(
-        "SELECT LEAST( \
+/// The soonest moment a worker has something to do at `$1`; the same rules as the
+/// SQLite store (see there), its candidates combined with `LEAST`.
+const NEXT_WAKE: &str = "SELECT LEAST( \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
                 WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
@@ -40,33 +37,13 @@ pub async fn next_wake_at(pool: &PgPool, now: Timestamp) -> Result<Option<Timest
             ORDER BY j.due_at LIMIT 1), \
            (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
            (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
-         ) AS next",
-    )
-    .bind(now.as_millis())
-    .fetch_one(pool)
-    .await?;
-    Ok(row.opt_int("next")?.map(Timestamp::from_millis))
-}
+         ) AS next";
 
-pub async fn gauges(pool: &PgPool, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-    let mut gauges = StoreGauges::default();
-    for row in sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
-        .fetch_all(pool)
-        .await?
-    {
-        let state = row
-            .text("state")?
-            .parse::<JobState>()
-            .map_err(|e| StoreError::Internal(format!("column state: {e}")))?;
-        gauges
-            .jobs_by_state
-            .push((state, row.int("n")?.max(0) as u64));
-    }
-    let slo_cutoff = now
-        .as_millis()
-        .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
-    let row = sqlx::query(
-        "SELECT \
+/// Jobs per state.
+const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
+
+/// The gauges at `$1` other than the counts; `$2` is `$1` minus the objective.
+const GAUGES: &str = "SELECT \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
              WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= $1 \
              AND s.enabled) AS oldest_eligible, \
@@ -74,26 +51,10 @@ pub async fn gauges(pool: &PgPool, now: Timestamp, slo_ms: u64) -> Result<StoreG
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
              AND deliver_at <= $2) AS past_slo, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-             AND (deadline - $1) * 10 <= (deadline - deliver_at)) AS near_deadline",
-    )
-    .bind(now.as_millis())
-    .bind(slo_cutoff)
-    .fetch_one(pool)
-    .await?;
-    gauges.oldest_eligible_since = row.opt_int("oldest_eligible")?.map(Timestamp::from_millis);
-    gauges.oldest_retrying_since = row.opt_int("oldest_retrying")?.map(Timestamp::from_millis);
-    gauges.past_slo = row.int("past_slo")?.max(0) as u64;
-    gauges.near_deadline = row.int("near_deadline")?.max(0) as u64;
-    Ok(gauges)
-}
+             AND (deadline - $1) * 10 <= (deadline - deliver_at)) AS near_deadline";
 
-pub async fn subscriber_load(
-    pool: &PgPool,
-    id: &str,
-    now: Timestamp,
-) -> Result<Option<SubscriberLoad>, StoreError> {
-    let row = sqlx::query(
-        "SELECT s.max_in_flight, s.rate_limit_per_second, \
+/// Subscriber `$1`'s limits and their use at `$2`.
+const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
           AND o.state = 'in_flight' AND o.due_at > $2) AS open_attempts, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
@@ -102,11 +63,45 @@ pub async fn subscriber_load(
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
           AND a.started_at > $2 - 1000) END AS last_started_at \
-         FROM subscribers s WHERE s.id = $1",
-    )
-    .bind(id)
-    .bind(now.as_millis())
-    .fetch_optional(pool)
-    .await?;
-    row.map(|row| rows::subscriber_load(&row)).transpose()
+         FROM subscribers s WHERE s.id = $1";
+
+/// Whether subscriber `$1` exists.
+const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = $1";
+
+/// Jobs of subscriber `$1` per state (`jobs_subscriber_state`).
+const STATE_COUNTS: &str =
+    "SELECT state, COUNT(*) AS n FROM jobs WHERE subscriber_id = $1 GROUP BY state";
+
+/// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its latest
+/// delivered attempt (`attempts_subscriber_finished`, newest first).
+const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
+    (SELECT MIN(due_at) FROM jobs \
+     WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying') AND due_at <= $2) \
+     AS oldest_eligible, \
+    (SELECT finished_at FROM attempts \
+     WHERE subscriber_id = $1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+     ORDER BY finished_at DESC LIMIT 1) AS last_success";
+
+/// Subscriber `$1`'s latest finished attempt that failed.
+const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, reason \
+    FROM attempts WHERE subscriber_id = $1 AND finished_at IS NOT NULL \
+      AND outcome IN ('retryable', 'terminal', 'blocked') \
+    ORDER BY finished_at DESC LIMIT 1";
+
+impl FigureStatements for PgPool {
+    const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const GAUGES: &'static str = GAUGES;
+    const LOAD: &'static str = LOAD;
+    const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
+    const STATE_COUNTS: &'static str = STATE_COUNTS;
+    const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
+    const LAST_FAILURE: &'static str = LAST_FAILURE;
+
+    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let next: Option<i64> = sqlx::query_scalar(NEXT_WAKE)
+            .bind(now.as_millis())
+            .fetch_one(self)
+            .await?;
+        Ok(next.map(Timestamp::from_millis))
+    }
 }

@@ -1,0 +1,107 @@
+//! Claims, for both backends: the rows a claim reads back and the claimed job they
+//! make. Each backend claims with its own statements (SQLite on its one writer,
+//! PostgreSQL with `SKIP LOCKED`).
+
+use crate::domain::secret::SigningSecrets;
+use crate::domain::{JobSnapshot, JobState, Timestamp};
+use crate::store::records::ClaimedJob;
+use crate::store::{Sealer, StoreError, UnreadableSecret, decode};
+
+/// The reason recorded on the attempt of a lease that expired (by a claim that takes
+/// the job over, or by the sweep).
+pub const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
+
+/// A job just marked in flight, as the marking statement returns it.
+#[derive(sqlx::FromRow)]
+pub struct MarkedRow {
+    id: String,
+    subscriber_id: String,
+    event_id: String,
+    payload: String,
+    attempts: i64,
+    max_attempts: Option<i64>,
+    deadline: i64,
+    lease_token: i64,
+    possible_duplicate: bool,
+}
+
+impl MarkedRow {
+    /// The job's id, as stored.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its subscriber.
+    pub fn subscriber_id(&self) -> &str {
+        &self.subscriber_id
+    }
+}
+
+/// Where a subscriber's jobs go and what signs them.
+#[derive(sqlx::FromRow)]
+pub struct TargetRow {
+    url: String,
+    secret: String,
+    previous_secret: Option<String>,
+    previous_secret_expires_at: Option<i64>,
+}
+
+/// A subscriber's URL and signing secrets, read (and opened) once per claim.
+pub type Target = (String, Result<SigningSecrets, UnreadableSecret>);
+
+impl TargetRow {
+    /// The URL, and the secrets of `subscriber_id` opened by `sealer` at `now`.
+    pub fn open(self, sealer: &Sealer, subscriber_id: &str, now: Timestamp) -> Target {
+        let secrets = sealer.open_secrets(
+            subscriber_id,
+            &self.secret,
+            self.previous_secret.as_deref(),
+            decode::opt_ts(self.previous_secret_expires_at),
+            now,
+        );
+        (self.url, secrets)
+    }
+}
+
+/// How a job came to be claimed.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimContext {
+    /// When the lease expires.
+    pub lease_until: Timestamp,
+    /// True when the claim took over an expired lease.
+    pub reclaimed: bool,
+    /// When the job became due.
+    pub due_since: Timestamp,
+}
+
+/// The claimed job of `row`, sent to `target`.
+pub fn claimed_job(
+    row: MarkedRow,
+    target: Target,
+    context: ClaimContext,
+) -> Result<ClaimedJob, StoreError> {
+    let attempt = u32::try_from(row.attempts)
+        .map_err(|_| StoreError::Internal(format!("attempts {}", row.attempts)))?;
+    let (url, secrets) = target;
+    Ok(ClaimedJob {
+        job_id: decode::uuid(&row.id)?,
+        subscriber_id: row.subscriber_id,
+        event_id: row.event_id,
+        payload: row.payload,
+        url,
+        secrets,
+        lease_token: row.lease_token,
+        lease_expires_at: context.lease_until,
+        attempt,
+        possible_duplicate: row.possible_duplicate,
+        reclaimed_expired_lease: context.reclaimed,
+        due_since: context.due_since,
+        snapshot: JobSnapshot {
+            state: JobState::InFlight,
+            attempts: attempt,
+            max_attempts: row.max_attempts.and_then(|n| u32::try_from(n).ok()),
+            due_at: Some(context.lease_until),
+            deadline: Timestamp::from_millis(row.deadline),
+        },
+    })
+}

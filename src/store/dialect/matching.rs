@@ -1,0 +1,70 @@
+//! The dead jobs a replay filter matches, oldest dead first: counted for a dry run,
+//! snapshotted into `replay_jobs` when a replay is created.
+
+use super::listing::push_job_conditions;
+use super::{Dialect, Statement, Value};
+use crate::domain::JobState;
+use crate::domain::replay::ReplayFilter;
+use crate::store::records::{JobFilter, NewReplay};
+
+/// The listing filter that selects the dead jobs `filter` matches.
+pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
+    JobFilter {
+        state: Some(JobState::Dead),
+        subscriber_id: filter.subscriber_id.clone(),
+        event_id: filter.event_id.clone(),
+        dead_reason: filter.dead_reason,
+        dead_after: filter.dead_after,
+        dead_before: filter.dead_before,
+        ..JobFilter::default()
+    }
+}
+
+/// The index that serves `filter` best: the most selective condition given.
+pub fn matching_index(filter: &ReplayFilter) -> &'static str {
+    if filter.event_id.is_some() {
+        "jobs_event_id"
+    } else if filter.subscriber_id.is_some() {
+        "jobs_subscriber_state"
+    } else if filter.dead_reason.is_some() {
+        "jobs_dead_reason"
+    } else {
+        "jobs_dead_at"
+    }
+}
+
+/// Pushes ` FROM jobs j WHERE …` selecting the dead jobs `filter` matches, oldest
+/// dead first, at most `max_jobs`, onto `query` (which has begun a `SELECT` that may
+/// name `j.*`). Index-backed by [`matching_index`], which SQLite's statement names
+/// (its planner has no statistics).
+pub fn push_matching(query: &mut Statement, filter: &ReplayFilter, max_jobs: u32) {
+    // The state is a literal so SQLite may use the partial indexes on dead jobs.
+    let hint = query.dialect().index_hint(matching_index(filter));
+    query.push(&format!(" FROM jobs j{hint} WHERE 1 = 1"));
+    push_job_conditions(query, &job_filter(filter));
+    query
+        .push(" ORDER BY j.dead_at, j.id LIMIT ")
+        .bind(Value::Int(i64::from(max_jobs)));
+}
+
+/// How many dead jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.
+pub fn count_matching(dialect: Dialect, filter: &ReplayFilter, max_jobs: u32) -> Statement {
+    let mut query = Statement::new(dialect, "SELECT COUNT(*) AS n FROM (SELECT j.id");
+    push_matching(&mut query, filter, max_jobs);
+    query.push(") m");
+    query
+}
+
+/// Snapshots the jobs `replay` matches into `replay_jobs`, positions from 0 in the
+/// order they died; rows affected = matched.
+pub fn snapshot_matching(dialect: Dialect, replay: &NewReplay) -> Statement {
+    let mut query = Statement::new(
+        dialect,
+        "INSERT INTO replay_jobs (replay_id, position, job_id) SELECT ",
+    );
+    query
+        .bind(Value::Text(replay.id.to_string()))
+        .push(", ROW_NUMBER() OVER (ORDER BY j.dead_at, j.id) - 1, j.id");
+    push_matching(&mut query, &replay.filter, replay.max_jobs);
+    query
+}

@@ -1,0 +1,202 @@
+//! The one place that knows how the two databases spell dynamic SQL: placeholders
+//! (`?n` in SQLite, `$n` in PostgreSQL) and SQLite's `INDEXED BY` hints. The statements
+//! built at run time (the job listing with its filters, the replay match, the
+//! multi-row job insert) are written here once, as SQL text with a list of
+//! [`Value`]s that each backend binds. Fixed statements are plain constants in each
+//! backend's own files.
+
+pub mod inserts;
+pub mod listing;
+pub mod matching;
+
+use std::borrow::Cow;
+
+/// Which database a statement is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `?n` placeholders; its planner has no statistics, so statements name the index
+    /// that serves them.
+    Sqlite,
+    /// `$n` placeholders; its planner picks indexes from statistics.
+    Postgres,
+}
+
+impl Dialect {
+    /// The `n`-th (1-based) placeholder.
+    fn placeholder(self, n: usize) -> String {
+        match self {
+            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Postgres => format!("${n}"),
+        }
+    }
+
+    /// ` INDEXED BY index` where the planner must be told (SQLite), else nothing.
+    pub fn index_hint(self, index: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!(" INDEXED BY {index}"),
+            Dialect::Postgres => String::new(),
+        }
+    }
+}
+
+/// A value bound to a placeholder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// TEXT.
+    Text(String),
+    /// A 64-bit integer (`INTEGER`, `BIGINT`).
+    Int(i64),
+    /// A nullable 64-bit integer.
+    OptInt(Option<i64>),
+    /// Nullable TEXT.
+    OptText(Option<String>),
+    /// A flag (`INTEGER` 0/1 in SQLite, `BOOLEAN` in PostgreSQL).
+    Bool(bool),
+}
+
+/// A statement ready to run: its SQL text (a backend's constant, or a [`Statement`]
+/// written out) and the values of its placeholders, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    sql: Cow<'static, str>,
+    values: Vec<Value>,
+}
+
+impl Query {
+    /// `sql`, with no values yet.
+    pub fn new(sql: &'static str) -> Self {
+        Query {
+            sql: Cow::Borrowed(sql),
+            values: Vec::new(),
+        }
+    }
+
+    /// Binds the next placeholder to `value`.
+    pub fn bind(mut self, value: Value) -> Self {
+        self.values.push(value);
+        self
+    }
+
+    /// Binds the next placeholder to a text.
+    pub fn text(self, text: impl Into<String>) -> Self {
+        self.bind(Value::Text(text.into()))
+    }
+
+    /// Binds the next placeholder to an integer.
+    pub fn int(self, n: i64) -> Self {
+        self.bind(Value::Int(n))
+    }
+
+    /// The SQL text.
+    pub fn sql(&self) -> &Cow<'static, str> {
+        &self.sql
+    }
+
+    /// The values, in placeholder order.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+}
+
+impl From<&Statement> for Query {
+    fn from(statement: &Statement) -> Self {
+        Query {
+            sql: Cow::Owned(statement.sql()),
+            values: statement.values().cloned().collect(),
+        }
+    }
+}
+
+/// One piece of a [`Statement`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// SQL text.
+    Sql(String),
+    /// A placeholder and the value bound to it.
+    Bind(Value),
+}
+
+/// A statement built at run time, in one dialect: SQL text and the values its
+/// placeholders take, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Statement {
+    dialect: Dialect,
+    parts: Vec<Part>,
+}
+
+impl Statement {
+    /// A statement in `dialect` that starts with `sql`.
+    pub fn new(dialect: Dialect, sql: &str) -> Self {
+        Statement {
+            dialect,
+            parts: vec![Part::Sql(sql.to_owned())],
+        }
+    }
+
+    /// The dialect it is written in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Appends SQL text.
+    pub fn push(&mut self, sql: &str) -> &mut Self {
+        self.parts.push(Part::Sql(sql.to_owned()));
+        self
+    }
+
+    /// Appends a placeholder bound to `value`.
+    pub fn bind(&mut self, value: Value) -> &mut Self {
+        self.parts.push(Part::Bind(value));
+        self
+    }
+
+    /// The pieces in order (for a builder that writes its own placeholders).
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// The SQL text, placeholders numbered from 1 in this dialect.
+    pub fn sql(&self) -> String {
+        let mut sql = String::new();
+        let mut bound = 0;
+        for part in &self.parts {
+            match part {
+                Part::Sql(text) => sql.push_str(text),
+                Part::Bind(_) => {
+                    bound += 1;
+                    sql.push_str(&self.dialect.placeholder(bound));
+                }
+            }
+        }
+        sql
+    }
+
+    /// The bound values, in placeholder order.
+    pub fn values(&self) -> impl Iterator<Item = &Value> {
+        self.parts.iter().filter_map(|part| match part {
+            Part::Bind(value) => Some(value),
+            Part::Sql(_) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_in_each_dialect() {
+        for (dialect, expected) in [
+            (Dialect::Sqlite, "SELECT ?1, '$.a', ?2"),
+            (Dialect::Postgres, "SELECT $1, '$.a', $2"),
+        ] {
+            let mut statement = Statement::new(dialect, "SELECT ");
+            statement
+                .bind(Value::Int(1))
+                .push(", '$.a', ")
+                .bind(Value::Text("x".into()));
+            assert_eq!(statement.sql(), expected);
+            assert_eq!(statement.values().count(), 2);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Read-only figures, for both backends: the worker's next wake-up, the metrics gauges,
+//! a subscriber's load against its limits, and a subscriber's statistics.
+
+use std::future::Future;
+
+use crate::domain::waiting::SubscriberLoad;
+use crate::domain::{JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::decode;
+use crate::store::dialect::Query;
+use crate::store::records::{AttemptFailure, StoreGauges, SubscriberStats};
+use crate::store::replays::ReplayStatements;
+use crate::store::transactions::Transactions;
+
+/// A row, whatever its columns (an existence check).
+#[derive(sqlx::FromRow)]
+pub struct Exists {}
+
+/// A `GROUP BY state` count.
+#[derive(sqlx::FromRow)]
+pub struct StateCount {
+    state: String,
+    n: i64,
+}
+
+/// The gauges other than the counts per state.
+#[derive(sqlx::FromRow)]
+pub struct GaugeRow {
+    oldest_eligible: Option<i64>,
+    oldest_retrying: Option<i64>,
+    past_slo: i64,
+    near_deadline: i64,
+}
+
+/// A subscriber's limits and use of them.
+#[derive(sqlx::FromRow)]
+pub struct LoadRow {
+    max_in_flight: i64,
+    rate_limit_per_second: Option<i64>,
+    open_attempts: i64,
+    started_last_second: i64,
+    last_started_at: Option<i64>,
+}
+
+/// A subscriber's oldest eligible job and latest delivery.
+#[derive(sqlx::FromRow)]
+pub struct EligibleRow {
+    oldest_eligible: Option<i64>,
+    last_success: Option<i64>,
+}
+
+/// A subscriber's latest failed attempt.
+#[derive(sqlx::FromRow)]
+pub struct FailureRow {
+    finished_at: i64,
+    outcome: String,
+    error_class: Option<String>,
+    status: Option<i64>,
+    reason: Option<String>,
+}
+
+/// The statements of the figures, in the backend's dialect. The gauges and a
+/// subscriber's load are read outside a transaction (SQLite: on its readers); a
+/// subscriber's statistics in one snapshot.
+pub(crate) trait FigureStatements: Transactions {
+    /// Jobs per state ([`StateCount`]).
+    const STATE_COUNTS_ALL: &'static str;
+    /// The other gauges at `$1` ([`GaugeRow`]); `$2` is `$1` minus the objective.
+    const GAUGES: &'static str;
+    /// Subscriber `$1`'s limits and their use at `$2` ([`LoadRow`]).
+    const LOAD: &'static str;
+    /// Whether subscriber `$1` exists (a row when it does).
+    const SUBSCRIBER_EXISTS: &'static str;
+    /// Subscriber `$1`'s jobs per state ([`StateCount`]).
+    const STATE_COUNTS: &'static str;
+    /// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its
+    /// latest delivered attempt ([`EligibleRow`]).
+    const ELIGIBLE_AND_SUCCESS: &'static str;
+    /// Subscriber `$1`'s latest finished attempt that failed ([`FailureRow`]).
+    const LAST_FAILURE: &'static str;
+
+    /// When a job next needs a worker, as of `now` (see
+    /// [`crate::store::Store::next_wake_at`]; replays aside).
+    fn next_job_wake(
+        &self,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+}
+
+/// See [`crate::store::Store::gauges`].
+pub(crate) async fn gauges<S: FigureStatements>(
+    db: &S,
+    now: Timestamp,
+    slo_ms: u64,
+) -> Result<StoreGauges, StoreError> {
+    let mut gauges = StoreGauges::default();
+    let counts: Vec<StateCount> = db.read_all(Query::new(S::STATE_COUNTS_ALL)).await?;
+    for row in counts {
+        let state: JobState = decode::named("state", &row.state)?;
+        gauges.jobs_by_state.push((state, decode::count(row.n)));
+    }
+    let slo_cutoff = now
+        .as_millis()
+        .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
+    let row: GaugeRow = db
+        .read_one(Query::new(S::GAUGES).int(now.as_millis()).int(slo_cutoff))
+        .await?;
+    gauges.oldest_eligible_since = decode::opt_ts(row.oldest_eligible);
+    gauges.oldest_retrying_since = decode::opt_ts(row.oldest_retrying);
+    gauges.past_slo = decode::count(row.past_slo);
+    gauges.near_deadline = decode::count(row.near_deadline);
+    Ok(gauges)
+}
+
+/// See [`crate::store::Store::next_wake_at`]: the sooner of the jobs' next wake-up
+/// and a running replay's next burst.
+pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
+    db: &S,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, StoreError> {
+    let jobs = db.next_job_wake(now).await?;
+    let replay = crate::store::replays::next_at(db).await?;
+    Ok(jobs.into_iter().chain(replay).min())
+}
+
+/// See [`crate::store::Store::subscriber_load`].
+pub(crate) async fn subscriber_load<S: FigureStatements>(
+    db: &S,
+    id: &str,
+    now: Timestamp,
+) -> Result<Option<SubscriberLoad>, StoreError> {
+    let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+    let query = Query::new(S::LOAD).text(id).int(now.as_millis());
+    let row: Option<LoadRow> = db.read_optional(query).await?;
+    Ok(row.map(|row| SubscriberLoad {
+        open_attempts: count(row.open_attempts),
+        max_in_flight: count(row.max_in_flight),
+        started_last_second: count(row.started_last_second),
+        rate_limit_per_second: row.rate_limit_per_second.map(count),
+        last_started_at: decode::opt_ts(row.last_started_at),
+    }))
+}
+
+/// The figures of subscriber `id` at `now`, read in one snapshot (see
+/// [`crate::store::Store::subscriber_stats`]); `None` when it does not exist.
+pub(crate) async fn subscriber_stats<S: FigureStatements>(
+    db: &S,
+    id: &str,
+    now: Timestamp,
+) -> Result<Option<SubscriberStats>, StoreError> {
+    let mut tx = db.snapshot().await?;
+    let known: Option<Exists> =
+        S::fetch_optional(&mut tx, Query::new(S::SUBSCRIBER_EXISTS).text(id)).await?;
+    if known.is_none() {
+        return Ok(None);
+    }
+    let mut stats = SubscriberStats::default();
+    let counts: Vec<StateCount> =
+        S::fetch_all(&mut tx, Query::new(S::STATE_COUNTS).text(id)).await?;
+    for row in counts {
+        let state: JobState = decode::named("state", &row.state)?;
+        stats.jobs.add(state, decode::count(row.n));
+    }
+    let query = Query::new(S::ELIGIBLE_AND_SUCCESS)
+        .text(id)
+        .int(now.as_millis());
+    let row: EligibleRow = S::fetch_one(&mut tx, query).await?;
+    stats.oldest_eligible_since = decode::opt_ts(row.oldest_eligible);
+    stats.last_success_at = decode::opt_ts(row.last_success);
+    let failure: Option<FailureRow> =
+        S::fetch_optional(&mut tx, Query::new(S::LAST_FAILURE).text(id)).await?;
+    stats.last_failure = failure
+        .map(|row| -> Result<AttemptFailure, StoreError> {
+            Ok(AttemptFailure {
+                at: Timestamp::from_millis(row.finished_at),
+                outcome: decode::named("outcome", &row.outcome)?,
+                class: decode::opt_named("error_class", row.error_class.as_deref())?,
+                status: decode::opt_num("status", row.status)?,
+                reason: row.reason,
+            })
+        })
+        .transpose()?;
+    S::commit(tx).await?;
+    Ok(Some(stats))
+}

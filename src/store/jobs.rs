@@ -1,0 +1,94 @@
+//! Jobs, for both backends: the row a read of a job decodes.
+
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::decode;
+use crate::store::records::{Job, LastError, LeaseInfo};
+
+/// The columns [`JobRow`] reads, from `jobs j JOIN subscribers s`.
+pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
+    j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
+    j.lease_expires_at, s.enabled AS subscriber_enabled";
+
+/// A row of [`JOB_COLUMNS`].
+#[derive(sqlx::FromRow)]
+pub struct JobRow {
+    id: String,
+    subscriber_id: String,
+    event_id: String,
+    state: String,
+    attempts: i64,
+    max_attempts: Option<i64>,
+    deliver_at: i64,
+    deadline: i64,
+    due_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+    delivered_at: Option<i64>,
+    dead_at: Option<i64>,
+    dead_reason: Option<String>,
+    last_error_class: Option<String>,
+    last_error_status: Option<i64>,
+    last_error_reason: Option<String>,
+    last_error_body: Option<String>,
+    lease_owner: Option<String>,
+    lease_token: i64,
+    lease_expires_at: Option<i64>,
+    subscriber_enabled: bool,
+}
+
+/// A row of [`JOB_COLUMNS`] and `j.payload`.
+#[derive(sqlx::FromRow)]
+pub struct StoredJobRow {
+    /// The job.
+    #[sqlx(flatten)]
+    pub job: JobRow,
+    /// Its payload text.
+    pub payload: String,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = StoreError;
+
+    fn try_from(row: JobRow) -> Result<Self, StoreError> {
+        let last_error =
+            match decode::opt_named("last_error_class", row.last_error_class.as_deref())? {
+                Some(class) => Some(LastError {
+                    class,
+                    status: decode::opt_num("last_error_status", row.last_error_status)?,
+                    reason: row.last_error_reason,
+                    body_excerpt: row.last_error_body,
+                }),
+                None => None,
+            };
+        let lease = match (row.lease_owner, row.lease_expires_at) {
+            (Some(owner), Some(expires_at)) => Some(LeaseInfo {
+                owner,
+                token: row.lease_token,
+                expires_at: Timestamp::from_millis(expires_at),
+            }),
+            _ => None,
+        };
+        Ok(Job {
+            id: decode::uuid(&row.id)?,
+            subscriber_id: row.subscriber_id,
+            event_id: row.event_id,
+            state: decode::named("state", &row.state)?,
+            attempts: decode::num("attempts", row.attempts)?,
+            max_attempts: decode::opt_num("max_attempts", row.max_attempts)?,
+            deliver_at: Timestamp::from_millis(row.deliver_at),
+            deadline: Timestamp::from_millis(row.deadline),
+            due_at: decode::opt_ts(row.due_at),
+            created_at: Timestamp::from_millis(row.created_at),
+            updated_at: Timestamp::from_millis(row.updated_at),
+            delivered_at: decode::opt_ts(row.delivered_at),
+            dead_at: decode::opt_ts(row.dead_at),
+            dead_reason: decode::opt_named("dead_reason", row.dead_reason.as_deref())?,
+            last_error,
+            lease,
+            subscriber_enabled: row.subscriber_enabled,
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! Attempt outcomes, for both backends. A batch is one JSON array, read by two
+//! set-based statements (finish the attempts; apply the transitions whose lease still
+//! holds), so a batch costs two statements whatever its size.
+//!
+//! Outcomes recorded one by one ([`crate::store::Store::record_outcome`]) are
+//! group-committed: attempts that finish at about the same time share one write (one
+//! transaction, one fsync), while each still learns its own result, fenced by its own
+//! lease token (DESIGN §3, throughput shape).
+
+use std::collections::HashSet;
+
+use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::store::StoreError;
+use crate::store::dialect::Query;
+use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
+use crate::store::records::{Fenced, OutcomeRecord};
+use crate::store::transactions::Transactions;
+
+/// Most outcomes one group commit writes.
+pub const MAX_OUTCOME_GROUP: usize = 256;
+
+/// The statements of a batch of outcomes, in the backend's dialect.
+pub(crate) trait OutcomeStatements: Transactions {
+    /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
+    /// lease token, so a late result still lands on its own attempt.
+    const FINISH_ATTEMPTS: &'static str;
+    /// Applies each transition of batch `$1` only while its lease holds (fencing
+    /// token, `in_flight`); returns the (job id, token) pairs applied.
+    const APPLY_TRANSITIONS: &'static str;
+    /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`).
+    const PAUSE_SUBSCRIBER: &'static str;
+}
+
+/// Records `records` at `now` in one write transaction (see
+/// [`crate::store::Store::record_outcomes`]).
+pub(crate) async fn record<S: OutcomeStatements>(
+    db: &S,
+    records: &[OutcomeRecord],
+    now: Timestamp,
+) -> Result<Vec<Fenced>, StoreError> {
+    check(records)?;
+    let batch = to_json(records, now);
+    let mut tx = db.write().await?;
+    S::execute(&mut tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
+    let applied: Vec<(String, i64)> =
+        S::fetch_all(&mut tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
+    for record in records.iter().filter(|r| r.pause_subscriber) {
+        let query = Query::new(S::PAUSE_SUBSCRIBER)
+            .text(record.lease.job_id.to_string())
+            .int(now.as_millis());
+        S::execute(&mut tx, query).await?;
+    }
+    S::commit(tx).await?;
+    Ok(fenced_in_order(records, applied.into_iter().collect()))
+}
+
+/// Starts the group commit of `db`'s outcomes: groups of at most
+/// [`MAX_OUTCOME_GROUP`], one written at a time. A group is written at the latest
+/// `now` among its records (each record's own `now` is when its attempt asked to be
+/// written; the latest is the instant of the write).
+pub(crate) fn spawn<S: OutcomeStatements>(
+    db: S,
+) -> GroupCommit<(OutcomeRecord, Timestamp), Fenced> {
+    let limits = GroupLimits {
+        max_weight: MAX_OUTCOME_GROUP,
+        parallel: 1,
+    };
+    GroupCommit::spawn(
+        limits,
+        |_| 1,
+        move |group: Vec<(OutcomeRecord, Timestamp)>| {
+            let db = db.clone();
+            async move {
+                let now = group.iter().map(|(_, now)| *now).max();
+                let records: Vec<OutcomeRecord> =
+                    group.into_iter().map(|(record, _)| record).collect();
+                let Some(now) = now else {
+                    return Vec::new();
+                };
+                match record(&db, &records, now).await {
+                    Ok(results) => results.into_iter().map(Ok).collect(),
+                    Err(error) => records.iter().map(|_| Err(same_kind(&error))).collect(),
+                }
+            }
+        },
+    )
+}
+
+/// Refuses a batch holding a transition into `in_flight` (only a claim may start one).
+pub fn check(records: &[OutcomeRecord]) -> Result<(), StoreError> {
+    match records
+        .iter()
+        .find(|r| r.transition.to == JobState::InFlight)
+    {
+        Some(bad) => Err(StoreError::Internal(format!(
+            "an outcome must move job {} out of in_flight",
+            bad.lease.job_id
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The batch as a JSON array of objects with the keys `id`, `token`, `number`,
+/// `finished_at` (ms), `outcome`, `status`, `error_class`, `reason`, `body_excerpt`,
+/// `state`, `due_at` (ms), `attempts`, `dead_reason`, `deadline` (ms),
+/// `possible_duplicate` and `now` (ms). Only the first record of a lease is written: a
+/// set-based update given two rows for one target applies either, so a repeat (which
+/// [`fenced_in_order`] answers `Late`) is left out.
+pub fn to_json(records: &[OutcomeRecord], now: Timestamp) -> String {
+    let mut seen = HashSet::new();
+    let first = records
+        .iter()
+        .filter(|r| seen.insert((r.lease.job_id, r.lease.token)));
+    let rows = first.map(|record| {
+        let (result, transition) = (&record.result, &record.transition);
+        serde_json::json!({
+            "id": record.lease.job_id.to_string(),
+            "token": record.lease.token,
+            "number": record.attempt,
+            "finished_at": record.finished_at.as_millis(),
+            "outcome": result.outcome.as_str(),
+            "status": result.status,
+            "error_class": result.error_class.map(|c| c.as_str()),
+            "reason": result.reason,
+            "body_excerpt": result.body_excerpt,
+            "state": transition.to.as_str(),
+            "due_at": transition.due_at.map(Timestamp::as_millis),
+            "attempts": transition.attempts,
+            "dead_reason": transition.dead_reason.map(DeadReason::as_str),
+            "deadline": transition.deadline.as_millis(),
+            "possible_duplicate": transition.possible_duplicate,
+            "now": now.as_millis(),
+        })
+    });
+    serde_json::Value::Array(rows.collect()).to_string()
+}
+
+/// Each record's result, given the (job id, token) pairs whose transition applied: as
+/// if written one by one, the same lease twice in a batch applies once, first.
+pub fn fenced_in_order(
+    records: &[OutcomeRecord],
+    mut applied: HashSet<(String, i64)>,
+) -> Vec<Fenced> {
+    records
+        .iter()
+        .map(|r| {
+            if applied.remove(&(r.lease.job_id.to_string(), r.lease.token)) {
+                Fenced::Applied
+            } else {
+                Fenced::Late
+            }
+        })
+        .collect()
+}

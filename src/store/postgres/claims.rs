@@ -1,0 +1,157 @@
+//! Claims in PostgreSQL.
+//!
+//! The claim is one statement: it locks the due rows with `FOR UPDATE SKIP LOCKED`
+//! (concurrent claims take disjoint sets without waiting), marks them `in_flight` under
+//! a new fencing token, records the unknown outcome of an expired lease, inserts the
+//! new attempt rows and returns the batch with each subscriber's target.
+
+use sqlx::PgPool;
+
+use crate::domain::{JobState, Timestamp};
+use crate::store::claims::{self, ClaimContext, LEASE_EXPIRED_REASON, MarkedRow, TargetRow};
+use crate::store::records::{ClaimRequest, ClaimedJob};
+use crate::store::{Sealer, StoreError};
+
+/// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
+/// work and room under their limits, oldest due work first. Holding these locks, a
+/// claim's count of a subscriber's open attempts cannot race another instance's claim:
+/// a subscriber locked elsewhere is skipped this time. Each subscriber costs a few
+/// index probes (its oldest due job from `jobs_subscriber_due`, its open leases, and
+/// its last second of attempts only when it has a rate limit), whatever the backlog.
+const LOCK_SUBSCRIBERS: &str = "\
+    SELECT s.id FROM subscribers s \
+    CROSS JOIN LATERAL ( \
+      SELECT j.due_at AS oldest FROM jobs j \
+      WHERE j.subscriber_id = s.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
+        AND j.due_at <= $1 AND j.deadline > $1 \
+        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                 AND j.attempts >= j.max_attempts) \
+      ORDER BY j.due_at LIMIT 1 \
+    ) d \
+    WHERE s.enabled \
+      AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+                             AND o.state = 'in_flight' AND o.due_at > $1) \
+      AND CASE WHEN s.rate_limit_per_second IS NULL THEN true ELSE ( \
+        SELECT s.rate_limit_per_second > COUNT(*) \
+          AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
+               * GREATEST(1, s.rate_limit_per_second / 10) / s.rate_limit_per_second) \
+        FROM attempts a WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END \
+    ORDER BY d.oldest, s.id LIMIT $2 \
+    FOR NO KEY UPDATE OF s SKIP LOCKED";
+
+/// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
+/// (`max_in_flight` minus its live leases; for `rate_limit_per_second` r, bursts of
+/// max(1, r/10) at most every max(1, r/10)/r s and never more than r in the last
+/// second, as the SQLite store), round-robin across subscribers, at most `$2`; marks
+/// them in flight, records an expired lease's attempt as unknown, starts the new
+/// attempts, and returns the batch with each subscriber's target.
+const CLAIM: &str = "\
+    WITH load AS ( \
+      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+         AND o.state = 'in_flight' AND o.due_at > $1) AS open, \
+        CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+        (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+         AND a.started_at > $1 - 1000) END AS recent, \
+        CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+        (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+         AND a.started_at > $1 - 1000) END AS last \
+      FROM subscribers s WHERE s.id = ANY($6) \
+    ), allowance AS ( \
+      SELECT id AS subscriber_id, GREATEST(0, LEAST(max_in_flight - open, \
+        CASE WHEN rate IS NULL THEN 2147483647 \
+             WHEN last > $1 - 1000 * GREATEST(1, rate / 10) / rate THEN 0 \
+             ELSE LEAST(GREATEST(1, rate / 10), rate - recent) END)) AS allowed \
+      FROM load \
+    ), ranked AS ( \
+      SELECT j.id, j.old_state, j.due_since, al.allowed, \
+        ROW_NUMBER() OVER (PARTITION BY al.subscriber_id ORDER BY j.due_since, j.id) AS rn \
+      FROM allowance al CROSS JOIN LATERAL ( \
+        SELECT d.id, d.state AS old_state, d.due_at AS due_since FROM jobs d \
+        WHERE d.subscriber_id = al.subscriber_id \
+          AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
+          AND d.deadline > $1 \
+          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                   AND d.attempts >= d.max_attempts) \
+        ORDER BY d.due_at, d.id LIMIT LEAST(al.allowed, $2) \
+      ) j \
+    ), candidates AS ( \
+      SELECT j.id, r.old_state, r.due_since, r.rn FROM ranked r JOIN jobs j ON j.id = r.id \
+      WHERE r.rn <= r.allowed \
+      ORDER BY r.rn, r.due_since, r.id LIMIT $2 \
+      FOR UPDATE OF j SKIP LOCKED \
+    ), claimed AS ( \
+      UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
+        lease_token = j.lease_token + 1, lease_owner = $3, lease_expires_at = $4, \
+        due_at = $4, updated_at = $1, \
+        possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
+      FROM candidates c WHERE j.id = c.id \
+      RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
+        j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
+        c.old_state, c.due_since, c.rn \
+    ), unknown AS ( \
+      UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
+      FROM claimed c \
+      WHERE a.job_id = c.id AND c.old_state = 'in_flight' AND a.outcome = 'in_progress' \
+    ), started AS ( \
+      INSERT INTO attempts (job_id, number, lease_token, lease_owner, started_at, \
+        outcome, possible_duplicate, subscriber_id) \
+      SELECT id, attempts, lease_token, $3, $1, 'in_progress', possible_duplicate, \
+        subscriber_id \
+      FROM claimed \
+    ) \
+    SELECT c.*, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at \
+    FROM claimed c \
+    JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
+
+/// A row of [`CLAIM`].
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    job: MarkedRow,
+    old_state: String,
+    due_since: i64,
+    #[sqlx(flatten)]
+    target: TargetRow,
+}
+
+pub async fn claim(
+    pool: &PgPool,
+    sealer: &Sealer,
+    request: ClaimRequest,
+) -> Result<Vec<ClaimedJob>, StoreError> {
+    let now = request.now;
+    let lease_until = now.plus_ms(request.lease_ms);
+    let mut tx = pool.begin().await?;
+    let subscribers: Vec<String> = sqlx::query_scalar(LOCK_SUBSCRIBERS)
+        .bind(now.as_millis())
+        .bind(i64::from(request.limit))
+        .fetch_all(&mut *tx)
+        .await?;
+    if subscribers.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    // A second statement: its snapshot sees every claim committed before the locks.
+    let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
+        .bind(now.as_millis())
+        .bind(i64::from(request.limit))
+        .bind(&request.owner)
+        .bind(lease_until.as_millis())
+        .bind(LEASE_EXPIRED_REASON)
+        .bind(&subscribers)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    rows.into_iter()
+        .map(|row| {
+            let target = row.target.open(sealer, row.job.subscriber_id(), now);
+            let context = ClaimContext {
+                lease_until,
+                reclaimed: row.old_state == JobState::InFlight.as_str(),
+                due_since: Timestamp::from_millis(row.due_since),
+            };
+            claims::claimed_job(row.job, target, context)
+        })
+        .collect()
+}

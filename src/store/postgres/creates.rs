@@ -1,0 +1,43 @@
+//! Creating jobs in PostgreSQL: the statements of a group's transaction (see
+//! [`crate::store::creates`]).
+
+use sqlx::PgPool;
+
+use super::Tx;
+use crate::store::StoreError;
+use crate::store::creates::{CreateStatements, KnownSubscribers};
+
+/// Which of the subscribers `$1` exist, with whether each is enabled. FOR KEY SHARE
+/// (what a foreign-key check takes): the subscriber cannot vanish before the jobs that
+/// name it commit, while claims (FOR NO KEY UPDATE of the same row) and limit changes
+/// go on; FOR SHARE made every claim wait for the creates.
+const KNOWN_SUBSCRIBERS: &str =
+    "SELECT id, enabled FROM subscribers WHERE id = ANY($1) FOR KEY SHARE";
+
+/// Inserts one job unless its key exists.
+const INSERT: &str = "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, \
+    max_attempts, deliver_at, deadline, due_at, created_at, updated_at) \
+    VALUES ($1, $2, $3, $4, 'scheduled', $5, $6, $7, $6, $8, $8) \
+    ON CONFLICT (subscriber_id, event_id) DO NOTHING";
+
+/// The job of key (`$1`, `$2`) with its payload.
+const FIND: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
+    j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
+    j.lease_expires_at, s.enabled AS subscriber_enabled, j.payload \
+    FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+    WHERE j.subscriber_id = $1 AND j.event_id = $2";
+
+impl CreateStatements for PgPool {
+    const INSERT: &'static str = INSERT;
+    const FIND: &'static str = FIND;
+
+    async fn known_subscribers(tx: &mut Tx, ids: &[&str]) -> Result<KnownSubscribers, StoreError> {
+        let known: Vec<(String, bool)> = sqlx::query_as(KNOWN_SUBSCRIBERS)
+            .bind(ids)
+            .fetch_all(&mut **tx)
+            .await?;
+        Ok(known.into_iter().collect())
+    }
+}

@@ -1,0 +1,47 @@
+//! Outcomes in PostgreSQL: the statements of a batch (see [`crate::store::outcomes`]).
+//! The batch (`$1`) is read as rows with `json_to_recordset`.
+
+use sqlx::PgPool;
+
+use crate::store::outcomes::OutcomeStatements;
+
+/// Finishes each attempt of the batch: its row is named by its lease token, so a late
+/// result still lands on its own attempt.
+const FINISH_ATTEMPTS: &str = "UPDATE attempts a SET finished_at = v.finished_at, \
+    outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
+    body_excerpt = v.body_excerpt FROM \
+    json_to_recordset($1::json) AS v(id text, token bigint, number bigint, \
+      finished_at bigint, outcome text, status bigint, error_class text, reason text, \
+      body_excerpt text, state text, due_at bigint, attempts bigint, dead_reason text, \
+      deadline bigint, possible_duplicate boolean, now bigint) \
+    WHERE a.job_id = v.id AND a.number = v.number AND a.lease_token = v.token";
+
+/// Applies each transition only while its lease holds (fencing token, `in_flight`);
+/// returns the (id, token) of those applied.
+const APPLY_TRANSITIONS: &str = "UPDATE jobs j SET state = v.state, due_at = v.due_at, \
+    attempts = v.attempts, dead_reason = v.dead_reason, deadline = v.deadline, \
+    possible_duplicate = v.possible_duplicate, updated_at = v.now, \
+    lease_owner = NULL, lease_expires_at = NULL, \
+    delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE j.delivered_at END, \
+    dead_at = CASE WHEN v.state = 'dead' THEN v.now ELSE j.dead_at END, \
+    last_error_class = COALESCE(v.error_class, j.last_error_class), \
+    last_error_status = CASE WHEN v.error_class IS NULL THEN j.last_error_status ELSE v.status END, \
+    last_error_reason = CASE WHEN v.error_class IS NULL THEN j.last_error_reason ELSE v.reason END, \
+    last_error_body = CASE WHEN v.error_class IS NULL THEN j.last_error_body ELSE v.body_excerpt END \
+    FROM \
+    json_to_recordset($1::json) AS v(id text, token bigint, number bigint, \
+      finished_at bigint, outcome text, status bigint, error_class text, reason text, \
+      body_excerpt text, state text, due_at bigint, attempts bigint, dead_reason text, \
+      deadline bigint, possible_duplicate boolean, now bigint) \
+    WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'in_flight' \
+    RETURNING j.id, j.lease_token";
+
+/// Pauses the subscriber of job `$1` at `$2`.
+const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = FALSE, updated_at = $2 \
+    WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1)";
+
+impl OutcomeStatements for PgPool {
+    const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;
+    const APPLY_TRANSITIONS: &'static str = APPLY_TRANSITIONS;
+    const PAUSE_SUBSCRIBER: &'static str = PAUSE_SUBSCRIBER;
+}

@@ -1,0 +1,82 @@
+//! Figures an operator reads: the gauges and one subscriber's statistics.
+
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::policy::ErrorClass;
+use crate::domain::{JobState, Timestamp};
+
+/// Figures for the gauges an on-call engineer alerts on (DESIGN §7), read at one `now`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Jobs per state; states with no job are absent.
+    pub jobs_by_state: Vec<(crate::domain::JobState, u64)>,
+    /// The earliest due time among due, unclaimed jobs of enabled subscribers.
+    pub oldest_eligible_since: Option<Timestamp>,
+    /// The earliest `deliver_at` among `retrying` jobs (retry age counts from it).
+    pub oldest_retrying_since: Option<Timestamp>,
+    /// Non-terminal jobs eligible for longer than the delivery objective.
+    pub past_slo: u64,
+    /// Non-terminal jobs within 10 % of their time to deadline.
+    pub near_deadline: u64,
+}
+
+/// Jobs per state, each state counted (0 when it has none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    /// `scheduled` jobs.
+    pub scheduled: u64,
+    /// `in_flight` jobs.
+    pub in_flight: u64,
+    /// `retrying` jobs.
+    pub retrying: u64,
+    /// `delivered` jobs.
+    pub delivered: u64,
+    /// `dead` jobs.
+    pub dead: u64,
+    /// `cancelled` jobs.
+    pub cancelled: u64,
+}
+
+impl JobCounts {
+    /// Adds `n` jobs in `state`.
+    pub fn add(&mut self, state: JobState, n: u64) {
+        let slot = match state {
+            JobState::Scheduled => &mut self.scheduled,
+            JobState::InFlight => &mut self.in_flight,
+            JobState::Retrying => &mut self.retrying,
+            JobState::Delivered => &mut self.delivered,
+            JobState::Dead => &mut self.dead,
+            JobState::Cancelled => &mut self.cancelled,
+        };
+        *slot += n;
+    }
+}
+
+/// A failed attempt, as [`SubscriberStats::last_failure`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptFailure {
+    /// When its result was recorded (`finished_at`).
+    pub at: Timestamp,
+    /// `retryable`, `terminal` or `blocked`.
+    pub outcome: AttemptOutcome,
+    /// The failure class, as recorded.
+    pub class: Option<ErrorClass>,
+    /// The HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// A short account.
+    pub reason: Option<String>,
+}
+
+/// What an operator on call wants to know of one subscriber, read at one `now`
+/// ([`crate::store::Store::subscriber_stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// Its jobs per state.
+    pub jobs: JobCounts,
+    /// The earliest due time among its `scheduled`/`retrying` jobs whose due time has
+    /// come (`due_at <= now`); `None` when none is due.
+    pub oldest_eligible_since: Option<Timestamp>,
+    /// `finished_at` of its latest `delivered` attempt.
+    pub last_success_at: Option<Timestamp>,
+    /// Its latest finished attempt with outcome `retryable`, `terminal` or `blocked`.
+    pub last_failure: Option<AttemptFailure>,
+}

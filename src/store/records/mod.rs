@@ -1,0 +1,27 @@
+//! What the store reads and writes, one subject per file; every record is re-exported
+//! here and from [`crate::store`].
+
+mod attempts;
+mod claims;
+mod figures;
+mod jobs;
+mod listing;
+mod maintenance;
+mod outcomes;
+mod replays;
+mod subscribers;
+mod sweep;
+
+pub use attempts::Attempt;
+pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
+pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
+pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
+pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
+pub use maintenance::PurgedJobs;
+pub use outcomes::{AttemptResult, Fenced, OutcomeRecord};
+pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
+pub use subscribers::{
+    DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, SecretRotated, SecretRotation, Subscriber,
+    SubscriberPut,
+};
+pub use sweep::ExpiredJobs;

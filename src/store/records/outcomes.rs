@@ -1,0 +1,49 @@
+//! Attempt outcomes as workers record them, fenced by their lease.
+
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::policy::ErrorClass;
+use crate::domain::{Timestamp, Transition};
+use crate::store::records::LeaseRef;
+
+/// What an attempt came to, for its attempt row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptResult {
+    /// The outcome.
+    pub outcome: AttemptOutcome,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// The failure class, when it failed.
+    pub error_class: Option<ErrorClass>,
+    /// A short account.
+    pub reason: Option<String>,
+    /// At most 1 KiB of the response body, secrets redacted.
+    pub body_excerpt: Option<String>,
+}
+
+/// A fenced write of an attempt's result and the transition it causes.
+#[derive(Clone, Debug)]
+pub struct OutcomeRecord {
+    /// The lease the writer holds.
+    pub lease: LeaseRef,
+    /// The attempt's number.
+    pub attempt: u32,
+    /// When the attempt ended.
+    pub finished_at: Timestamp,
+    /// What it came to.
+    pub result: AttemptResult,
+    /// What the state machine decided (out of `in_flight`).
+    pub transition: Transition,
+    /// The receiver answered `410 Gone`: pause its subscriber (`enabled = false`) until
+    /// an operator resumes it (DESIGN §3). Applies even to a late result: the answer
+    /// is a fact about the receiver, whoever holds the lease.
+    pub pause_subscriber: bool,
+}
+
+/// Whether a fenced write took effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fenced {
+    /// The lease was current: the job moved.
+    Applied,
+    /// The lease was no longer current: the attempt row was updated, the job was not.
+    Late,
+}

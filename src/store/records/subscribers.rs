@@ -1,0 +1,81 @@
+//! Subscribers as the store reads and writes them, and rotations of their secrets.
+
+use crate::domain::Timestamp;
+use crate::domain::secret::SigningSecret;
+
+/// A registered receiver. Its secret is not part of it: only the delivery path reads
+/// secrets (see [`ClaimedJob::secrets`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscriber {
+    /// The operator's id for it (see `domain::validate::subscriber_id`).
+    pub id: String,
+    /// Where its webhooks are POSTed.
+    pub url: String,
+    /// Most attempts open at once for it across all instances.
+    pub max_in_flight: u32,
+    /// Most attempts started per second for it; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
+    /// False while paused; its jobs wait (deadlines still run).
+    pub enabled: bool,
+    /// When it was registered.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Default `max_in_flight` of a subscriber (DESIGN §3).
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
+
+/// A create-or-update of a subscriber. Fields left `None` keep their current value on
+/// update and take their default on create.
+#[derive(Clone, Debug)]
+pub struct SubscriberPut {
+    /// Which subscriber.
+    pub id: String,
+    /// The new URL (always given).
+    pub url: String,
+    /// A secret chosen by the caller; on create, `generated_secret` is used without it.
+    /// On update it replaces the current secret at once and ends a rotation's grace
+    /// period (the previous secret is dropped); use
+    /// [`crate::store::Store::rotate_secret`] for a grace period.
+    pub secret: Option<SigningSecret>,
+    /// The secret to use if the subscriber is created and `secret` is `None`.
+    pub generated_secret: SigningSecret,
+    /// New `max_in_flight`.
+    pub max_in_flight: Option<u32>,
+    /// `Some(None)` removes the rate limit; `None` keeps it.
+    pub rate_limit_per_second: Option<Option<u32>>,
+    /// New `enabled`.
+    pub enabled: Option<bool>,
+}
+
+/// The result of [`crate::store::Store::put_subscriber`].
+#[derive(Clone, Debug)]
+pub struct PutSubscriberOutcome {
+    /// The subscriber as stored.
+    pub subscriber: Subscriber,
+    /// `Some(secret)` only when this call created it: the one time a secret is shown.
+    pub created_secret: Option<SigningSecret>,
+}
+
+/// A rotation of a subscriber's signing secret
+/// ([`crate::store::Store::rotate_secret`]).
+#[derive(Clone, Debug)]
+pub struct SecretRotation {
+    /// Whose secret.
+    pub subscriber_id: String,
+    /// The new current secret.
+    pub secret: SigningSecret,
+    /// How long the secret it replaces keeps signing alongside, in milliseconds; `0`
+    /// drops it at once.
+    pub grace_ms: u64,
+}
+
+/// The result of a rotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretRotated {
+    /// The subscriber after the rotation (`updated_at` is the rotation's `now`).
+    pub subscriber: Subscriber,
+    /// When the replaced secret stops signing (`now + grace`); `None` with no grace.
+    pub previous_secret_expires_at: Option<Timestamp>,
+}

@@ -1,0 +1,44 @@
+//! The start-up check of stored signing secrets, for both backends: secrets sealed
+//! with a key this server cannot open refuse the start; with a key, the plaintext ones
+//! are sealed (see [`Sealer::check_stored`]).
+
+use crate::store::dialect::{Query, Value};
+use crate::store::transactions::Transactions;
+use crate::store::{Sealer, StoreError};
+
+/// A subscriber's stored secrets: (id, secret, previous secret).
+pub type StoredSecrets = (String, String, Option<String>);
+
+/// The statements of the check, in the backend's dialect.
+pub(crate) trait SecretStatements: Transactions {
+    /// Every subscriber's stored secrets ([`StoredSecrets`]).
+    const STORED: &'static str;
+    /// Writes subscriber `$1`'s secret `$2` and previous secret `$3` (kept when NULL)
+    /// if its secret is still `$4`.
+    const RESEAL: &'static str;
+}
+
+/// Checks the stored secrets against `sealer` and seals the plaintext ones when it
+/// has a key, in one write transaction. Fails ([`StoreError::Config`]) when sealed
+/// secrets do not open. Returns how many subscribers were sealed.
+pub(crate) async fn prepare<S: SecretStatements>(
+    db: &S,
+    sealer: &Sealer,
+) -> Result<usize, StoreError> {
+    let rows: Vec<StoredSecrets> = db.read_all(Query::new(S::STORED)).await?;
+    let reseal = sealer.check_stored(&rows).map_err(StoreError::Config)?;
+    if reseal.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = db.write().await?;
+    for row in &reseal {
+        let query = Query::new(S::RESEAL)
+            .text(&row.subscriber_id)
+            .text(&row.new_secret)
+            .bind(Value::OptText(row.new_previous.clone()))
+            .text(&row.old_secret);
+        S::execute(&mut tx, query).await?;
+    }
+    S::commit(tx).await?;
+    Ok(reseal.len())
+}

@@ -1,0 +1,93 @@
+//! How a backend runs statements and transactions: the base of every subject's
+//! statement trait (`CreateStatements`, `ReplayStatements`, …). The shared algorithms
+//! are plain functions over those traits, binding the values of each statement once;
+//! each backend implements them in its file of the same name, with its SQL as
+//! constants in its own dialect.
+//!
+//! A statement trait's constants are the backend's SQL; their docs number the
+//! placeholders `$n` (SQLite's text writes `?n`), and the shared function binds the
+//! values in that order. Every method returns a `Send` future, so the shared
+//! algorithms also run in spawned tasks (the group commits).
+
+use std::future::Future;
+
+use sqlx::FromRow;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::store::StoreError;
+use crate::store::dialect::{Dialect, Query};
+
+/// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct or a tuple).
+pub(crate) trait Row:
+    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+
+impl<T> Row for T where
+    T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+
+/// A backend's transactions.
+pub(crate) trait Transactions: Clone + Send + Sync + 'static {
+    /// An open transaction; statements run on it.
+    type Tx: Send;
+
+    /// How the backend spells statements built at run time.
+    const DIALECT: Dialect;
+
+    /// Opens a write transaction (SQLite: `BEGIN IMMEDIATE` on its one writer, so
+    /// a read-then-write cannot interleave with another writer; PostgreSQL: `BEGIN`,
+    /// with row locks taken by the statements).
+    fn write(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+
+    /// Opens a read-only transaction that reads one snapshot.
+    fn snapshot(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+
+    /// Commits `tx`.
+    fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Tells the workers of every instance there is new work, when `tx` commits
+    /// (PostgreSQL: `NOTIFY`); a backend of one instance does nothing.
+    fn announce(tx: &mut Self::Tx) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Runs `query` in `tx`; returns the rows it affected.
+    fn execute(
+        tx: &mut Self::Tx,
+        query: Query,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The rows of `query` in `tx`.
+    fn fetch_all<T: Row>(
+        tx: &mut Self::Tx,
+        query: Query,
+    ) -> impl Future<Output = Result<Vec<T>, StoreError>> + Send;
+
+    /// The first row of `query` in `tx`, if any.
+    fn fetch_optional<T: Row>(
+        tx: &mut Self::Tx,
+        query: Query,
+    ) -> impl Future<Output = Result<Option<T>, StoreError>> + Send;
+
+    /// The one row of `query` in `tx` (none is an error).
+    fn fetch_one<T: Row>(
+        tx: &mut Self::Tx,
+        query: Query,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send;
+
+    /// The rows of `query`, read outside a transaction (SQLite: on its readers).
+    fn read_all<T: Row>(
+        &self,
+        query: Query,
+    ) -> impl Future<Output = Result<Vec<T>, StoreError>> + Send;
+
+    /// The first row of `query`, if any, read outside a transaction.
+    fn read_optional<T: Row>(
+        &self,
+        query: Query,
+    ) -> impl Future<Output = Result<Option<T>, StoreError>> + Send;
+
+    /// The one row of `query`, read outside a transaction (none is an error).
+    fn read_one<T: Row>(&self, query: Query) -> impl Future<Output = Result<T, StoreError>> + Send;
+}
