@@ -164,7 +164,7 @@ impl Server {
                 resolver,
                 ..args.delivery_settings(owner)
             };
-            let worker = Worker::new(store.clone(), clock.clone(), settings, store.wake())?;
+            let worker = Worker::new(store.clone(), clock.clone(), settings)?;
             match mode {
                 WorkerMode::Background => {
                     let stop = shutdown.clone();

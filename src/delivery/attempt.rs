@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::held_leases::HeldLeases;
 use super::outcome::{judge, unsigned};
-use super::recorder::Recorder;
 use super::sender::{Outgoing, Received, Sender};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
@@ -32,8 +31,6 @@ pub struct AttemptContext {
     pub settings: Arc<DeliverySettings>,
     /// The leases being renewed.
     pub leases: HeldLeases,
-    /// Writes outcomes in groups.
-    pub recorder: Recorder,
 }
 
 /// An attempt that has been sent and judged: the outcome to record, fenced by the

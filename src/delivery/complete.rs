@@ -85,7 +85,7 @@ async fn record_until_stored(
     let mut delay = Duration::from_millis(50);
     loop {
         let now = ctx.clock.now();
-        match ctx.recorder.record(record.clone()).await {
+        match ctx.store.record_outcome(record.clone(), now).await {
             Ok(fenced) => return Some(fenced),
             Err(error) if error.is_transient() && now < give_up_at && !hard_stop.is_cancelled() => {
                 tracing::warn!(job_id = %record.lease.job_id, %error,

@@ -5,7 +5,6 @@ pub mod attempt;
 pub mod complete;
 pub mod held_leases;
 pub mod outcome;
-pub mod recorder;
 pub mod resolve;
 pub mod retention;
 mod run_loop;

@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 use super::attempt::{self, AttemptContext, Executed};
 use super::complete::{self, Completed};
 use super::held_leases::HeldLeases;
-use super::recorder::Recorder;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
 use crate::domain::{Clock, Timestamp};
@@ -58,16 +57,22 @@ impl Pending {
 }
 
 impl Worker {
-    /// A worker over `store`; `wake` tells it of created jobs due before it would wake.
+    /// A worker over `store`, woken by the store's [`Store::wake`] when a job it
+    /// creates is due before the worker would wake.
+    ///
+    /// # Errors
+    /// Invalid `settings` (see [`DeliverySettings::validate`]), or an HTTP client that
+    /// cannot be built.
+    ///
+    /// [`Store::wake`]: crate::store::Store::wake
     pub fn new(
         store: SharedStore,
         clock: Arc<dyn Clock>,
         settings: DeliverySettings,
-        wake: Arc<Wake>,
     ) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
+        let wake = store.wake();
         let ctx = AttemptContext {
-            recorder: Recorder::spawn(store.clone(), clock.clone()),
             store,
             clock,
             sender: Sender::new(settings.target_policy.clone(), settings.resolver.clone())?,

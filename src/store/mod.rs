@@ -156,28 +156,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// with the outcomes recorded meanwhile: at most 256 in one write, one write at a
     /// time; a group is written at the latest `now` among its records. Returns this
     /// record's own result.
-    ///
-    /// The default writes `record` alone (a store without a group commit, e.g. a
-    /// wrapper in a test).
     async fn record_outcome(
         &self,
         record: OutcomeRecord,
         now: Timestamp,
-    ) -> Result<Fenced, StoreError> {
-        self.record_outcomes(std::slice::from_ref(&record), now)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::Internal("an outcome without a result".into()))
-    }
+    ) -> Result<Fenced, StoreError>;
 
     /// The wake-ups of this instance's worker: the store wakes it when a job it
-    /// creates is due before the worker would wake, and when a replay is created.
-    ///
-    /// The default is a wake-up nothing else holds (a store that wraps another should
-    /// forward its store's).
-    fn wake(&self) -> Arc<Wake> {
-        Wake::new()
-    }
+    /// creates is due before the worker would wake, and when a replay is created. A
+    /// store that wraps another forwards its store's.
+    fn wake(&self) -> Arc<Wake>;
 
     /// When a worker next has something to do, as of `now`: a running replay's next
     /// burst, a job coming due, a

@@ -17,7 +17,7 @@ use crate::receiver::Receiver;
 use crate::setup::instance_on;
 
 /// Delegates to `inner`, but answers `Unavailable` to every call for `outage` from the
-/// first `record_outcomes` on.
+/// first outcome write on.
 #[derive(Debug)]
 struct Outage {
     inner: SharedStore,
@@ -125,6 +125,21 @@ impl Store for Outage {
             .get_or_insert_with(Instant::now);
         self.check()?;
         self.inner.record_outcomes(records, now).await
+    }
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError> {
+        self.down_since
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+        self.check()?;
+        self.inner.record_outcome(record, now).await
+    }
+    fn wake(&self) -> Arc<Wake> {
+        self.inner.wake()
     }
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.check()?;
