@@ -1,5 +1,5 @@
 //! Settings from command-line flags, each with a `DEFERHOOK_*` environment variable
-//! (DESIGN §6): the server's ([`ServeArgs`]) and the database's ([`DatabaseArgs`]).
+//! (docs/DESIGN.md §6): the server's ([`ServeArgs`]) and the database's ([`DatabaseArgs`]).
 //! The command line's root, [`Cli`], is in [`crate::cli::command`].
 
 use std::net::{IpAddr, SocketAddr};

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §7). Every series is registered at start (counters at 0)
+//! Prometheus metrics (docs/DESIGN.md §7). Every series is registered at start (counters at 0)
 //! so a scrape shows them all before the first event. Labels are bounded: no
 //! subscriber or event ever becomes a label.
 

@@ -62,7 +62,7 @@ impl Server {
         } else {
             let settings = args.api_settings()?;
             if settings.tokens.is_empty() && !args.listen.ip().is_loopback() {
-                // DESIGN §5: without API tokens the API is open, so it binds loopback only.
+                // docs/DESIGN.md §5: without API tokens the API is open, so it binds loopback only.
                 anyhow::bail!(
                     "refusing to listen on {} without API tokens: anyone who can reach it \
                      could schedule webhooks. Set --api-token (or DEFERHOOK_API_TOKENS, \

@@ -1,4 +1,4 @@
-//! Operator actions on a waiting job: cancel it, or move a scheduled one (DESIGN §5).
+//! Operator actions on a waiting job: cancel it, or move a scheduled one (docs/DESIGN.md §5).
 
 use axum::Json;
 use axum::extract::{Path, State};

@@ -1,4 +1,4 @@
-//! `/metrics`: Prometheus text exposition (DESIGN §7).
+//! `/metrics`: Prometheus text exposition (docs/DESIGN.md §7).
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};

@@ -1,4 +1,4 @@
-//! The HTTP API (DESIGN §5): axum routers per resource, problem+json errors, and the
+//! The HTTP API (docs/DESIGN.md §5): axum routers per resource, problem+json errors, and the
 //! OpenAPI document generated from the handlers (utoipa).
 
 pub mod auth;

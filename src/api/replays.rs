@@ -1,5 +1,5 @@
 //! `/v1/replays`: move selected dead letters back to `scheduled` at a bounded rate
-//! (DESIGN §5, CASES C-11), follow a replay's progress, stop it.
+//! (docs/DESIGN.md §5, CASES C-11), follow a replay's progress, stop it.
 
 use axum::Json;
 use axum::extract::{Path, State};

@@ -1,5 +1,5 @@
 //! `POST /v1/subscribers/{subscriber_id}/secret/rotate`: a new signing secret, shown
-//! once, while the replaced one keeps signing alongside for a grace period (DESIGN §4,
+//! once, while the replaced one keeps signing alongside for a grace period (docs/DESIGN.md §4,
 //! §5; Standard Webhooks: receivers accept any one of the space-separated signatures).
 
 use axum::Json;

@@ -7,7 +7,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{ArgGroup, Args, Subcommand};
 use url::Url;
 
-/// The job states a listing can filter on (DESIGN §2).
+/// The job states a listing can filter on (docs/DESIGN.md §2).
 pub const JOB_STATES: [&str; 6] = [
     "scheduled",
     "in_flight",

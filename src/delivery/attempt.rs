@@ -1,5 +1,5 @@
 //! The execute step of one claimed job: hold its lease, send it while the lease is
-//! renewed, and judge the answer into the outcome to record (DESIGN §3). Recording it
+//! renewed, and judge the answer into the outcome to record (docs/DESIGN.md §3). Recording it
 //! is the complete step ([`super::complete`]).
 
 use std::sync::Arc;
@@ -91,7 +91,7 @@ pub async fn execute(
     let answer = match &job.secrets {
         Ok(secrets) => {
             // Signed now: the previous secret of a rotation signs too until its grace
-            // period ends (DESIGN §4).
+            // period ends (docs/DESIGN.md §4).
             let secrets = secrets.active_at(now);
             let outgoing = Outgoing {
                 url: &job.url,

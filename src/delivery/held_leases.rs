@@ -1,5 +1,5 @@
 //! The leases this worker holds, renewed together in one write while their attempts
-//! live (DESIGN §3: the lease is longer than an attempt and renewed, so no other worker
+//! live (docs/DESIGN.md §3: the lease is longer than an attempt and renewed, so no other worker
 //! starts a second concurrent attempt — CASES C-01).
 
 use std::collections::HashMap;

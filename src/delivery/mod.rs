@@ -1,5 +1,5 @@
 //! Delivery: workers claim due jobs under leases, send them signed, and record each
-//! outcome with a write fenced by the lease token (DESIGN §2–§4).
+//! outcome with a write fenced by the lease token (docs/DESIGN.md §2–§4).
 
 pub mod attempt;
 pub mod complete;

@@ -1,5 +1,5 @@
 //! What an attempt's answer means: the attempt row to record and the event for the
-//! state machine (DESIGN §3). Pure: `now` and the jitter are parameters.
+//! state machine (docs/DESIGN.md §3). Pure: `now` and the jitter are parameters.
 
 use super::sender::Received;
 use crate::domain::attempt::AttemptOutcome;
@@ -10,7 +10,7 @@ use crate::domain::policy::{
 use crate::domain::{DeadReason, JobEvent, Timestamp};
 use crate::store::AttemptResult;
 
-/// Most bytes of a response body kept as `body_excerpt` (DESIGN §5).
+/// Most bytes of a response body kept as `body_excerpt` (docs/DESIGN.md §5).
 pub const EXCERPT_BYTES: usize = 1024;
 
 /// The attempt row and the job event for `received`, the answer to attempt number

@@ -1,7 +1,7 @@
 //! The long-running worker loop, built from the worker's steps: upkeep at most every
 //! 25 ms, claim due jobs in batches, run up to `max_in_flight` attempts at once while
 //! their leases are renewed, sleep until the next due time or a wake-up, and shut down
-//! without losing a job (DESIGN §3).
+//! without losing a job (docs/DESIGN.md §3).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@ use super::resolve::Resolver;
 use crate::domain::policy::BackoffPolicy;
 use crate::domain::target::TargetPolicy;
 
-/// Settings of one worker (DESIGN §6).
+/// Settings of one worker (docs/DESIGN.md §6).
 #[derive(Debug, Clone)]
 pub struct DeliverySettings {
     /// This worker's identity, stored as the lease owner.

@@ -3,7 +3,7 @@
 //! answer) and complete (record the outcome fenced by the lease). The long-running
 //! loop ([`Worker::run`], in `run_loop.rs`) is built from these steps; a test drives
 //! them one at a time with its own clock ([`Worker::run_pending`]), as zero2prod's
-//! `try_execute_task` and crates.io's `run_pending_background_jobs` do (DESIGN §3).
+//! `try_execute_task` and crates.io's `run_pending_background_jobs` do (docs/DESIGN.md §3).
 
 use std::sync::Arc;
 

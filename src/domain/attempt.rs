@@ -1,4 +1,4 @@
-//! Attempt outcomes: what one HTTP request for a job came to (DESIGN §5).
+//! Attempt outcomes: what one HTTP request for a job came to (docs/DESIGN.md §5).
 
 use serde::Serialize;
 

@@ -1,5 +1,5 @@
 //! The job state machine: the six states, the events that move a job between them and
-//! the reasons a job is dead (DESIGN §2). Pure: no I/O, `now` is passed in.
+//! the reasons a job is dead (docs/DESIGN.md §2). Pure: no I/O, `now` is passed in.
 //!
 //! The store applies what [`transition`] decides with a write that is conditional on
 //! the state it read (and, out of `in_flight`, on the lease's fencing token), so two
@@ -30,7 +30,7 @@ pub enum JobState {
     Cancelled,
 }
 
-wire_names!(JobState, "Every state, in the order of DESIGN §2." {
+wire_names!(JobState, "Every state, in the order of docs/DESIGN.md §2." {
     Scheduled => "scheduled",
     InFlight => "in_flight",
     Retrying => "retrying",
@@ -49,7 +49,7 @@ impl JobState {
     }
 }
 
-/// Why a job is dead (DESIGN §2).
+/// Why a job is dead (docs/DESIGN.md §2).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize, utoipa::ToSchema,
 )]
@@ -198,7 +198,7 @@ pub enum TransitionError {
     DeadlineNotAfterDelivery,
 }
 
-/// Applies `event` to `job` at `now` (DESIGN §2). Never panics: an event that does not
+/// Applies `event` to `job` at `now` (docs/DESIGN.md §2). Never panics: an event that does not
 /// apply returns a [`TransitionError`].
 pub fn transition(
     job: &JobSnapshot,
@@ -262,7 +262,7 @@ pub fn transition(
         }
         (InFlight, JobEvent::TerminalFailure { reason }) => Ok(dead(reason)),
         (InFlight, JobEvent::LeaseExpired | JobEvent::Released) => {
-            // The unknown attempt is counted (DESIGN §2), so it may have been the last one.
+            // The unknown attempt is counted (docs/DESIGN.md §2), so it may have been the last one.
             if max_attempts_used(job) {
                 Ok(Transition {
                     possible_duplicate: true,

@@ -12,7 +12,7 @@ fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
-/// The pairs DESIGN §2 allows, by event name.
+/// The pairs docs/DESIGN.md §2 allows, by event name.
 const ALLOWED: [(JobState, &str); 13] = [
     (JobState::Scheduled, "claim"),
     (JobState::Retrying, "claim"),

@@ -1,4 +1,4 @@
-//! The rules of a new job without its subscriber (DESIGN §5), shared by a single job
+//! The rules of a new job without its subscriber (docs/DESIGN.md §5), shared by a single job
 //! and each job of a fan-out: the event id, the payload, the attempt budget and the
 //! [`Schedule`]. Pure: `now` and the server's [`JobLimits`] are given.
 

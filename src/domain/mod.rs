@@ -1,4 +1,4 @@
-//! Pure types and rules of deferhook: no I/O, the clock injected (DESIGN §2–§4).
+//! Pure types and rules of deferhook: no I/O, the clock injected (docs/DESIGN.md §2–§4).
 
 pub mod attempt;
 pub mod field_error;

@@ -1,4 +1,4 @@
-//! Delivery policy (DESIGN §3): when to try again, what an answer means, and what of a
+//! Delivery policy (docs/DESIGN.md §3): when to try again, what an answer means, and what of a
 //! response body may be kept. Pure functions: `now` and the jitter are parameters, there
 //! is no clock, no randomness and no I/O here.
 
@@ -13,7 +13,7 @@ mod redact;
 
 pub use redact::redact_excerpt;
 
-/// Exponential backoff with "equal jitter" between attempts (DESIGN §3: base 1 s,
+/// Exponential backoff with "equal jitter" between attempts (docs/DESIGN.md §3: base 1 s,
 /// factor 2, cap 1 h by default).
 ///
 /// The jitter scheme is "equal jitter" from Marc Brooker, *Exponential Backoff And
@@ -48,7 +48,7 @@ impl BackoffPolicy {
 }
 
 impl Default for BackoffPolicy {
-    /// Base 1,000 ms, cap 3,600,000 ms (1 h), as in DESIGN §3.
+    /// Base 1,000 ms, cap 3,600,000 ms (1 h), as in docs/DESIGN.md §3.
     fn default() -> Self {
         BackoffPolicy {
             base_ms: 1_000,
@@ -113,11 +113,11 @@ fn from_system_time(at: SystemTime) -> Timestamp {
 }
 
 /// When the attempt after the failed `attempt` (1-based) may start: `now` plus the
-/// backoff delay, or the `Retry-After` instant when that is later (DESIGN §3, CASES
+/// backoff delay, or the `Retry-After` instant when that is later (docs/DESIGN.md §3, CASES
 /// C-05: jitter never makes the next attempt earlier than `Retry-After`).
 ///
 /// The deadline is not applied here: the state machine sends the job `dead` when this
-/// instant is not before the deadline (DESIGN §2).
+/// instant is not before the deadline (docs/DESIGN.md §2).
 pub fn next_attempt_at(
     now: Timestamp,
     attempt: u32,
@@ -130,7 +130,7 @@ pub fn next_attempt_at(
 }
 
 /// What kind of failure an attempt met; recorded as `error_class` on the attempt and in
-/// `last_error` (DESIGN §3 and the API's attempt history).
+/// `last_error` (docs/DESIGN.md §3 and the API's attempt history).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 pub enum ErrorClass {
     /// No complete answer within the attempt timeout.
@@ -172,7 +172,7 @@ wire_names!(ErrorClass, "Every class." {
     SecretUnreadable => "secret_unreadable",
 });
 
-/// What an attempt's outcome means for the job (DESIGN §3).
+/// What an attempt's outcome means for the job (docs/DESIGN.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// The receiver accepted the event (2xx).
@@ -183,7 +183,7 @@ pub enum Verdict {
     Terminal(ErrorClass),
 }
 
-/// Classifies an HTTP status code (DESIGN §3; status semantics from RFC 9110 §15).
+/// Classifies an HTTP status code (docs/DESIGN.md §3; status semantics from RFC 9110 §15).
 ///
 /// - 200–299: delivered.
 /// - 408 Request Timeout (RFC 9110 §15.5.9) and 425 Too Early (RFC 8470 §5.2):
@@ -209,7 +209,7 @@ pub fn classify_status(status: u16) -> Verdict {
 
 /// True when an answer pauses the subscriber: `410 Gone` (RFC 9110 §15.5.11) says the
 /// target is gone for good, so its other jobs wait (deadlines running) until an operator
-/// re-enables it, instead of each being sent and dead-lettered in turn (DESIGN §3).
+/// re-enables it, instead of each being sent and dead-lettered in turn (docs/DESIGN.md §3).
 pub fn pauses_subscriber(status: u16) -> bool {
     status == 410
 }
@@ -221,11 +221,11 @@ pub enum TransportFailure {
     Timeout,
     /// The connection could not be made (DNS, TCP, TLS).
     Connect,
-    /// The target was refused before connecting (SSRF policy, DESIGN §3 / CASES C-08).
+    /// The target was refused before connecting (SSRF policy, docs/DESIGN.md §3 / CASES C-08).
     Blocked,
 }
 
-/// Classifies a failure without an HTTP answer (DESIGN §3): timeouts and connection
+/// Classifies a failure without an HTTP answer (docs/DESIGN.md §3): timeouts and connection
 /// errors are retryable; a blocked target is terminal (`target_rejected`).
 pub fn classify_transport(failure: TransportFailure) -> Verdict {
     match failure {

@@ -1,4 +1,4 @@
-//! Replays (DESIGN §5): which dead letters an operator selected, and the token bucket
+//! Replays (docs/DESIGN.md §5): which dead letters an operator selected, and the token bucket
 //! that paces moving them back to `scheduled`, so a receiver that has just recovered
 //! is not flooded (CASES C-11). Pure: every rule takes `now`.
 

@@ -1,4 +1,4 @@
-//! Planning a replay (DESIGN §5, CASES C-11): which dead jobs an operator's request
+//! Planning a replay (docs/DESIGN.md §5, CASES C-11): which dead jobs an operator's request
 //! selects, how many at most, at what rate and with what new deadline, checked against
 //! the server's [`ReplayLimits`]. Pure: nothing is read or stored here.
 

@@ -1,4 +1,4 @@
-//! When a new job is first delivered and when it gives up (DESIGN §5): `deliver_at`
+//! When a new job is first delivered and when it gives up (docs/DESIGN.md §5): `deliver_at`
 //! or `delay_ms` (neither: now), and `deadline` or `ttl_ms` (neither: `deliver_at` +
 //! the server's default TTL). A past `deliver_at` means now; the deadline must come
 //! after `deliver_at`. Pure: `now` and the default TTL are given.

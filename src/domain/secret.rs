@@ -93,7 +93,7 @@ pub struct PreviousSecret {
 }
 
 /// The secrets a subscriber's requests are signed with: the current one and, during a
-/// rotation's grace period, the one it replaced (DESIGN §4, §5). Only one previous
+/// rotation's grace period, the one it replaced (docs/DESIGN.md §4, §5). Only one previous
 /// secret is kept: a second rotation during a grace period replaces it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SigningSecrets {

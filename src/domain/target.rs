@@ -1,4 +1,4 @@
-//! Which addresses deliveries may connect to (CASES C-08, DESIGN §6): internal ranges
+//! Which addresses deliveries may connect to (CASES C-08, docs/DESIGN.md §6): internal ranges
 //! are refused unless the operator allows them, so a subscriber URL cannot make
 //! deferhook reach its own host, its network or a cloud metadata service. Pure: the
 //! API checks literal addresses with it at registration, the sender checks literal

@@ -1,4 +1,4 @@
-//! Why a job is not delivered yet (`waiting_reason`, DESIGN §3).
+//! Why a job is not delivered yet (`waiting_reason`, docs/DESIGN.md §3).
 
 use serde::Serialize;
 

@@ -1,6 +1,6 @@
 //! Group commit: requests that arrive while a write is running share the next write
 //! (one transaction, one fsync), while each caller still gets its own result, and only
-//! after that write has committed (DESIGN §3, throughput shape).
+//! after that write has committed (docs/DESIGN.md §3, throughput shape).
 //!
 //! A queue feeds one task. The task takes the first waiting request, waits for a free
 //! writer slot (`parallel` of them; 1 for SQLite's single writer), then takes whatever

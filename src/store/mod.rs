@@ -1,7 +1,7 @@
 //! Durable storage of subscribers, jobs and attempts behind one trait, so SQLite (the
 //! embedded default) and PostgreSQL serve the same API and workers.
 //!
-//! The interface is batch-shaped (DESIGN §3): claims return batches, outcomes are
+//! The interface is batch-shaped (docs/DESIGN.md §3): claims return batches, outcomes are
 //! recorded for many jobs in one write, and creates take a batch in one transaction.
 //! Every time-dependent call takes `now`; no implementation reads a clock.
 //!
@@ -188,7 +188,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError>;
 
-    /// The gauges of DESIGN §7 at `now`; `slo_ms` is the eligible → delivered objective.
+    /// The gauges of docs/DESIGN.md §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
 
     /// How many dead jobs `filter` matches, at most `max_jobs` (a replay's dry run;

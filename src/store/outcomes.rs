@@ -5,7 +5,7 @@
 //! Outcomes recorded one by one ([`crate::store::Store::record_outcome`]) are
 //! group-committed: attempts that finish at about the same time share one write (one
 //! transaction, one fsync), while each still learns its own result, fenced by its own
-//! lease token (DESIGN §3, throughput shape).
+//! lease token (docs/DESIGN.md §3, throughput shape).
 
 use std::collections::HashSet;
 

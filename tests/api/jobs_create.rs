@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::support::{app_with, at, expect_json, job, spawn_app};
 use deferhook::testing::START_TEXT;
 
-/// Every field DESIGN §5 names for the job object.
+/// Every field docs/DESIGN.md §5 names for the job object.
 const DESIGN_FIELDS: [&str; 14] = [
     "id",
     "event_id",

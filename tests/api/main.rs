@@ -1,4 +1,4 @@
-//! Black-box tests of the HTTP API (DESIGN §5): a real server on 127.0.0.1:0 over a
+//! Black-box tests of the HTTP API (docs/DESIGN.md §5): a real server on 127.0.0.1:0 over a
 //! fresh SQLite file, a manual clock, and plain HTTP requests.
 
 #[path = "../common/app.rs"]

@@ -264,7 +264,7 @@ fn serve_without_flags_creates_deferhook_db_and_answers() {
     assert_eq!(get(&served.addr, "/readyz").0, 200);
 }
 
-/// DESIGN §7: every metric is registered at start, before the first event.
+/// docs/DESIGN.md §7: every metric is registered at start, before the first event.
 #[test]
 fn a_fresh_instance_shows_every_metric() {
     let served = serve(&[]);

@@ -236,7 +236,7 @@ async fn a_200_whose_body_stalls_is_delivered_not_retried(db: Db) {
     assert!(attempts[0]["duration_ms"].as_i64().unwrap() < 1500);
 }
 
-/// DESIGN §3: `410 Gone` is terminal for the job and pauses the subscriber; its other
+/// docs/DESIGN.md §3: `410 Gone` is terminal for the job and pauses the subscriber; its other
 /// jobs wait (deadlines running) until `PUT … enabled: true`.
 async fn a_410_pauses_the_subscriber_until_resumed(db: Db) {
     let receiver = Receiver::start(vec![Reply::status(410).body("gone")]).await;

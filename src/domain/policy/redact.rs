@@ -1,4 +1,4 @@
-//! Redacted excerpts of response bodies. DESIGN §3 keeps a response body "only as a
+//! Redacted excerpts of response bodies. docs/DESIGN.md §3 keeps a response body "only as a
 //! redacted excerpt": enough to diagnose (CASES C-06 wants `E42` kept), never a secret a
 //! receiver echoed back. Hand-written scanning, no regex: every pattern is ASCII, and
 //! the few judgement calls (prose or field? word or credential?) read better as code.

@@ -4,7 +4,7 @@ use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::ErrorClass;
 use crate::domain::{JobState, Timestamp};
 
-/// Figures for the gauges an on-call engineer alerts on (DESIGN §7), read at one `now`.
+/// Figures for the gauges an on-call engineer alerts on (docs/DESIGN.md §7), read at one `now`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreGauges {
     /// Jobs per state; states with no job are absent.

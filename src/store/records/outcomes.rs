@@ -34,7 +34,7 @@ pub struct OutcomeRecord {
     /// What the state machine decided (out of `in_flight`).
     pub transition: Transition,
     /// The receiver answered `410 Gone`: pause its subscriber (`enabled = false`) until
-    /// an operator resumes it (DESIGN §3). Applies even to a late result: the answer
+    /// an operator resumes it (docs/DESIGN.md §3). Applies even to a late result: the answer
     /// is a fact about the receiver, whoever holds the lease.
     pub pause_subscriber: bool,
 }

@@ -23,7 +23,7 @@ pub struct Subscriber {
     pub updated_at: Timestamp,
 }
 
-/// Default `max_in_flight` of a subscriber (DESIGN §3).
+/// Default `max_in_flight` of a subscriber (docs/DESIGN.md §3).
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
 
 /// A create-or-update of a subscriber. Fields left `None` keep their current value on

@@ -6,7 +6,7 @@ pub struct ExpiredJobs {
     /// Jobs that went `dead` with `deadline_exceeded`.
     pub dead: u64,
     /// Jobs whose lease expired on their last allowed attempt: `dead` with
-    /// `max_attempts` (the unknown attempt counts, DESIGN §2).
+    /// `max_attempts` (the unknown attempt counts, docs/DESIGN.md §2).
     pub max_attempts: u64,
     /// Jobs of paused subscribers whose lease expired: back to `retrying`, due now
     /// (they wait as `subscriber_paused`).

@@ -17,7 +17,7 @@ use crate::store::{Sealer, StoreError};
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
 /// has come, `in_flight` whose lease expired, unless that was its last allowed
 /// attempt), before the deadline, of enabled subscribers, and within each subscriber's
-/// allowance (DESIGN §3):
+/// allowance (docs/DESIGN.md §3):
 /// - `max_in_flight` minus its live leases;
 /// - for `rate_limit_per_second` r: attempts start in bursts of b = max(1, r/10), at
 ///   most one burst per b/r seconds and never more than r in the last second, so a

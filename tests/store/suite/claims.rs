@@ -234,7 +234,7 @@ store_case!(
     }
 );
 
-// DESIGN §2 and §3: a claim takes a job only while its subscriber is under its limits,
+// docs/DESIGN.md §2 and §3: a claim takes a job only while its subscriber is under its limits,
 // and `max_in_flight` counts open attempts across all instances, which only the store
 // sees. Deferral uses no attempt, so the claim itself must hold the job back.
 store_case!(claim_respects_max_in_flight, async |store: SharedStore| {

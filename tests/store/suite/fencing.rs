@@ -281,7 +281,7 @@ store_case!(
     }
 );
 
-// DESIGN §3: `410 Gone` kills the job and pauses its subscriber; its other jobs wait.
+// docs/DESIGN.md §3: `410 Gone` kills the job and pauses its subscriber; its other jobs wait.
 store_case!(a_410_pauses_the_subscriber, async |store: SharedStore| {
     add_subscriber(&store, "gone").await;
     let jobs = create(

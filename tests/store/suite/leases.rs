@@ -138,7 +138,7 @@ store_case!(
     }
 );
 
-// DESIGN §2: the outcome is unknown, "so the next attempt is a possible duplicate";
+// docs/DESIGN.md §2: the outcome is unknown, "so the next attempt is a possible duplicate";
 // once that attempt has a known result, the one after it is not flagged again.
 store_case!(
     only_the_next_attempt_is_a_possible_duplicate,

@@ -1,4 +1,4 @@
-//! Per-subscriber limits and fairness in the claim (DESIGN §3): a rate limit paces
+//! Per-subscriber limits and fairness in the claim (docs/DESIGN.md §3): a rate limit paces
 //! attempts, a large backlog does not starve other subscribers, and the load the API
 //! shows in `waiting_reason` is the load the claim sees.
 

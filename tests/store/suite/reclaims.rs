@@ -78,7 +78,7 @@ store_case!(an_expired_lease_is_reclaimed, async |store: SharedStore| {
     assert_eq!(stored.lease.map(|l| l.owner), Some("worker-b".into()));
 });
 
-// DESIGN §2: a lost lease counts its attempt, so a job that used all of its
+// docs/DESIGN.md §2: a lost lease counts its attempt, so a job that used all of its
 // `max_attempts` goes `dead` (`max_attempts`) instead of getting one more attempt.
 store_case!(
     a_reclaim_never_exceeds_max_attempts,

@@ -1,4 +1,4 @@
-//! Secret rotation (DESIGN §4, §5): the new secret is current at once; the one it
+//! Secret rotation (docs/DESIGN.md §4, §5): the new secret is current at once; the one it
 //! replaced comes back with every claim, with its expiry, until its grace period ends;
 //! only one previous secret is kept; a rotation without grace, or a PUT with a secret,
 //! keeps none.
