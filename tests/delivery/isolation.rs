@@ -95,7 +95,7 @@ async fn c09_one_slow_subscriber_never_delays_another(db: Db) {
 }
 
 /// The fan-out case, scaled: one event to 2,000 subscribers, 300 of them at a receiver
-/// that answers only after 30 s, beyond the 10 s attempt timeout. Every fast
+/// that answers only after 120 s, beyond the 60 s attempt timeout. Every fast
 /// subscriber's job is delivered while every slow attempt still holds its slot: no
 /// fast job waited for a slow one to end. No slow subscriber has more requests open
 /// than its limit.
