@@ -100,7 +100,7 @@ async fn insert_new<S: CreateStatements>(
     tx: &mut S::Tx,
     jobs: &[&NewJob],
 ) -> Result<HashSet<String>, StoreError> {
-    let query = Query::from(&insert_new_jobs(S::DIALECT, jobs));
+    let query = Query::from(insert_new_jobs(S::DIALECT, jobs));
     let ids: Vec<(String,)> = S::fetch_all(tx, query).await?;
     Ok(ids.into_iter().map(|(id,)| id).collect())
 }

@@ -88,7 +88,7 @@ pub(crate) async fn count_matches<S: ReplayStatements>(
     filter: &ReplayFilter,
     max_jobs: u32,
 ) -> Result<u64, StoreError> {
-    let query = Query::from(&count_matching(S::DIALECT, filter, max_jobs));
+    let query = Query::from(count_matching(S::DIALECT, filter, max_jobs));
     let (n,): (i64,) = db.read_one(query).await?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
@@ -147,7 +147,7 @@ pub(crate) async fn create<S: ReplayStatements>(
         .int(next_at.as_millis())
         .int(now.as_millis());
     S::execute(&mut tx, insert).await?;
-    let snapshot = Query::from(&snapshot_matching(S::DIALECT, &replay));
+    let snapshot = Query::from(snapshot_matching(S::DIALECT, &replay));
     S::execute(&mut tx, snapshot).await?;
     let (matched,): (i64,) =
         S::fetch_one(&mut tx, Query::new(S::SNAPSHOT_SIZE).text(id.clone())).await?;

@@ -22,10 +22,15 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// The `n`-th (1-based) placeholder.
+    /// The `n`-th (1-based) placeholder of a statement built at run time. SQLite's is
+    /// anonymous (`?`, bound in the order it appears; a statement built here never
+    /// repeats a value): sqlx binds a numbered one (`?n`) by looking its name up, and
+    /// `sqlite3_bind_parameter_name` walks the statement's list of names, so a
+    /// 500-row insert (5,000 placeholders) spent quadratic time binding (a 50,000-job
+    /// `burst` accepted 20 % fewer jobs/s with `?n` than with `?`).
     fn placeholder(self, n: usize) -> String {
         match self {
-            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Sqlite => "?".to_owned(),
             Dialect::Postgres => format!("${n}"),
         }
     }
@@ -87,23 +92,24 @@ impl Query {
         self.bind(Value::Int(n))
     }
 
-    /// The SQL text.
-    pub fn sql(&self) -> &Cow<'static, str> {
-        &self.sql
-    }
-
-    /// The values, in placeholder order.
-    pub fn values(&self) -> &[Value] {
-        &self.values
+    /// The SQL text and the values, in placeholder order, for a backend to bind.
+    pub fn into_parts(self) -> (Cow<'static, str>, Vec<Value>) {
+        (self.sql, self.values)
     }
 }
 
-impl From<&Statement> for Query {
-    fn from(statement: &Statement) -> Self {
-        Query {
-            sql: Cow::Owned(statement.sql()),
-            values: statement.values().cloned().collect(),
-        }
+impl From<Statement> for Query {
+    fn from(statement: Statement) -> Self {
+        let sql = Cow::Owned(statement.sql());
+        let values = statement
+            .parts
+            .into_iter()
+            .filter_map(|part| match part {
+                Part::Bind(value) => Some(value),
+                Part::Sql(_) => None,
+            })
+            .collect();
+        Query { sql, values }
     }
 }
 
@@ -155,7 +161,7 @@ impl Statement {
         &self.parts
     }
 
-    /// The SQL text, placeholders numbered from 1 in this dialect.
+    /// The SQL text, with this dialect's placeholders (see [`Dialect::placeholder`]).
     pub fn sql(&self) -> String {
         let mut sql = String::new();
         let mut bound = 0;
@@ -185,9 +191,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_are_numbered_in_each_dialect() {
+    fn placeholders_are_written_in_each_dialect() {
         for (dialect, expected) in [
-            (Dialect::Sqlite, "SELECT ?1, '$.a', ?2"),
+            (Dialect::Sqlite, "SELECT ?, '$.a', ?"),
             (Dialect::Postgres, "SELECT $1, '$.a', $2"),
         ] {
             let mut statement = Statement::new(dialect, "SELECT ");

@@ -42,7 +42,7 @@ pub async fn list(
     page: PageRequest<Uuid>,
 ) -> Result<Vec<Job>, StoreError> {
     let (sql, arguments) =
-        binds::bound(&Query::from(&job_listing(Dialect::Postgres, filter, &page)))?;
+        binds::bound(Query::from(job_listing(Dialect::Postgres, filter, &page)))?;
     sqlx::query_as_with::<_, JobRow, _>(sql, arguments)
         .fetch_all(pool)
         .await?

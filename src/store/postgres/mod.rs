@@ -88,7 +88,7 @@ impl Transactions for PgPool {
     }
 
     async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_with(sql, arguments)
             .execute(&mut **tx)
             .await?
@@ -96,40 +96,40 @@ impl Transactions for PgPool {
     }
 
     async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_all(&mut **tx)
             .await?)
     }
 
     async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_optional(&mut **tx)
             .await?)
     }
 
     async fn fetch_one<T: Row>(tx: &mut Tx, query: Query) -> Result<T, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_one(&mut **tx)
             .await?)
     }
 
     async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments).fetch_all(self).await?)
     }
 
     async fn read_optional<T: Row>(&self, query: Query) -> Result<Option<T>, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_optional(self)
             .await?)
     }
 
     async fn read_one<T: Row>(&self, query: Query) -> Result<T, StoreError> {
-        let (sql, arguments) = binds::bound(&query)?;
+        let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments).fetch_one(self).await?)
     }
 }

@@ -8,16 +8,16 @@ use sqlx::{Arguments, AssertSqlSafe, QueryBuilder, Sqlite};
 use crate::store::StoreError;
 use crate::store::dialect::{Part, Query, Statement, Value};
 
-/// `values` as arguments.
-pub fn arguments(values: &[Value]) -> Result<SqliteArguments, StoreError> {
+/// `values` as arguments (moved, not copied: a payload is bound once).
+pub fn arguments(values: Vec<Value>) -> Result<SqliteArguments, StoreError> {
     let mut arguments = SqliteArguments::default();
     for value in values {
         match value {
-            Value::Text(text) => arguments.add(text.clone()),
-            Value::Int(n) => arguments.add(*n),
-            Value::OptInt(n) => arguments.add(*n),
-            Value::OptText(text) => arguments.add(text.clone()),
-            Value::Bool(flag) => arguments.add(*flag),
+            Value::Text(text) => arguments.add(text),
+            Value::Int(n) => arguments.add(n),
+            Value::OptInt(n) => arguments.add(n),
+            Value::OptText(text) => arguments.add(text),
+            Value::Bool(flag) => arguments.add(flag),
         }
         .map_err(|e| StoreError::Internal(format!("cannot bind a value: {e}")))?;
     }
@@ -26,12 +26,10 @@ pub fn arguments(values: &[Value]) -> Result<SqliteArguments, StoreError> {
 
 /// The SQL text of `query` and its values as arguments.
 pub fn bound(
-    query: &Query,
+    query: Query,
 ) -> Result<(AssertSqlSafe<Cow<'static, str>>, SqliteArguments), StoreError> {
-    Ok((
-        AssertSqlSafe(query.sql().clone()),
-        arguments(query.values())?,
-    ))
+    let (sql, values) = query.into_parts();
+    Ok((AssertSqlSafe(sql), arguments(values)?))
 }
 
 /// Appends `statement` to a sqlx builder, which writes its own placeholders.

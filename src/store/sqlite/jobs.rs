@@ -41,8 +41,7 @@ pub async fn list(
     filter: &JobFilter,
     page: PageRequest<Uuid>,
 ) -> Result<Vec<Job>, StoreError> {
-    let (sql, arguments) =
-        binds::bound(&Query::from(&job_listing(Dialect::Sqlite, filter, &page)))?;
+    let (sql, arguments) = binds::bound(Query::from(job_listing(Dialect::Sqlite, filter, &page)))?;
     sqlx::query_as_with::<_, JobRow, _>(sql, arguments)
         .fetch_all(readers)
         .await?

@@ -26,7 +26,7 @@ fn explain() -> Statement {
 
 /// The `detail` column of `EXPLAIN QUERY PLAN` for `query`.
 async fn plan(store: &SqliteStore, query: Statement) -> Vec<String> {
-    let (sql, arguments) = binds::bound(&Query::from(&query)).unwrap();
+    let (sql, arguments) = binds::bound(Query::from(query)).unwrap();
     sqlx::query_with(sql, arguments)
         .fetch_all(&store.db.readers)
         .await
