@@ -1,9 +1,30 @@
-//! A job's attempt history, for both backends: the row a read of it decodes.
+//! A job's attempt history, for both backends: the row a read of it decodes, and
+//! the read.
+
+use uuid::Uuid;
 
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::decode;
+use crate::store::dialect::Query;
 use crate::store::records::Attempt;
+use crate::store::transactions::Transactions;
+
+/// The statement of the attempt history, in the backend's dialect.
+pub(crate) trait AttemptStatements: Transactions {
+    /// Job `$1`'s attempts ([`AttemptRow`]), oldest first.
+    const LIST: &'static str;
+}
+
+/// Job `job_id`'s attempts, oldest first.
+pub(crate) async fn list<S: AttemptStatements>(
+    db: &S,
+    job_id: Uuid,
+) -> Result<Vec<Attempt>, StoreError> {
+    let query = Query::new(S::LIST).text(job_id.to_string());
+    let rows: Vec<AttemptRow> = db.read_all(query).await?;
+    rows.into_iter().map(Attempt::try_from).collect()
+}
 
 /// A row of `attempts`.
 #[derive(sqlx::FromRow)]

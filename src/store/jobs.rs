@@ -1,9 +1,63 @@
-//! Jobs, for both backends: the row a read of a job decodes.
+//! Jobs, for both backends: the row a read of a job decodes; reading one, listing
+//! them, and an operator's transition of a waiting one.
 
-use crate::domain::Timestamp;
+use uuid::Uuid;
+
+use crate::domain::{Timestamp, Transition};
 use crate::store::StoreError;
 use crate::store::decode;
-use crate::store::records::{Job, LastError, LeaseInfo};
+use crate::store::dialect::listing::job_listing;
+use crate::store::dialect::{Query, Value};
+use crate::store::records::{Job, JobFilter, JobVersion, LastError, LeaseInfo, PageRequest};
+use crate::store::transactions::Transactions;
+
+/// The statements of reading and changing one job, in the backend's dialect.
+pub(crate) trait JobStatements: Transactions {
+    /// Job `$1` ([`JobRow`]).
+    const GET: &'static str;
+    /// An operator's transition of waiting job `$1` to state `$3`, due at `$4`, with
+    /// deadline `$5`, at `$6`; only if it is still as it was read (state `$2`,
+    /// `updated_at` `$7`, and `scheduled` or `retrying`).
+    const TRANSITION_WAITING: &'static str;
+}
+
+/// Job `id`, or `None`.
+pub(crate) async fn get<S: JobStatements>(db: &S, id: Uuid) -> Result<Option<Job>, StoreError> {
+    let query = Query::new(S::GET).text(id.to_string());
+    let row: Option<JobRow> = db.read_optional(query).await?;
+    row.map(Job::try_from).transpose()
+}
+
+/// The jobs `filter` matches, newest first, strictly older than `page.after` (see
+/// [`job_listing`]).
+pub(crate) async fn list<S: Transactions>(
+    db: &S,
+    filter: &JobFilter,
+    page: PageRequest<Uuid>,
+) -> Result<Vec<Job>, StoreError> {
+    let query = Query::from(job_listing(S::DIALECT, filter, &page));
+    let rows: Vec<JobRow> = db.read_all(query).await?;
+    rows.into_iter().map(Job::try_from).collect()
+}
+
+/// Applies `transition` to waiting job `id` if it is still as `seen`; whether it did.
+pub(crate) async fn transition_waiting<S: JobStatements>(
+    db: &S,
+    id: Uuid,
+    seen: JobVersion,
+    transition: Transition,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let query = Query::new(S::TRANSITION_WAITING)
+        .text(id.to_string())
+        .text(seen.state.as_str())
+        .text(transition.to.as_str())
+        .bind(Value::OptInt(transition.due_at.map(Timestamp::as_millis)))
+        .int(transition.deadline.as_millis())
+        .int(now.as_millis())
+        .int(seen.updated_at.as_millis());
+    Ok(db.write_alone(query).await? == 1)
+}
 
 /// The columns [`JobRow`] reads, from `jobs j JOIN subscribers s`.
 pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \

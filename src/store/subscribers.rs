@@ -4,7 +4,7 @@
 use crate::domain::Timestamp;
 use crate::store::decode;
 use crate::store::dialect::{Query, Value};
-use crate::store::records::{SecretRotated, SecretRotation, Subscriber};
+use crate::store::records::{PageRequest, SecretRotated, SecretRotation, Subscriber};
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
@@ -39,8 +39,13 @@ impl TryFrom<SubscriberRow> for Subscriber {
     }
 }
 
-/// The statements of a rotation, in the backend's dialect.
+/// The statements of reading subscribers and rotating a secret, in the backend's
+/// dialect.
 pub(crate) trait SubscriberStatements: Transactions {
+    /// Subscriber `$1` ([`SubscriberRow`]).
+    const GET: &'static str;
+    /// Subscribers after id `$1` (all when NULL) in id order, at most `$2`.
+    const LIST: &'static str;
     /// Subscriber `$1`'s current secret as stored, holding the row until the
     /// transaction ends (PostgreSQL: `FOR UPDATE`, so concurrent rotations apply one
     /// after the other, each moving the secret the previous one wrote).
@@ -48,6 +53,27 @@ pub(crate) trait SubscriberStatements: Transactions {
     /// Writes the rotation of subscriber `$1`: secret `$2`, previous secret `$3`
     /// until `$4`, at `$5`; returns the subscriber ([`SubscriberRow`]).
     const ROTATE: &'static str;
+}
+
+/// Subscriber `id`, or `None`.
+pub(crate) async fn get<S: SubscriberStatements>(
+    db: &S,
+    id: &str,
+) -> Result<Option<Subscriber>, StoreError> {
+    let row: Option<SubscriberRow> = db.read_optional(Query::new(S::GET).text(id)).await?;
+    row.map(Subscriber::try_from).transpose()
+}
+
+/// Subscribers in id order, strictly after `page.after`.
+pub(crate) async fn list<S: SubscriberStatements>(
+    db: &S,
+    page: PageRequest<String>,
+) -> Result<Vec<Subscriber>, StoreError> {
+    let query = Query::new(S::LIST)
+        .bind(Value::OptText(page.after))
+        .int(i64::from(page.limit));
+    let rows: Vec<SubscriberRow> = db.read_all(query).await?;
+    rows.into_iter().map(Subscriber::try_from).collect()
 }
 
 /// Rotates a secret (see [`crate::store::Store::rotate_secret`]) in one write

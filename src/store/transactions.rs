@@ -76,6 +76,10 @@ pub(crate) trait Transactions: Clone + Send + Sync + 'static {
         query: Query,
     ) -> impl Future<Output = Result<T, StoreError>> + Send;
 
+    /// Runs `query` alone, in its own implicit transaction, on the connection that
+    /// writes (SQLite: its one writer); returns the rows it affected.
+    fn write_alone(&self, query: Query) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// The rows of `query`, read outside a transaction (SQLite: on its readers).
     fn read_all<T: Row>(
         &self,

@@ -1,15 +1,9 @@
-//! Reading, listing and changing waiting jobs in PostgreSQL.
+//! Reading and changing one job in PostgreSQL: the statements (see
+//! [`crate::store::jobs`]). The job listing is built at run time
+//! ([`crate::store::dialect::listing`]).
 
+use crate::store::jobs::JobStatements;
 use sqlx::PgPool;
-use uuid::Uuid;
-
-use super::binds;
-use crate::domain::{Timestamp, Transition};
-use crate::store::StoreError;
-use crate::store::dialect::listing::job_listing;
-use crate::store::dialect::{Dialect, Query};
-use crate::store::jobs::JobRow;
-use crate::store::records::{Job, JobFilter, JobVersion, PageRequest};
 
 /// Job `$1`.
 const GET: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
@@ -27,47 +21,7 @@ const TRANSITION_WAITING: &str = "UPDATE jobs SET state = $3, due_at = $4, deadl
     WHERE id = $1 AND state = $2 AND updated_at = $7 \
     AND state IN ('scheduled', 'retrying')";
 
-pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Job>, StoreError> {
-    sqlx::query_as::<_, JobRow>(GET)
-        .bind(id.to_string())
-        .fetch_optional(pool)
-        .await?
-        .map(Job::try_from)
-        .transpose()
-}
-
-pub async fn list(
-    pool: &PgPool,
-    filter: &JobFilter,
-    page: PageRequest<Uuid>,
-) -> Result<Vec<Job>, StoreError> {
-    let (sql, arguments) =
-        binds::bound(Query::from(job_listing(Dialect::Postgres, filter, &page)))?;
-    sqlx::query_as_with::<_, JobRow, _>(sql, arguments)
-        .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(Job::try_from)
-        .collect()
-}
-
-pub async fn transition_waiting(
-    pool: &PgPool,
-    id: Uuid,
-    seen: JobVersion,
-    transition: Transition,
-    now: Timestamp,
-) -> Result<bool, StoreError> {
-    let updated = sqlx::query(TRANSITION_WAITING)
-        .bind(id.to_string())
-        .bind(seen.state.as_str())
-        .bind(transition.to.as_str())
-        .bind(transition.due_at.map(Timestamp::as_millis))
-        .bind(transition.deadline.as_millis())
-        .bind(now.as_millis())
-        .bind(seen.updated_at.as_millis())
-        .execute(pool)
-        .await?
-        .rows_affected();
-    Ok(updated == 1)
+impl JobStatements for PgPool {
+    const GET: &'static str = GET;
+    const TRANSITION_WAITING: &'static str = TRANSITION_WAITING;
 }

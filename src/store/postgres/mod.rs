@@ -116,6 +116,14 @@ impl Transactions for PgPool {
             .await?)
     }
 
+    async fn write_alone(&self, query: Query) -> Result<u64, StoreError> {
+        let (sql, arguments) = binds::bound(query)?;
+        Ok(sqlx::query_with(sql, arguments)
+            .execute(self)
+            .await?
+            .rows_affected())
+    }
+
     async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
         let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments).fetch_all(self).await?)
@@ -201,14 +209,14 @@ impl Store for PostgresStore {
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        subscribers::get(&self.db, id).await
+        shared::subscribers::get(&self.db, id).await
     }
 
     async fn list_subscribers(
         &self,
         page: PageRequest<String>,
     ) -> Result<Vec<Subscriber>, StoreError> {
-        subscribers::list(&self.db, page).await
+        shared::subscribers::list(&self.db, page).await
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
@@ -216,7 +224,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        jobs::get(&self.db, id).await
+        shared::jobs::get(&self.db, id).await
     }
 
     async fn list_jobs(
@@ -224,7 +232,7 @@ impl Store for PostgresStore {
         filter: &JobFilter,
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Job>, StoreError> {
-        jobs::list(&self.db, filter, page).await
+        shared::jobs::list(&self.db, filter, page).await
     }
 
     async fn transition_waiting(
@@ -234,11 +242,11 @@ impl Store for PostgresStore {
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.db, id, seen, transition, now).await
+        shared::jobs::transition_waiting(&self.db, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        attempts::list(&self.db, job_id).await
+        shared::attempts::list(&self.db, job_id).await
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {

@@ -3,9 +3,7 @@
 use sqlx::PgPool;
 
 use crate::domain::Timestamp;
-use crate::store::records::{
-    DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
-};
+use crate::store::records::{DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, SubscriberPut};
 use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
 
@@ -78,27 +76,9 @@ pub async fn put(
     })
 }
 
-pub async fn get(pool: &PgPool, id: &str) -> Result<Option<Subscriber>, StoreError> {
-    sqlx::query_as::<_, SubscriberRow>(GET)
-        .bind(id)
-        .fetch_optional(pool)
-        .await?
-        .map(Subscriber::try_from)
-        .transpose()
-}
-
-pub async fn list(pool: &PgPool, page: PageRequest<String>) -> Result<Vec<Subscriber>, StoreError> {
-    sqlx::query_as::<_, SubscriberRow>(LIST)
-        .bind(page.after)
-        .bind(i64::from(page.limit))
-        .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(Subscriber::try_from)
-        .collect()
-}
-
 impl SubscriberStatements for PgPool {
+    const GET: &'static str = GET;
+    const LIST: &'static str = LIST;
     const CURRENT_SECRET: &'static str = CURRENT_SECRET;
     const ROTATE: &'static str = ROTATE;
 }

@@ -110,6 +110,14 @@ impl Transactions for Pools {
             .await?)
     }
 
+    async fn write_alone(&self, query: Query) -> Result<u64, StoreError> {
+        let (sql, arguments) = binds::bound(query)?;
+        Ok(sqlx::query_with(sql, arguments)
+            .execute(&self.writer)
+            .await?
+            .rows_affected())
+    }
+
     async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
         let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
@@ -247,14 +255,14 @@ impl Store for SqliteStore {
     }
 
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        subscribers::get(&self.db.readers, id).await
+        shared::subscribers::get(&self.db, id).await
     }
 
     async fn list_subscribers(
         &self,
         page: PageRequest<String>,
     ) -> Result<Vec<Subscriber>, StoreError> {
-        subscribers::list(&self.db.readers, page).await
+        shared::subscribers::list(&self.db, page).await
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
@@ -262,7 +270,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        jobs::get(&self.db.readers, id).await
+        shared::jobs::get(&self.db, id).await
     }
 
     async fn list_jobs(
@@ -270,7 +278,7 @@ impl Store for SqliteStore {
         filter: &JobFilter,
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Job>, StoreError> {
-        jobs::list(&self.db.readers, filter, page).await
+        shared::jobs::list(&self.db, filter, page).await
     }
 
     async fn transition_waiting(
@@ -280,11 +288,11 @@ impl Store for SqliteStore {
         transition: crate::domain::Transition,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        jobs::transition_waiting(&self.db.writer, id, seen, transition, now).await
+        shared::jobs::transition_waiting(&self.db, id, seen, transition, now).await
     }
 
     async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        attempts::list(&self.db.readers, job_id).await
+        shared::attempts::list(&self.db, job_id).await
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {

@@ -1,11 +1,9 @@
 //! Subscribers in SQLite.
 
-use sqlx::SqlitePool;
-
 use super::Pools;
 use crate::domain::Timestamp;
 use crate::store::records::{
-    DEFAULT_MAX_IN_FLIGHT, PageRequest, PutSubscriberOutcome, Subscriber, SubscriberPut,
+    DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
 use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
@@ -103,30 +101,9 @@ pub async fn put(
     })
 }
 
-pub async fn get(readers: &SqlitePool, id: &str) -> Result<Option<Subscriber>, StoreError> {
-    sqlx::query_as::<_, SubscriberRow>(GET)
-        .bind(id)
-        .fetch_optional(readers)
-        .await?
-        .map(Subscriber::try_from)
-        .transpose()
-}
-
-pub async fn list(
-    readers: &SqlitePool,
-    page: PageRequest<String>,
-) -> Result<Vec<Subscriber>, StoreError> {
-    sqlx::query_as::<_, SubscriberRow>(LIST)
-        .bind(page.after)
-        .bind(i64::from(page.limit))
-        .fetch_all(readers)
-        .await?
-        .into_iter()
-        .map(Subscriber::try_from)
-        .collect()
-}
-
 impl SubscriberStatements for Pools {
+    const GET: &'static str = GET;
+    const LIST: &'static str = LIST;
     const CURRENT_SECRET: &'static str = CURRENT_SECRET;
     const ROTATE: &'static str = ROTATE;
 }
