@@ -1,6 +1,7 @@
 //! Pure types and rules of deferhook: no I/O, the clock injected (docs/DESIGN.md §2–§4).
 
 pub mod attempt;
+pub mod destination;
 pub mod field_error;
 pub mod job;
 pub mod job_template;
