@@ -176,14 +176,6 @@ impl Statement {
         }
         sql
     }
-
-    /// The bound values, in placeholder order.
-    pub fn values(&self) -> impl Iterator<Item = &Value> {
-        self.parts.iter().filter_map(|part| match part {
-            Part::Bind(value) => Some(value),
-            Part::Sql(_) => None,
-        })
-    }
 }
 
 #[cfg(test)]
@@ -201,8 +193,9 @@ mod tests {
                 .bind(Value::Int(1))
                 .push(", '$.a', ")
                 .bind(Value::Text("x".into()));
-            assert_eq!(statement.sql(), expected);
-            assert_eq!(statement.values().count(), 2);
+            let (sql, values) = Query::from(statement).into_parts();
+            assert_eq!(sql, expected);
+            assert_eq!(values, [Value::Int(1), Value::Text("x".into())]);
         }
     }
 }
