@@ -19,6 +19,10 @@ use crate::api::auth::{ApiToken, ApiTokens};
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
+use crate::domain::circuit::CircuitPolicy;
+use crate::domain::destination_state::{
+    DEFAULT_DESTINATION_MAX_IN_FLIGHT, DestinationPolicy, MAX_DESTINATION_IN_FLIGHT,
+};
 use crate::domain::job_template::JobLimits;
 use crate::domain::policy::BackoffPolicy;
 use crate::domain::replay_plan::ReplayLimits;
@@ -148,6 +152,26 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT", default_value_t = 1_024,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub max_in_flight: u64,
+    /// Requests open at once to one destination (a receiver's `host:port`), across all
+    /// instances, unless an operator set its own (`PUT /v1/destinations/{host:port}`).
+    #[arg(long, env = "DEFERHOOK_DESTINATION_MAX_IN_FLIGHT",
+          default_value_t = DEFAULT_DESTINATION_MAX_IN_FLIGHT,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_DESTINATION_IN_FLIGHT)))]
+    pub destination_max_in_flight: u32,
+    /// Consecutive attempts that say a destination's host is unwell (connection
+    /// refused or failed, timeout, 502, 503, 504) before its circuit breaker opens.
+    #[arg(long, env = "DEFERHOOK_CIRCUIT_FAILURE_THRESHOLD", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub circuit_failure_threshold: u32,
+    /// How long an open circuit waits before its one probe, in milliseconds; doubled
+    /// after each failed probe.
+    #[arg(long, env = "DEFERHOOK_CIRCUIT_COOLDOWN_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub circuit_cooldown_ms: u64,
+    /// The longest cool-down of an open circuit, in milliseconds.
+    #[arg(long, env = "DEFERHOOK_CIRCUIT_MAX_COOLDOWN_MS", default_value_t = 300_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub circuit_max_cooldown_ms: u64,
     /// The eligible → delivered objective behind `deferhook_jobs_past_slo`, in
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
@@ -286,6 +310,19 @@ impl ServeArgs {
             retain_finished_ms: (self.retain_finished_ms > 0).then_some(self.retain_finished_ms),
             retain_dead_ms: (self.retain_dead_ms > 0).then_some(self.retain_dead_ms),
             ..RetentionSettings::default()
+        }
+    }
+
+    /// The destinations' default limit and circuit breaker (docs/DESIGN.md §15); a
+    /// maximum cool-down below the first is raised to it.
+    pub fn destination_policy(&self) -> DestinationPolicy {
+        DestinationPolicy {
+            default_max_in_flight: self.destination_max_in_flight,
+            circuit: CircuitPolicy {
+                failure_threshold: self.circuit_failure_threshold,
+                cooldown_ms: self.circuit_cooldown_ms,
+                max_cooldown_ms: self.circuit_max_cooldown_ms.max(self.circuit_cooldown_ms),
+            },
         }
     }
 

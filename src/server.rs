@@ -78,7 +78,12 @@ impl Server {
             )
         };
         let sealing = sealer.is_sealing();
-        let store = store::open_with_sealer(&args.database.database_url, sealer).await?;
+        let store = store::open_configured(
+            &args.database.database_url,
+            sealer,
+            args.destination_policy(),
+        )
+        .await?;
         // Once the start can no longer fail on a bad setting: an error stays one line.
         if !sealing {
             tracing::warn!(

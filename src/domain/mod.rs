@@ -1,7 +1,9 @@
 //! Pure types and rules of deferhook: no I/O, the clock injected (docs/DESIGN.md §2–§4).
 
 pub mod attempt;
+pub mod circuit;
 pub mod destination;
+pub mod destination_state;
 pub mod field_error;
 pub mod job;
 pub mod job_template;

@@ -20,6 +20,13 @@ pub enum WaitingReason {
     SubscriberRateLimited,
     /// Its subscriber is paused (`enabled = false`).
     SubscriberPaused,
+    /// Its destination (`host:port`) has its `max_in_flight` requests open, across all
+    /// instances.
+    DestinationAtLimit,
+    /// Its destination's circuit breaker is open (or half-open with its probe out).
+    DestinationCircuitOpen,
+    /// An operator paused its destination.
+    DestinationPaused,
     /// A worker holds its lease and an attempt is running.
     InFlight,
 }
@@ -39,13 +46,28 @@ pub struct SubscriberLoad {
     /// When its latest attempt of the last second started; read only when it has a
     /// rate limit.
     pub last_started_at: Option<Timestamp>,
+    /// Why its destination holds its jobs back at the instant read (paused, circuit
+    /// open, at its limit), if it does.
+    pub destination_hold: Option<WaitingReason>,
 }
 
 impl SubscriberLoad {
     /// Why a due job of this subscriber is held back at `now`, if it is: the same rules
     /// as the claim (for a rate r, bursts of max(1, r/10) at most every max(1, r/10)/r s
-    /// and at most r in the last second).
+    /// and at most r in the last second). A paused destination or an open circuit
+    /// comes first, then the subscriber's own limits, then the destination's limit.
     pub fn holds_back(&self, now: Timestamp) -> Option<WaitingReason> {
+        let destination = self.destination_hold;
+        if let Some(
+            reason @ (WaitingReason::DestinationPaused | WaitingReason::DestinationCircuitOpen),
+        ) = destination
+        {
+            return Some(reason);
+        }
+        self.own_limits(now).or(destination)
+    }
+
+    fn own_limits(&self, now: Timestamp) -> Option<WaitingReason> {
         if self.open_attempts >= self.max_in_flight {
             return Some(WaitingReason::SubscriberAtLimit);
         }
@@ -138,6 +160,7 @@ mod tests {
             started_last_second: started,
             rate_limit_per_second: Some(5),
             last_started_at: None,
+            destination_hold: None,
         };
         let w =
             |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);
@@ -161,6 +184,28 @@ mod tests {
             waiting_reason(JobState::Scheduled, later, true, Some(&load(2, 9)), NOW),
             Some(WaitingReason::Scheduled)
         );
+        // The destination: a pause or an open circuit first, its limit last.
+        let held = |reason| SubscriberLoad {
+            destination_hold: Some(reason),
+            ..load(2, 0)
+        };
+        assert_eq!(
+            w(held(WaitingReason::DestinationCircuitOpen)),
+            Some(WaitingReason::DestinationCircuitOpen)
+        );
+        assert_eq!(
+            w(held(WaitingReason::DestinationPaused)),
+            Some(WaitingReason::DestinationPaused)
+        );
+        assert_eq!(
+            w(held(WaitingReason::DestinationAtLimit)),
+            Some(WaitingReason::SubscriberAtLimit)
+        );
+        let at_limit = SubscriberLoad {
+            destination_hold: Some(WaitingReason::DestinationAtLimit),
+            ..load(0, 0)
+        };
+        assert_eq!(w(at_limit), Some(WaitingReason::DestinationAtLimit));
         assert!(needs_load(JobState::Scheduled, past, true, NOW));
         assert!(!needs_load(JobState::Scheduled, later, true, NOW));
         assert!(!needs_load(JobState::InFlight, past, true, NOW));

@@ -35,6 +35,11 @@ impl MarkedRow {
     pub fn subscriber_id(&self) -> &str {
         &self.subscriber_id
     }
+
+    /// The new lease's fencing token.
+    pub fn lease_token(&self) -> i64 {
+        self.lease_token
+    }
 }
 
 /// Where a subscriber's jobs go and what signs them.

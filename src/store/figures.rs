@@ -3,10 +3,13 @@
 
 use std::future::Future;
 
+use crate::domain::circuit::CircuitState;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::waiting::SubscriberLoad;
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::decode;
+use crate::store::destinations::{self, Admissions, CountedRow};
 use crate::store::dialect::Query;
 use crate::store::records::{AttemptFailure, StoreGauges, SubscriberStats};
 use crate::store::replays::ReplayStatements;
@@ -79,11 +82,24 @@ pub(crate) trait FigureStatements: Transactions {
     /// Subscriber `$1`'s latest finished attempt that failed ([`FailureRow`]).
     const LAST_FAILURE: &'static str;
 
+    /// The destination of subscriber `$1` with its requests open at `$2`
+    /// ([`CountedRow`]).
+    const SUBSCRIBER_DESTINATION: &'static str;
+    /// The destinations with due work at `$1`, with their requests open then
+    /// ([`CountedRow`]), read without holding them.
+    const DUE_DESTINATIONS: &'static str;
+    /// The destinations the gauges describe at `$1` ([`CountedRow`]): those with
+    /// requests open, and those paused or whose circuit is not plainly closed.
+    const GAUGED_DESTINATIONS: &'static str;
+
     /// When a job next needs a worker, as of `now` (see
-    /// [`crate::store::Store::next_wake_at`]; replays aside).
+    /// [`crate::store::Store::next_wake_at`]; replays aside), counting a subscriber's
+    /// due work only when its destination is among `admitted` (a JSON object whose
+    /// keys are the destinations that let work go now).
     fn next_job_wake(
         &self,
         now: Timestamp,
+        admitted: String,
     ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
 }
 
@@ -92,6 +108,7 @@ pub(crate) async fn gauges<S: FigureStatements>(
     db: &S,
     now: Timestamp,
     slo_ms: u64,
+    policy: &DestinationPolicy,
 ) -> Result<StoreGauges, StoreError> {
     let mut gauges = StoreGauges::default();
     let counts: Vec<StateCount> = db.read_all(Query::new(S::STATE_COUNTS_ALL)).await?;
@@ -109,18 +126,42 @@ pub(crate) async fn gauges<S: FigureStatements>(
     gauges.oldest_retrying_since = decode::opt_ts(row.oldest_retrying);
     gauges.past_slo = decode::count(row.past_slo);
     gauges.near_deadline = decode::count(row.near_deadline);
+    let destinations: Vec<CountedRow> = db
+        .read_all(Query::new(S::GAUGED_DESTINATIONS).int(now.as_millis()))
+        .await?;
+    for row in &destinations {
+        let view = row.view(now, policy)?;
+        if view.in_flight >= u64::from(view.max_in_flight) {
+            gauges.destinations_at_limit += 1;
+        }
+        match view.circuit.state {
+            CircuitState::Open => gauges.circuits_open += 1,
+            CircuitState::HalfOpen => gauges.circuits_half_open += 1,
+            CircuitState::Closed => {}
+        }
+    }
     Ok(gauges)
 }
 
 /// See [`crate::store::Store::next_wake_at`]: the sooner of the jobs' next wake-up
 /// and a running replay's next burst.
+/// A destination held by its circuit counts from the end of its cool-down.
 pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     db: &S,
     now: Timestamp,
+    policy: &DestinationPolicy,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let jobs = db.next_job_wake(now).await?;
+    let due: Vec<CountedRow> = db
+        .read_all(Query::new(S::DUE_DESTINATIONS).int(now.as_millis()))
+        .await?;
+    let admissions = Admissions::of(&due, now, policy)?;
+    let jobs = db.next_job_wake(now, admissions.json_object()?).await?;
     let replay = crate::store::replays::next_at(db).await?;
-    Ok(jobs.into_iter().chain(replay).min())
+    Ok(jobs
+        .into_iter()
+        .chain(replay)
+        .chain(admissions.next_change)
+        .min())
 }
 
 /// See [`crate::store::Store::subscriber_load`].
@@ -128,11 +169,21 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
     db: &S,
     id: &str,
     now: Timestamp,
+    policy: &DestinationPolicy,
 ) -> Result<Option<SubscriberLoad>, StoreError> {
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
     let query = Query::new(S::LOAD).text(id).int(now.as_millis());
     let row: Option<LoadRow> = db.read_optional(query).await?;
+    let query = Query::new(S::SUBSCRIBER_DESTINATION)
+        .text(id)
+        .int(now.as_millis());
+    let destination: Option<CountedRow> = db.read_optional(query).await?;
+    let destination_hold = match &destination {
+        Some(row) => destinations::hold(row, now, policy)?,
+        None => None,
+    };
     Ok(row.map(|row| SubscriberLoad {
+        destination_hold,
         open_attempts: count(row.open_attempts),
         max_in_flight: count(row.max_in_flight),
         started_last_second: count(row.started_last_second),

@@ -19,6 +19,7 @@ mod attempts;
 mod claims;
 mod creates;
 mod decode;
+mod destinations;
 pub mod dialect;
 mod error;
 mod figures;
@@ -50,6 +51,7 @@ pub use sealing::{Sealer, UnreadableSecret};
 pub use wake::Wake;
 
 use crate::domain::Timestamp;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::ReplayFilter;
 use crate::domain::waiting::SubscriberLoad;
 
@@ -188,6 +190,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError>;
 
+    /// Destinations in key order, strictly after `page.after`, with their figures at
+    /// `now`.
+    async fn list_destinations(
+        &self,
+        page: PageRequest<String>,
+        now: Timestamp,
+    ) -> Result<Vec<DestinationView>, StoreError>;
+
+    /// Destination `key` (normalised `host:port`) with its figures at `now`; `None`
+    /// when no subscriber ever sent there.
+    async fn get_destination(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError>;
+
+    /// Applies an operator's change to destination `key` at `now` in one transaction
+    /// and returns it as it then stands; `None` when it does not exist (nothing is
+    /// written).
+    async fn put_destination(
+        &self,
+        key: &str,
+        put: DestinationPut,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError>;
+
     /// The gauges of docs/DESIGN.md §7 at `now`; `slo_ms` is the eligible → delivered objective.
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError>;
 
@@ -260,7 +288,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 /// `sqlite://path` (created when missing) selects SQLite, `postgres://…` PostgreSQL.
 /// Errors never include the URL's credentials.
 pub async fn open(database_url: &str) -> Result<SharedStore, StoreError> {
-    connect(database_url, Sealer::plaintext(), false).await
+    connect(
+        database_url,
+        Sealer::plaintext(),
+        DestinationPolicy::default(),
+        false,
+    )
+    .await
 }
 
 fn log_sealed(count: usize) {
@@ -280,7 +314,17 @@ pub async fn open_with_sealer(
     database_url: &str,
     sealer: Sealer,
 ) -> Result<SharedStore, StoreError> {
-    connect(database_url, sealer, true).await
+    connect(database_url, sealer, DestinationPolicy::default(), true).await
+}
+
+/// [`open_with_sealer`] under `policy` (the destinations' default limit and circuit
+/// breaker, docs/DESIGN.md §15): what a server opens.
+pub async fn open_configured(
+    database_url: &str,
+    sealer: Sealer,
+    policy: DestinationPolicy,
+) -> Result<SharedStore, StoreError> {
+    connect(database_url, sealer, policy, true).await
 }
 
 /// [`open_with_sealer`] without its start-up check of the stored secrets: for tests
@@ -289,24 +333,25 @@ pub async fn open_with_sealer_unchecked(
     database_url: &str,
     sealer: Sealer,
 ) -> Result<SharedStore, StoreError> {
-    connect(database_url, sealer, false).await
+    connect(database_url, sealer, DestinationPolicy::default(), false).await
 }
 
 /// Opens and migrates; with `check_secrets`, checks (and seals) the stored secrets.
 async fn connect(
     database_url: &str,
     sealer: Sealer,
+    policy: DestinationPolicy,
     check_secrets: bool,
 ) -> Result<SharedStore, StoreError> {
     if database_url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::open(database_url, sealer).await?;
+        let store = sqlite::SqliteStore::open_with(database_url, sealer, policy).await?;
         if check_secrets {
             log_sealed(store.prepare_secrets().await?);
         }
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        let store = postgres::PostgresStore::open(database_url, sealer).await?;
+        let store = postgres::PostgresStore::open_with(database_url, sealer, policy).await?;
         if check_secrets {
             log_sealed(store.prepare_secrets().await?);
         }

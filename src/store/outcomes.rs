@@ -9,8 +9,10 @@
 
 use std::collections::HashSet;
 
+use crate::domain::circuit::CircuitPolicy;
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::StoreError;
+use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::Query;
 use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
 use crate::store::records::{Fenced, OutcomeRecord};
@@ -20,7 +22,7 @@ use crate::store::transactions::Transactions;
 pub const MAX_OUTCOME_GROUP: usize = 256;
 
 /// The statements of a batch of outcomes, in the backend's dialect.
-pub(crate) trait OutcomeStatements: Transactions {
+pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
     /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
     /// lease token, so a late result still lands on its own attempt.
     const FINISH_ATTEMPTS: &'static str;
@@ -33,10 +35,14 @@ pub(crate) trait OutcomeStatements: Transactions {
 
 /// Records `records` at `now` in one write transaction (see
 /// [`crate::store::Store::record_outcomes`]).
+///
+/// The results also feed their destinations' circuit breakers (docs/DESIGN.md §15),
+/// late ones included: an answer is a fact about the host, whoever holds the lease.
 pub(crate) async fn record<S: OutcomeStatements>(
     db: &S,
     records: &[OutcomeRecord],
     now: Timestamp,
+    circuit: &CircuitPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     check(records)?;
     let batch = to_json(records, now);
@@ -50,6 +56,7 @@ pub(crate) async fn record<S: OutcomeStatements>(
             .int(now.as_millis());
         S::execute(&mut tx, query).await?;
     }
+    destinations::record_results::<S>(&mut tx, records, now, circuit).await?;
     S::commit(tx).await?;
     Ok(fenced_in_order(records, applied.into_iter().collect()))
 }
@@ -60,6 +67,7 @@ pub(crate) async fn record<S: OutcomeStatements>(
 /// written; the latest is the instant of the write).
 pub(crate) fn spawn<S: OutcomeStatements>(
     db: S,
+    circuit: CircuitPolicy,
 ) -> GroupCommit<(OutcomeRecord, Timestamp), Fenced> {
     let limits = GroupLimits {
         max_weight: MAX_OUTCOME_GROUP,
@@ -77,7 +85,7 @@ pub(crate) fn spawn<S: OutcomeStatements>(
                 let Some(now) = now else {
                     return Vec::new();
                 };
-                match record(&db, &records, now).await {
+                match record(&db, &records, now, &circuit).await {
                     Ok(results) => results.into_iter().map(Ok).collect(),
                     Err(error) => records.iter().map(|_| Err(same_kind(&error))).collect(),
                 }

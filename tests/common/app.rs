@@ -284,7 +284,14 @@ impl AppBuilder {
         let store = match self.store {
             Some(store) => store,
             // Secrets sealed with the key of `--secret-key` when the flags give one.
-            None => deferhook::store::open_with_sealer(&database_url, args.sealer()?).await?,
+            None => {
+                deferhook::store::open_configured(
+                    &database_url,
+                    args.sealer()?,
+                    args.destination_policy(),
+                )
+                .await?
+            }
         };
         let manual = self.manual.unwrap_or_else(|| ManualClock::new(START));
         let clock: Arc<dyn Clock> = match self.clock {

@@ -153,6 +153,31 @@ impl Store for Outage {
         self.check()?;
         self.inner.subscriber_load(id, now).await
     }
+    async fn list_destinations(
+        &self,
+        page: PageRequest<String>,
+        now: Timestamp,
+    ) -> Result<Vec<DestinationView>, StoreError> {
+        self.check()?;
+        self.inner.list_destinations(page, now).await
+    }
+    async fn get_destination(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        self.check()?;
+        self.inner.get_destination(key, now).await
+    }
+    async fn put_destination(
+        &self,
+        key: &str,
+        put: DestinationPut,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        self.check()?;
+        self.inner.put_destination(key, put, now).await
+    }
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
         self.check()?;
         self.inner.gauges(now, slo_ms).await

@@ -7,13 +7,18 @@
 
 use sqlx::PgPool;
 
+use super::destinations::{HELD_LOADS, HOLD_DUE};
+use crate::domain::circuit::Probe;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, LEASE_EXPIRED_REASON, MarkedRow, TargetRow};
+use crate::store::destinations::{self, Admissions, CountedRow};
 use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::{Sealer, StoreError};
 
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
-/// work and room under their limits, oldest due work first. Holding these locks, a
+/// work and room under their limits, among those of the destinations `$3` that let work
+/// go, oldest due work first. Holding these locks, a
 /// claim's count of a subscriber's open attempts cannot race another instance's claim:
 /// a subscriber locked elsewhere is skipped this time. Each subscriber costs a few
 /// index probes (its oldest due job from `jobs_subscriber_due`, its open leases, and
@@ -28,7 +33,7 @@ const LOCK_SUBSCRIBERS: &str = "\
                  AND j.attempts >= j.max_attempts) \
       ORDER BY j.due_at LIMIT 1 \
     ) d \
-    WHERE s.enabled \
+    WHERE s.enabled AND s.destination = ANY($3) \
       AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
                              AND o.state = 'in_flight' AND o.due_at > $1) \
       AND CASE WHEN s.rate_limit_per_second IS NULL THEN true ELSE ( \
@@ -42,12 +47,14 @@ const LOCK_SUBSCRIBERS: &str = "\
 /// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
 /// (`max_in_flight` minus its live leases; for `rate_limit_per_second` r, bursts of
 /// max(1, r/10) at most every max(1, r/10)/r s and never more than r in the last
-/// second, as the SQLite store), round-robin across subscribers, at most `$2`; marks
-/// them in flight, records an expired lease's attempt as unknown, starts the new
-/// attempts, and returns the batch with each subscriber's target.
+/// second, as the SQLite store) and within each destination's room (`$7` keys, `$8`
+/// how many each may take), round-robin across destinations and within one across its
+/// subscribers, at most `$2`; marks them in flight at their destination, records an
+/// expired lease's attempt as unknown, starts the new attempts, and returns the batch
+/// with each subscriber's target.
 const CLAIM: &str = "\
     WITH load AS ( \
-      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, \
+      SELECT s.id, s.destination, s.max_in_flight, s.rate_limit_per_second AS rate, \
         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
          AND o.state = 'in_flight' AND o.due_at > $1) AS open, \
         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
@@ -57,14 +64,17 @@ const CLAIM: &str = "\
         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
          AND a.started_at > $1 - 1000) END AS last \
       FROM subscribers s WHERE s.id = ANY($6) \
+    ), admitted AS ( \
+      SELECT * FROM UNNEST($7::text[], $8::bigint[]) AS a(destination, room) \
     ), allowance AS ( \
-      SELECT id AS subscriber_id, GREATEST(0, LEAST(max_in_flight - open, \
-        CASE WHEN rate IS NULL THEN 2147483647 \
-             WHEN last > $1 - 1000 * GREATEST(1, rate / 10) / rate THEN 0 \
-             ELSE LEAST(GREATEST(1, rate / 10), rate - recent) END)) AS allowed \
-      FROM load \
+      SELECT l.id AS subscriber_id, a.destination, a.room, \
+        GREATEST(0, LEAST(l.max_in_flight - l.open, \
+        CASE WHEN l.rate IS NULL THEN 2147483647 \
+             WHEN l.last > $1 - 1000 * GREATEST(1, l.rate / 10) / l.rate THEN 0 \
+             ELSE LEAST(GREATEST(1, l.rate / 10), l.rate - l.recent) END)) AS allowed \
+      FROM load l JOIN admitted a ON a.destination = l.destination \
     ), ranked AS ( \
-      SELECT j.id, j.old_state, j.due_since, al.allowed, \
+      SELECT j.id, j.old_state, j.due_since, al.allowed, al.destination, al.room, \
         ROW_NUMBER() OVER (PARTITION BY al.subscriber_id ORDER BY j.due_since, j.id) AS rn \
       FROM allowance al CROSS JOIN LATERAL ( \
         SELECT d.id, d.state AS old_state, d.due_at AS due_since FROM jobs d \
@@ -73,22 +83,27 @@ const CLAIM: &str = "\
           AND d.deadline > $1 \
           AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
                    AND d.attempts >= d.max_attempts) \
-        ORDER BY d.due_at, d.id LIMIT LEAST(al.allowed, $2) \
+        ORDER BY d.due_at, d.id LIMIT LEAST(al.allowed, al.room, $2) \
       ) j \
+    ), spread AS ( \
+      SELECT r.*, ROW_NUMBER() OVER (PARTITION BY r.destination \
+        ORDER BY r.rn, r.due_since, r.id) AS dn \
+      FROM ranked r WHERE r.rn <= r.allowed \
     ), candidates AS ( \
-      SELECT j.id, r.old_state, r.due_since, r.rn FROM ranked r JOIN jobs j ON j.id = r.id \
-      WHERE r.rn <= r.allowed \
-      ORDER BY r.rn, r.due_since, r.id LIMIT $2 \
+      SELECT j.id, r.old_state, r.due_since, r.dn AS rn, r.destination \
+      FROM spread r JOIN jobs j ON j.id = r.id \
+      WHERE r.dn <= r.room \
+      ORDER BY r.dn, r.due_since, r.id LIMIT $2 \
       FOR UPDATE OF j SKIP LOCKED \
     ), claimed AS ( \
       UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
         lease_token = j.lease_token + 1, lease_owner = $3, lease_expires_at = $4, \
-        due_at = $4, updated_at = $1, \
+        due_at = $4, updated_at = $1, destination = c.destination, \
         possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
       FROM candidates c WHERE j.id = c.id \
       RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
         j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
-        c.old_state, c.due_since, c.rn \
+        c.old_state, c.due_since, c.rn, c.destination \
     ), unknown AS ( \
       UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
       FROM claimed c \
@@ -111,6 +126,7 @@ struct ClaimedRow {
     job: MarkedRow,
     old_state: String,
     due_since: i64,
+    destination: String,
     #[sqlx(flatten)]
     target: TargetRow,
 }
@@ -118,14 +134,45 @@ struct ClaimedRow {
 pub async fn claim(
     pool: &PgPool,
     sealer: &Sealer,
+    policy: &DestinationPolicy,
     request: ClaimRequest,
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin().await?;
+    let held: Vec<String> = sqlx::query_scalar(HOLD_DUE)
+        .bind(now.as_millis())
+        .fetch_all(&mut *tx)
+        .await?;
+    if held.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    // A second statement: its snapshot sees every claim committed before the locks.
+    let due: Vec<CountedRow> = sqlx::query_as(HELD_LOADS)
+        .bind(now.as_millis())
+        .bind(&held)
+        .fetch_all(&mut *tx)
+        .await?;
+    let admissions = Admissions::of(&due, now, policy)?;
+    let keys: Vec<&str> = admissions
+        .open
+        .iter()
+        .map(|(key, ..)| key.as_str())
+        .collect();
+    let rooms: Vec<i64> = admissions
+        .open
+        .iter()
+        .map(|(_, n, _)| i64::from(*n))
+        .collect();
+    if keys.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
     let subscribers: Vec<String> = sqlx::query_scalar(LOCK_SUBSCRIBERS)
         .bind(now.as_millis())
         .bind(i64::from(request.limit))
+        .bind(&keys)
         .fetch_all(&mut *tx)
         .await?;
     if subscribers.is_empty() {
@@ -140,8 +187,21 @@ pub async fn claim(
         .bind(lease_until.as_millis())
         .bind(LEASE_EXPIRED_REASON)
         .bind(&subscribers)
+        .bind(&keys)
+        .bind(&rooms)
         .fetch_all(&mut *tx)
         .await?;
+    let mut probes = admissions.probes(&due);
+    for row in &rows {
+        if let Some(destination) = probes.remove(row.destination.as_str()) {
+            let probe = Probe {
+                job_id: row.job.id().to_owned(),
+                token: row.job.lease_token(),
+            };
+            destinations::start_probe::<PgPool>(&mut tx, destination, probe, lease_until, now)
+                .await?;
+        }
+    }
     tx.commit().await?;
     rows.into_iter()
         .map(|row| {

@@ -3,6 +3,8 @@
 
 use sqlx::PgPool;
 
+use super::destinations::DUE;
+
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::figures::FigureStatements;
@@ -24,7 +26,8 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
                 ELSE $1 END \
                 FROM attempts a \
                 WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END) \
-            FROM subscribers s WHERE s.enabled AND EXISTS ( \
+            FROM subscribers s WHERE s.enabled \
+              AND s.destination IN (SELECT jsonb_object_keys($2::jsonb)) AND EXISTS ( \
               SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
                 AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
                 AND d.deadline > $1 \
@@ -89,6 +92,18 @@ const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, re
     ORDER BY finished_at DESC LIMIT 1";
 
 impl FigureStatements for PgPool {
+    const SUBSCRIBER_DESTINATION: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+         AND o.due_at > $2) AS in_flight, \
+        0::BIGINT AS subscribers FROM destinations d \
+        WHERE d.key = (SELECT destination FROM subscribers WHERE id = $1)";
+    const DUE_DESTINATIONS: &'static str = DUE;
+    const GAUGED_DESTINATIONS: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+         AND o.due_at > $1) AS in_flight, \
+        0::BIGINT AS subscribers FROM destinations d \
+        WHERE d.paused OR d.circuit <> 'closed' OR d.forced_circuit IS NOT NULL \
+          OR d.key IN (SELECT destination FROM jobs WHERE state = 'in_flight' AND due_at > $1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
     const GAUGES: &'static str = GAUGES;
     const LOAD: &'static str = LOAD;
@@ -97,9 +112,14 @@ impl FigureStatements for PgPool {
     const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
     const LAST_FAILURE: &'static str = LAST_FAILURE;
 
-    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+    async fn next_job_wake(
+        &self,
+        now: Timestamp,
+        admitted: String,
+    ) -> Result<Option<Timestamp>, StoreError> {
         let next: Option<i64> = sqlx::query_scalar(NEXT_WAKE)
             .bind(now.as_millis())
+            .bind(admitted)
             .fetch_one(self)
             .await?;
         Ok(next.map(Timestamp::from_millis))

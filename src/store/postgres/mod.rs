@@ -14,6 +14,7 @@ mod attempts;
 mod binds;
 mod claims;
 mod creates;
+mod destinations;
 mod figures;
 mod jobs;
 mod maintenance;
@@ -41,6 +42,7 @@ use super::records::*;
 use super::transactions::{Row, Transactions};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::ReplayFilter;
 use crate::domain::waiting::SubscriberLoad;
 use crate::store as shared;
@@ -147,6 +149,8 @@ impl Transactions for PgPool {
 pub struct PostgresStore {
     db: PgPool,
     sealer: Sealer,
+    /// The destinations' default limit and circuit breaker.
+    policy: DestinationPolicy,
     /// Creates, group-committed over a few connections at once.
     creates: GroupCommit<Vec<NewJob>, Created>,
     /// Outcomes recorded one by one, group-committed one group at a time.
@@ -158,8 +162,19 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user@host:port/db`) and applies the migrations of
     /// `migrations/postgres` not applied yet (sqlx takes an advisory lock, so instances
     /// starting together are safe); subscriber secrets are written and read through
-    /// `sealer`. Errors never include the URL (it may carry a password).
+    /// `sealer`, under the default [`DestinationPolicy`]. Errors never include the
+    /// URL (it may carry a password).
     pub async fn open(url: &str, sealer: Sealer) -> Result<Self, StoreError> {
+        Self::open_with(url, sealer, DestinationPolicy::default()).await
+    }
+
+    /// [`PostgresStore::open`] under `policy`; subscribers stored before destinations
+    /// existed are assigned theirs.
+    pub async fn open_with(
+        url: &str,
+        sealer: Sealer,
+        policy: DestinationPolicy,
+    ) -> Result<Self, StoreError> {
         let db = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -167,12 +182,15 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         sqlx::migrate!("./migrations/postgres").run(&db).await?;
+        shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
+            .await?;
         let wake = Wake::new();
         Ok(PostgresStore {
             creates: shared::creates::spawn(db.clone(), CREATE_GROUPS_AT_ONCE, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone()),
+            outcomes: shared::outcomes::spawn(db.clone(), policy.circuit),
             db,
             sealer,
+            policy,
             wake,
         })
     }
@@ -250,7 +268,7 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        claims::claim(&self.db, &self.sealer, request).await
+        claims::claim(&self.db, &self.sealer, &self.policy, request).await
     }
 
     async fn renew_leases(
@@ -267,7 +285,7 @@ impl Store for PostgresStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now).await
+        shared::outcomes::record(&self.db, records, now, &self.policy.circuit).await
     }
 
     async fn record_outcome(
@@ -283,7 +301,7 @@ impl Store for PostgresStore {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        shared::figures::next_wake_at(&self.db, now).await
+        shared::figures::next_wake_at(&self.db, now, &self.policy).await
     }
 
     async fn subscriber_load(
@@ -291,11 +309,36 @@ impl Store for PostgresStore {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError> {
-        shared::figures::subscriber_load(&self.db, id, now).await
+        shared::figures::subscriber_load(&self.db, id, now, &self.policy).await
+    }
+
+    async fn list_destinations(
+        &self,
+        page: PageRequest<String>,
+        now: Timestamp,
+    ) -> Result<Vec<DestinationView>, StoreError> {
+        shared::destinations::list(&self.db, page, now, &self.policy).await
+    }
+
+    async fn get_destination(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        shared::destinations::get(&self.db, key, now, &self.policy).await
+    }
+
+    async fn put_destination(
+        &self,
+        key: &str,
+        put: DestinationPut,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        shared::destinations::put(&self.db, key, put, now, &self.policy).await
     }
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        shared::figures::gauges(&self.db, now, slo_ms).await
+        shared::figures::gauges(&self.db, now, slo_ms, &self.policy).await
     }
 
     async fn count_replay_matches(

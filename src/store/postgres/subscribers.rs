@@ -3,6 +3,7 @@
 use sqlx::PgPool;
 
 use crate::domain::Timestamp;
+use crate::store::destinations;
 use crate::store::records::{DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, SubscriberPut};
 use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
@@ -49,7 +50,8 @@ struct PutRow {
     inserted: bool,
 }
 
-/// One statement: insert, or update keeping what `put` leaves out.
+/// One statement: insert, or update keeping what `put` leaves out; then, in the same
+/// transaction, the subscriber's destination.
 pub async fn put(
     pool: &PgPool,
     sealer: &Sealer,
@@ -57,6 +59,7 @@ pub async fn put(
     now: Timestamp,
 ) -> Result<PutSubscriberOutcome, StoreError> {
     let secret_if_new = put.secret.clone().unwrap_or(put.generated_secret.clone());
+    let mut tx = pool.begin().await?;
     let row: PutRow = sqlx::query_as(PUT)
         .bind(&put.id)
         .bind(&put.url)
@@ -68,8 +71,10 @@ pub async fn put(
         .bind(put.rate_limit_per_second.is_some())
         .bind(i64::from(DEFAULT_MAX_IN_FLIGHT))
         .bind(put.secret.as_ref().map(|s| sealer.seal(&put.id, s)))
-        .fetch_one(pool)
+        .fetch_one(&mut *tx)
         .await?;
+    destinations::assign::<PgPool>(&mut tx, &put.id, &put.url, now).await?;
+    tx.commit().await?;
     Ok(PutSubscriberOutcome {
         subscriber: row.subscriber.try_into()?,
         created_secret: row.inserted.then_some(secret_if_new),

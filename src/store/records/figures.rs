@@ -17,6 +17,12 @@ pub struct StoreGauges {
     pub past_slo: u64,
     /// Non-terminal jobs within 10 % of their time to deadline.
     pub near_deadline: u64,
+    /// Destinations with as many requests open as their limit.
+    pub destinations_at_limit: u64,
+    /// Destinations whose circuit is open (cooling down, or held open).
+    pub circuits_open: u64,
+    /// Destinations whose circuit is half-open (a probe may go, or is out).
+    pub circuits_half_open: u64,
 }
 
 /// Jobs per state, each state counted (0 when it has none).

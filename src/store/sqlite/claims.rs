@@ -7,36 +7,48 @@
 
 use std::collections::HashMap;
 
+use super::destinations::DUE;
 use super::{Pools, Tx};
+use crate::domain::circuit::Probe;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
+use crate::store::destinations::{self, Admissions, CountedRow};
 use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::sweep;
 use crate::store::{Sealer, StoreError};
 
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
 /// has come, `in_flight` whose lease expired, unless that was its last allowed
-/// attempt), before the deadline, of enabled subscribers, and within each subscriber's
-/// allowance (docs/DESIGN.md §3):
+/// attempt), before the deadline, of enabled subscribers whose destination lets work go
+/// (`?3`, a JSON object of destination key → how many it may take now), and within each
+/// subscriber's allowance (docs/DESIGN.md §3):
 /// - `max_in_flight` minus its live leases;
 /// - for `rate_limit_per_second` r: attempts start in bursts of b = max(1, r/10), at
 ///   most one burst per b/r seconds and never more than r in the last second, so a
-///   receiver sees an even pace (5/s is one every 200 ms) rather than r at once.
+///   receiver sees an even pace (5/s is one every 200 ms) rather than r at once;
 ///
-/// Jobs are taken round-robin across subscribers (each one's oldest first), so a large
-/// backlog cannot starve the others. The work is bounded by the subscribers with due
-/// work, not by the backlog: each one's oldest `?2` due jobs at most are read, from
-/// `jobs_subscriber_due` (a whole-backlog ranking cost 28 ms per claim at 10,000 due
-/// jobs; this reads them in under 1 ms).
+/// and within each destination's allowance (docs/DESIGN.md §15).
+///
+/// Jobs are taken round-robin across destinations, and within one across its
+/// subscribers (each one's oldest first), so neither a large backlog nor a destination
+/// with many subscribers can starve the others. The work is bounded by the subscribers
+/// with due work, not by the backlog: each one's oldest `?2` due jobs at most are read,
+/// from `jobs_subscriber_due` (a whole-backlog ranking cost 28 ms per claim at 10,000
+/// due jobs; this reads them in under 1 ms).
 pub(super) const CLAIM_CANDIDATES: &str = "\
-    WITH active AS ( \
-      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate FROM subscribers s \
+    WITH admitted AS ( \
+      SELECT key AS destination, value AS room FROM json_each(?3) \
+    ), active AS ( \
+      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, a.destination, a.room \
+      FROM admitted a JOIN subscribers s INDEXED BY subscribers_destination \
+        ON s.destination = a.destination \
       WHERE s.enabled = 1 AND EXISTS ( \
         SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = s.id AND d.state IN ('scheduled', 'retrying', 'in_flight') \
           AND d.due_at <= ?1) \
     ), allowance AS ( \
-      SELECT a.id AS subscriber_id, MIN( \
+      SELECT a.id AS subscriber_id, a.destination, a.room, MIN( \
         a.max_in_flight - (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_subscriber \
           WHERE o.subscriber_id = a.id AND o.state = 'in_flight' AND o.due_at > ?1), \
         CASE WHEN a.rate IS NULL THEN 2147483647 ELSE ( \
@@ -47,7 +59,7 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
       ) AS allowed \
       FROM active a \
     ), candidates AS ( \
-      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.allowed \
+      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.allowed \
       FROM allowance al CROSS JOIN jobs j ON j.id IN ( \
         SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = al.subscriber_id \
@@ -58,19 +70,24 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
         ORDER BY d.due_at, d.id LIMIT ?2) \
       WHERE al.allowed > 0 \
     ), ranked AS ( \
-      SELECT id, state, due_at, allowed, \
-        ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn \
+      SELECT id, state, due_at, destination, room, \
+        ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn, allowed \
       FROM candidates \
+    ), spread AS ( \
+      SELECT id, state, due_at, destination, room, \
+        ROW_NUMBER() OVER (PARTITION BY destination ORDER BY rn, due_at, id) AS dn \
+      FROM ranked WHERE rn <= allowed \
     ) \
-    SELECT id, state, due_at FROM ranked WHERE rn <= allowed \
-    ORDER BY rn, due_at, id LIMIT ?2";
+    SELECT id, state, due_at, destination FROM spread WHERE dn <= room \
+    ORDER BY dn, due_at, id LIMIT ?2";
 
-/// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease and
-/// returns what an attempt needs.
+/// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease, at
+/// their subscriber's destination of this moment, and returns what an attempt needs.
 pub(super) const MARK_IN_FLIGHT: &str = "\
     UPDATE jobs SET state = 'in_flight', attempts = attempts + 1, \
       lease_token = lease_token + 1, lease_owner = ?2, lease_expires_at = ?3, \
       due_at = ?3, updated_at = ?4, \
+      destination = (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id), \
       possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
     WHERE id IN (SELECT value FROM json_each(?1)) \
     RETURNING id, subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
@@ -91,6 +108,7 @@ struct CandidateRow {
     id: String,
     state: String,
     due_at: i64,
+    destination: String,
 }
 
 /// Subscriber `?1`'s URL and secrets.
@@ -100,28 +118,44 @@ const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expir
 pub async fn claim(
     db: &Pools,
     sealer: &Sealer,
+    policy: &DestinationPolicy,
     request: ClaimRequest,
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = db.writer.begin_with("BEGIN IMMEDIATE").await?;
+    let due: Vec<CountedRow> = sqlx::query_as(DUE)
+        .bind(now.as_millis())
+        .fetch_all(&mut *tx)
+        .await?;
+    let admissions = Admissions::of(&due, now, policy)?;
+    if admissions.open.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
     let candidates: Vec<CandidateRow> = sqlx::query_as(CLAIM_CANDIDATES)
         .bind(now.as_millis())
         .bind(i64::from(request.limit))
+        .bind(admissions.json_object()?)
         .fetch_all(&mut *tx)
         .await?;
     if candidates.is_empty() {
         tx.commit().await?;
         return Ok(Vec::new());
     }
+    let mut probes = admissions.probes(&due);
     // Candidate order is the claim's order (round-robin); the updates come back in any.
     let mut order = Vec::with_capacity(candidates.len());
+    let mut sent_probes = Vec::new();
     for candidate in candidates {
         let reclaimed = candidate.state == JobState::InFlight.as_str();
         if reclaimed {
             sweep::mark_attempt_unknown::<Pools>(&mut tx, &candidate.id, now).await?;
         }
         let due_since = Timestamp::from_millis(candidate.due_at);
+        if let Some(row) = probes.remove(candidate.destination.as_str()) {
+            sent_probes.push((candidate.id.clone(), row));
+        }
         order.push((candidate.id, reclaimed, due_since));
     }
     let ids = serde_json::to_string(&order.iter().map(|(id, ..)| id).collect::<Vec<_>>())
@@ -143,6 +177,14 @@ pub async fn claim(
         .map(|row| (row.id().to_owned(), row))
         .collect();
 
+    for (id, row) in sent_probes {
+        let token = rows
+            .get(&id)
+            .map(MarkedRow::lease_token)
+            .ok_or_else(|| StoreError::Internal(format!("probe {id} was not marked")))?;
+        let probe = Probe { job_id: id, token };
+        destinations::start_probe::<Pools>(&mut tx, row, probe, lease_until, now).await?;
+    }
     let mut targets: HashMap<String, Target> = HashMap::new();
     let mut claimed = Vec::with_capacity(order.len());
     for (id, reclaimed, due_since) in order {

@@ -6,12 +6,14 @@
 //! and `INDEXED BY` turns a plan that cannot use it into an error instead of a scan.
 
 use super::Pools;
+use super::destinations::DUE;
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::figures::FigureStatements;
 
 /// The soonest of: the next scheduled or retrying job coming due (enabled
-/// subscribers); for each enabled subscriber with due work, the moment its limits next
+/// subscribers); for each enabled subscriber with due work whose destination lets work
+/// go (`?2`, a JSON object keyed by those destinations), the moment its limits next
 /// let a claim take some (now when they already do; none while it is at
 /// `max_in_flight`: a finished attempt frees it, and this instance's worker wakes on
 /// its own attempts, the poll on other instances'); the next lease to expire; the next
@@ -32,7 +34,8 @@ const NEXT_WAKE: &str = "SELECT \
                 ELSE ?1 END \
                 FROM attempts a INDEXED BY attempts_subscriber_started \
                 WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000) END) \
-            FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
+            FROM subscribers s WHERE s.enabled = 1 \
+              AND s.destination IN (SELECT key FROM json_each(?2)) AND EXISTS ( \
               SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
               WHERE d.subscriber_id = s.id \
                 AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
@@ -110,6 +113,19 @@ struct NextWake {
 }
 
 impl FigureStatements for Pools {
+    const SUBSCRIBER_DESTINATION: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+         WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?2) AS in_flight, \
+        0 AS subscribers FROM destinations d \
+        WHERE d.key = (SELECT destination FROM subscribers WHERE id = ?1)";
+    const DUE_DESTINATIONS: &'static str = DUE;
+    const GAUGED_DESTINATIONS: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+         WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?1) AS in_flight, \
+        0 AS subscribers FROM destinations d \
+        WHERE d.paused = 1 OR d.circuit <> 'closed' OR d.forced_circuit IS NOT NULL \
+          OR d.key IN (SELECT destination FROM jobs INDEXED BY jobs_in_flight_destination \
+                       WHERE state = 'in_flight' AND due_at > ?1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
     const GAUGES: &'static str = GAUGES;
     const LOAD: &'static str = LOAD;
@@ -118,9 +134,14 @@ impl FigureStatements for Pools {
     const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
     const LAST_FAILURE: &'static str = LAST_FAILURE;
 
-    async fn next_job_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+    async fn next_job_wake(
+        &self,
+        now: Timestamp,
+        admitted: String,
+    ) -> Result<Option<Timestamp>, StoreError> {
         let row: NextWake = sqlx::query_as(NEXT_WAKE)
             .bind(now.as_millis())
+            .bind(admitted)
             .fetch_one(&self.readers)
             .await?;
         let earliest = [row.held, row.coming, row.lease, row.deadline]

@@ -12,6 +12,7 @@ mod attempts;
 mod binds;
 mod claims;
 mod creates;
+mod destinations;
 mod figures;
 mod jobs;
 mod maintenance;
@@ -40,6 +41,7 @@ use super::records::*;
 use super::transactions::{Row, Transactions};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::ReplayFilter;
 use crate::domain::waiting::SubscriberLoad;
 use crate::store as shared;
@@ -145,6 +147,8 @@ impl Transactions for Pools {
 pub struct SqliteStore {
     db: Pools,
     sealer: Sealer,
+    /// The destinations' default limit and circuit breaker.
+    policy: DestinationPolicy,
     /// Creates, group-committed on the writer.
     creates: GroupCommit<Vec<NewJob>, Created>,
     /// Outcomes recorded one by one, group-committed on the writer.
@@ -156,8 +160,18 @@ impl SqliteStore {
     /// Opens (creating when missing) the database at `url` (`sqlite://path`,
     /// `sqlite:path` or `sqlite::memory:`) and applies the migrations of
     /// `migrations/sqlite` not applied yet; subscriber secrets are written and read
-    /// through `sealer`.
+    /// through `sealer`, under the default [`DestinationPolicy`].
     pub async fn open(url: &str, sealer: Sealer) -> Result<Self, StoreError> {
+        Self::open_with(url, sealer, DestinationPolicy::default()).await
+    }
+
+    /// [`SqliteStore::open`] under `policy`; subscribers stored before destinations
+    /// existed are assigned theirs.
+    pub async fn open_with(
+        url: &str,
+        sealer: Sealer,
+        policy: DestinationPolicy,
+    ) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?
             .create_if_missing(true)
@@ -189,13 +203,16 @@ impl SqliteStore {
         };
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
         let db = Pools { writer, readers };
+        shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
+            .await?;
         let wake = Wake::new();
         Ok(SqliteStore {
             // One group at a time: SQLite has one writer.
             creates: shared::creates::spawn(db.clone(), 1, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone()),
+            outcomes: shared::outcomes::spawn(db.clone(), policy.circuit),
             db,
             sealer,
+            policy,
             wake,
         })
     }
@@ -296,7 +313,7 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        claims::claim(&self.db, &self.sealer, request).await
+        claims::claim(&self.db, &self.sealer, &self.policy, request).await
     }
 
     async fn renew_leases(
@@ -313,7 +330,7 @@ impl Store for SqliteStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now).await
+        shared::outcomes::record(&self.db, records, now, &self.policy.circuit).await
     }
 
     async fn record_outcome(
@@ -329,7 +346,7 @@ impl Store for SqliteStore {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        shared::figures::next_wake_at(&self.db, now).await
+        shared::figures::next_wake_at(&self.db, now, &self.policy).await
     }
 
     async fn subscriber_load(
@@ -337,11 +354,36 @@ impl Store for SqliteStore {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError> {
-        shared::figures::subscriber_load(&self.db, id, now).await
+        shared::figures::subscriber_load(&self.db, id, now, &self.policy).await
+    }
+
+    async fn list_destinations(
+        &self,
+        page: PageRequest<String>,
+        now: Timestamp,
+    ) -> Result<Vec<DestinationView>, StoreError> {
+        shared::destinations::list(&self.db, page, now, &self.policy).await
+    }
+
+    async fn get_destination(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        shared::destinations::get(&self.db, key, now, &self.policy).await
+    }
+
+    async fn put_destination(
+        &self,
+        key: &str,
+        put: DestinationPut,
+        now: Timestamp,
+    ) -> Result<Option<DestinationView>, StoreError> {
+        shared::destinations::put(&self.db, key, put, now, &self.policy).await
     }
 
     async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        shared::figures::gauges(&self.db, now, slo_ms).await
+        shared::figures::gauges(&self.db, now, slo_ms, &self.policy).await
     }
 
     async fn count_replay_matches(

@@ -2,6 +2,7 @@
 
 use super::Pools;
 use crate::domain::Timestamp;
+use crate::store::destinations;
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
@@ -89,6 +90,7 @@ pub async fn put(
             Some(secret)
         }
     };
+    destinations::assign::<Pools>(&mut tx, &put.id, &put.url, now).await?;
     let row: SubscriberRow = sqlx::query_as(GET)
         .bind(&put.id)
         .fetch_one(&mut *tx)

@@ -1,0 +1,401 @@
+//! The circuit breaker of a destination (docs/DESIGN.md §15): after N consecutive
+//! attempts whose failure says the host itself is unwell, the destination's jobs wait
+//! (no attempt spent) for a cool-down; then one probe goes out, one across the whole
+//! cluster, and its result closes the circuit or opens it again for a longer cool-down.
+//!
+//! This module holds the rules as a pure state machine; the store keeps one
+//! [`Circuit`] per destination and applies results to it in the transaction that
+//! records them.
+
+use serde::{Deserialize, Serialize};
+
+use super::policy::ErrorClass;
+use super::time::Timestamp;
+
+/// A circuit's state, as stored and as shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CircuitState {
+    /// Requests go out, within the destination's limit.
+    Closed,
+    /// Requests wait until the cool-down ends.
+    Open,
+    /// The cool-down ended: one probe may go out (or is out); the others wait for its
+    /// result.
+    HalfOpen,
+}
+
+super::names::wire_names!(CircuitState, "Every state." {
+    Closed => "closed",
+    Open => "open",
+    HalfOpen => "half_open",
+});
+
+/// An operator's override of the circuit: held open (nothing goes out) or closed
+/// (failures never open it) until the operator returns it to automatic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ForcedCircuit {
+    /// Held open.
+    Open,
+    /// Held closed.
+    Closed,
+}
+
+super::names::wire_names!(ForcedCircuit, "Every override." {
+    Open => "open",
+    Closed => "closed",
+});
+
+/// What an attempt's result says about its destination's host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostVerdict {
+    /// The host is unwell: the connection failed, the attempt timed out, or it answered
+    /// 502, 503 or 504 (a gateway or the server itself says it cannot serve now).
+    Unwell,
+    /// The host answered something else: it is up, whatever the answer means for the
+    /// subscriber (a 500 or a 4xx is the subscriber's own failure).
+    Well,
+}
+
+impl HostVerdict {
+    /// The verdict of an attempt that ended with `error_class` (none when delivered)
+    /// and HTTP `status`; `None` when nothing reached the host (blocked by the target
+    /// policy, or the signing secret unreadable).
+    pub fn of(error_class: Option<ErrorClass>, status: Option<u16>) -> Option<HostVerdict> {
+        match error_class {
+            Some(ErrorClass::Connect | ErrorClass::Timeout) => Some(HostVerdict::Unwell),
+            Some(ErrorClass::Blocked | ErrorClass::SecretUnreadable) => None,
+            _ if matches!(status, Some(502..=504)) => Some(HostVerdict::Unwell),
+            _ => Some(HostVerdict::Well),
+        }
+    }
+}
+
+/// The breaker's settings (flags `--circuit-failure-threshold`, `--circuit-cooldown-ms`,
+/// `--circuit-max-cooldown-ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CircuitPolicy {
+    /// Consecutive host failures that open a closed circuit (at least 1).
+    pub failure_threshold: u32,
+    /// The first cool-down, in milliseconds; it doubles after each failed probe.
+    pub cooldown_ms: u64,
+    /// The longest cool-down, in milliseconds.
+    pub max_cooldown_ms: u64,
+}
+
+impl Default for CircuitPolicy {
+    /// 5 failures; 5 s, doubling up to 5 min.
+    fn default() -> Self {
+        CircuitPolicy {
+            failure_threshold: 5,
+            cooldown_ms: 5_000,
+            max_cooldown_ms: 300_000,
+        }
+    }
+}
+
+/// The attempt sent as the probe of a half-open circuit: its job and lease token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// The job's id.
+    pub job_id: String,
+    /// The probe attempt's fencing token.
+    pub token: i64,
+}
+
+/// One destination's breaker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Circuit {
+    /// Closed, open or half-open (as stored; see [`Circuit::shown`]).
+    pub state: CircuitState,
+    /// Consecutive host failures while closed (the count that opens it); the failed
+    /// probes are counted on top while it stays open.
+    pub failures: u32,
+    /// The current cool-down in milliseconds (0 while closed).
+    pub cooldown_ms: u64,
+    /// When it last opened.
+    pub opened_at: Option<Timestamp>,
+    /// Open: when the cool-down ends and a probe may go. Half-open: when the probe's
+    /// lease expires (a lost probe is replaced then).
+    pub retry_at: Option<Timestamp>,
+    /// The probe out while half-open.
+    pub probe: Option<Probe>,
+}
+
+/// What a claim may send to a destination at an instant, as far as its circuit goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passage {
+    /// As many as the destination's limit allows.
+    Open,
+    /// One attempt, the probe.
+    Probe,
+    /// Nothing until `Some(instant)` (or until an operator acts, `None`).
+    Held(Option<Timestamp>),
+}
+
+impl Default for Circuit {
+    fn default() -> Self {
+        Circuit::closed()
+    }
+}
+
+impl Circuit {
+    /// A closed circuit with no failures.
+    pub const fn closed() -> Circuit {
+        Circuit {
+            state: CircuitState::Closed,
+            failures: 0,
+            cooldown_ms: 0,
+            opened_at: None,
+            retry_at: None,
+            probe: None,
+        }
+    }
+
+    /// What a claim may send at `now`, with the operator's override `forced`.
+    pub fn passage(&self, forced: Option<ForcedCircuit>, now: Timestamp) -> Passage {
+        match (forced, self.state) {
+            (Some(ForcedCircuit::Open), _) => Passage::Held(None),
+            (Some(ForcedCircuit::Closed), _) | (None, CircuitState::Closed) => Passage::Open,
+            (None, CircuitState::Open | CircuitState::HalfOpen) => match self.retry_at {
+                Some(at) if at > now => Passage::Held(Some(at)),
+                _ => Passage::Probe,
+            },
+        }
+    }
+
+    /// The state to show at `now`: the override when there is one; an open circuit
+    /// whose cool-down has ended shows half-open (its next claim sends the probe).
+    pub fn shown(&self, forced: Option<ForcedCircuit>, now: Timestamp) -> CircuitState {
+        match forced {
+            Some(ForcedCircuit::Open) => CircuitState::Open,
+            Some(ForcedCircuit::Closed) => CircuitState::Closed,
+            None if self.state == CircuitState::Open
+                && self.retry_at.is_none_or(|at| at <= now) =>
+            {
+                CircuitState::HalfOpen
+            }
+            None => self.state,
+        }
+    }
+
+    /// A claim sent `probe`, whose lease runs until `lease_until`: the circuit is
+    /// half-open until its result (or, if that never comes, until the lease expires).
+    pub fn probing(&mut self, probe: Probe, lease_until: Timestamp) {
+        self.state = CircuitState::HalfOpen;
+        self.retry_at = Some(lease_until);
+        self.probe = Some(probe);
+    }
+
+    /// Applies the result of attempt `attempt` (job id, lease token) at `now`; returns
+    /// whether the circuit changed.
+    ///
+    /// - Closed: a host failure counts; the `failure_threshold`-th in a row opens the
+    ///   circuit for `cooldown_ms`. Any other answer resets the count.
+    /// - Open: results of attempts sent before it opened change nothing.
+    /// - Half-open: only the probe's result counts. Another answer closes the circuit;
+    ///   another host failure opens it again for twice the cool-down (at most
+    ///   `max_cooldown_ms`).
+    pub fn record(
+        &mut self,
+        verdict: HostVerdict,
+        attempt: (&str, i64),
+        now: Timestamp,
+        policy: &CircuitPolicy,
+    ) -> bool {
+        let before = self.clone();
+        match self.state {
+            CircuitState::Closed => match verdict {
+                HostVerdict::Well => self.failures = 0,
+                HostVerdict::Unwell => {
+                    self.failures = self.failures.saturating_add(1);
+                    if self.failures >= policy.failure_threshold.max(1) {
+                        self.open(policy.cooldown_ms, now);
+                    }
+                }
+            },
+            CircuitState::Open => {}
+            CircuitState::HalfOpen => {
+                let is_probe = self
+                    .probe
+                    .as_ref()
+                    .is_some_and(|p| p.job_id == attempt.0 && p.token == attempt.1);
+                if is_probe {
+                    match verdict {
+                        HostVerdict::Well => *self = Circuit::closed(),
+                        HostVerdict::Unwell => {
+                            self.failures = self.failures.saturating_add(1);
+                            let longer = self.cooldown_ms.saturating_mul(2);
+                            self.open(longer.min(policy.max_cooldown_ms), now);
+                        }
+                    }
+                }
+            }
+        }
+        *self != before
+    }
+
+    fn open(&mut self, cooldown_ms: u64, now: Timestamp) {
+        self.state = CircuitState::Open;
+        self.cooldown_ms = cooldown_ms.max(1);
+        self.opened_at = Some(now);
+        self.retry_at = Some(now.plus_ms(self.cooldown_ms));
+        self.probe = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_millis(1_000_000);
+    const POLICY: CircuitPolicy = CircuitPolicy {
+        failure_threshold: 3,
+        cooldown_ms: 1_000,
+        max_cooldown_ms: 3_000,
+    };
+
+    fn fail(circuit: &mut Circuit, at: Timestamp) -> bool {
+        circuit.record(HostVerdict::Unwell, ("j", 1), at, &POLICY)
+    }
+
+    #[test]
+    fn host_failures_are_told_from_the_subscribers_own() {
+        use ErrorClass::*;
+        assert_eq!(
+            HostVerdict::of(Some(Connect), None),
+            Some(HostVerdict::Unwell)
+        );
+        assert_eq!(
+            HostVerdict::of(Some(Timeout), None),
+            Some(HostVerdict::Unwell)
+        );
+        for status in [502, 503, 504] {
+            let verdict = HostVerdict::of(Some(Http5xx), Some(status));
+            assert_eq!(verdict, Some(HostVerdict::Unwell), "{status}");
+        }
+        for (class, status) in [
+            (Http5xx, 500),
+            (Http5xx, 501),
+            (Http4xx, 404),
+            (Http429, 429),
+        ] {
+            let verdict = HostVerdict::of(Some(class), Some(status));
+            assert_eq!(verdict, Some(HostVerdict::Well), "{status}");
+        }
+        assert_eq!(HostVerdict::of(None, Some(200)), Some(HostVerdict::Well));
+        assert_eq!(HostVerdict::of(Some(Blocked), None), None);
+        assert_eq!(HostVerdict::of(Some(SecretUnreadable), None), None);
+    }
+
+    #[test]
+    fn the_threshold_th_consecutive_failure_opens_it() {
+        let mut circuit = Circuit::closed();
+        assert!(fail(&mut circuit, NOW));
+        assert!(fail(&mut circuit, NOW));
+        // An answer in between resets the count.
+        assert!(circuit.record(HostVerdict::Well, ("j", 1), NOW, &POLICY));
+        assert_eq!(circuit.failures, 0);
+        fail(&mut circuit, NOW);
+        fail(&mut circuit, NOW);
+        assert_eq!(circuit.state, CircuitState::Closed);
+        fail(&mut circuit, NOW);
+        assert_eq!(circuit.state, CircuitState::Open);
+        assert_eq!(circuit.retry_at, Some(NOW.plus_ms(1_000)));
+        assert_eq!(
+            circuit.passage(None, NOW),
+            Passage::Held(Some(NOW.plus_ms(1_000)))
+        );
+        // Results of attempts sent before it opened change nothing.
+        assert!(!circuit.record(HostVerdict::Well, ("k", 1), NOW, &POLICY));
+        assert!(!fail(&mut circuit, NOW));
+    }
+
+    #[test]
+    fn after_the_cool_down_one_probe_decides() {
+        let mut circuit = Circuit::closed();
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let later = NOW.plus_ms(1_000);
+        assert_eq!(circuit.shown(None, later), CircuitState::HalfOpen);
+        assert_eq!(circuit.passage(None, later), Passage::Probe);
+        let probe = Probe {
+            job_id: "p".into(),
+            token: 7,
+        };
+        circuit.probing(probe, later.plus_ms(30_000));
+        assert_eq!(
+            circuit.passage(None, later),
+            Passage::Held(Some(later.plus_ms(30_000)))
+        );
+        // Another attempt's result is not the probe's.
+        assert!(!circuit.record(HostVerdict::Well, ("p", 6), later, &POLICY));
+        // A failed probe doubles the cool-down.
+        assert!(circuit.record(HostVerdict::Unwell, ("p", 7), later, &POLICY));
+        assert_eq!(circuit.state, CircuitState::Open);
+        assert_eq!(circuit.cooldown_ms, 2_000);
+        assert_eq!(circuit.retry_at, Some(later.plus_ms(2_000)));
+        // ... up to the cap.
+        let again = later.plus_ms(2_000);
+        circuit.probing(
+            Probe {
+                job_id: "p".into(),
+                token: 8,
+            },
+            again.plus_ms(30_000),
+        );
+        circuit.record(HostVerdict::Unwell, ("p", 8), again, &POLICY);
+        assert_eq!(circuit.cooldown_ms, 3_000);
+        // A good probe closes it and resets everything.
+        let last = again.plus_ms(3_000);
+        circuit.probing(
+            Probe {
+                job_id: "q".into(),
+                token: 1,
+            },
+            last.plus_ms(30_000),
+        );
+        assert!(circuit.record(HostVerdict::Well, ("q", 1), last, &POLICY));
+        assert_eq!(circuit, Circuit::closed());
+    }
+
+    #[test]
+    fn a_lost_probe_is_replaced_when_its_lease_expires() {
+        let mut circuit = Circuit::closed();
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let later = NOW.plus_ms(1_000);
+        circuit.probing(
+            Probe {
+                job_id: "p".into(),
+                token: 1,
+            },
+            later.plus_ms(500),
+        );
+        assert!(matches!(circuit.passage(None, later), Passage::Held(_)));
+        assert_eq!(circuit.passage(None, later.plus_ms(500)), Passage::Probe);
+    }
+
+    #[test]
+    fn an_operator_override_wins() {
+        let mut circuit = Circuit::closed();
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let forced = Some(ForcedCircuit::Closed);
+        assert_eq!(circuit.passage(forced, NOW), Passage::Open);
+        assert_eq!(circuit.shown(forced, NOW), CircuitState::Closed);
+        let closed = Circuit::closed();
+        assert_eq!(
+            closed.passage(Some(ForcedCircuit::Open), NOW),
+            Passage::Held(None)
+        );
+        assert_eq!(
+            closed.shown(Some(ForcedCircuit::Open), NOW),
+            CircuitState::Open
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! Destinations in PostgreSQL (see [`crate::store::destinations`]). A row that a
+//! write reads first is held `FOR NO KEY UPDATE`: claims on other instances skip it
+//! (`SKIP LOCKED`) while it changes, and two writers apply one after the other.
+
+use sqlx::PgPool;
+
+use crate::store::destinations::DestinationStatements;
+
+impl DestinationStatements for PgPool {
+    const ENSURE: &'static str = "INSERT INTO destinations (key, created_at, updated_at) \
+        VALUES ($1, $2, $2) ON CONFLICT (key) DO NOTHING";
+    const ASSIGN: &'static str = "UPDATE subscribers SET destination = $2 WHERE id = $1";
+    const UNASSIGNED: &'static str =
+        "SELECT id, url FROM subscribers WHERE destination IS NULL ORDER BY id";
+    const ASSIGN_IN_FLIGHT: &'static str = "UPDATE jobs SET destination = \
+        (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id) \
+        WHERE state = 'in_flight' AND destination IS NULL";
+    const VIEW: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+         AND o.due_at > $2) AS in_flight, \
+        (SELECT COUNT(*) FROM subscribers s WHERE s.destination = d.key) AS subscribers \
+        FROM destinations d WHERE d.key = $1";
+    const LIST: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+         AND o.due_at > $3) AS in_flight, \
+        (SELECT COUNT(*) FROM subscribers s WHERE s.destination = d.key) AS subscribers \
+        FROM destinations d WHERE d.key > $1 ORDER BY d.key LIMIT $2";
+    const HOLD: &'static str = "SELECT d.* FROM destinations d WHERE d.key = $1 \
+        FOR NO KEY UPDATE";
+    const OF_JOBS: &'static str = "SELECT j.id AS job_id, d.* \
+        FROM jobs j JOIN destinations d ON d.key = j.destination \
+        WHERE j.id IN (SELECT jsonb_array_elements_text($1::jsonb))";
+    const HOLD_ALL: &'static str = "SELECT d.* FROM destinations d \
+        WHERE d.key IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY d.key \
+        FOR NO KEY UPDATE";
+    const WRITE: &'static str = "UPDATE destinations SET max_in_flight = $2, paused = $3, \
+        forced_circuit = $4, circuit = $5, failures = $6, cooldown_ms = $7, opened_at = $8, \
+        retry_at = $9, probe_job_id = $10, probe_token = $11, last_error_at = $12, \
+        last_error_class = $13, last_error_status = $14, last_error_reason = $15, \
+        updated_at = $16 WHERE key = $1";
+}
+
+/// The destinations with due work at `$1` (of enabled subscribers), each with its
+/// requests open at `$1`, read without holding them (the next wake-up's read).
+pub(super) const DUE: &str = "SELECT d.*, \
+    (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+     AND o.due_at > $1) AS in_flight, \
+    0::BIGINT AS subscribers FROM destinations d WHERE d.key IN ( \
+      SELECT s.destination FROM subscribers s WHERE s.enabled AND EXISTS ( \
+        SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
+          AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+          AND j.deadline > $1))";
+
+/// Holds (`FOR NO KEY UPDATE SKIP LOCKED`) the destinations with due work at `$1`: a
+/// destination held by another claim is skipped this time, so two instances never
+/// count its open requests at once.
+pub(super) const HOLD_DUE: &str = "SELECT d.key FROM destinations d WHERE d.key IN ( \
+      SELECT s.destination FROM subscribers s WHERE s.enabled AND EXISTS ( \
+        SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
+          AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+          AND j.deadline > $1)) \
+    ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED";
+
+/// Destinations `$2` (keys) with their requests open at `$1`, read after they are
+/// held (a later statement's snapshot sees every claim committed before).
+pub(super) const HELD_LOADS: &str = "SELECT d.*, \
+    (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+     AND o.due_at > $1) AS in_flight, \
+    0::BIGINT AS subscribers FROM destinations d WHERE d.key = ANY($2)";

@@ -1,0 +1,52 @@
+//! Destinations in SQLite (see [`crate::store::destinations`]). Every write runs on
+//! the one writer, so holding a row needs no lock clause. A destination's open
+//! requests are counted on `jobs_in_flight_destination`, its subscribers on
+//! `subscribers_destination`.
+
+use super::Pools;
+use crate::store::destinations::DestinationStatements;
+
+impl DestinationStatements for Pools {
+    const ENSURE: &'static str = "INSERT INTO destinations (key, created_at, updated_at) \
+        VALUES (?1, ?2, ?2) ON CONFLICT (key) DO NOTHING";
+    const ASSIGN: &'static str = "UPDATE subscribers SET destination = ?2 WHERE id = ?1";
+    const UNASSIGNED: &'static str =
+        "SELECT id, url FROM subscribers WHERE destination IS NULL ORDER BY id";
+    const ASSIGN_IN_FLIGHT: &'static str = "UPDATE jobs SET destination = \
+        (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id) \
+        WHERE state = 'in_flight' AND destination IS NULL";
+    const VIEW: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+         WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?2) AS in_flight, \
+        (SELECT COUNT(*) FROM subscribers s INDEXED BY subscribers_destination \
+         WHERE s.destination = d.key) AS subscribers \
+        FROM destinations d WHERE d.key = ?1";
+    const LIST: &'static str = "SELECT d.*, \
+        (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+         WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?3) AS in_flight, \
+        (SELECT COUNT(*) FROM subscribers s INDEXED BY subscribers_destination \
+         WHERE s.destination = d.key) AS subscribers \
+        FROM destinations d WHERE d.key > ?1 ORDER BY d.key LIMIT ?2";
+    const HOLD: &'static str = "SELECT d.* FROM destinations d WHERE d.key = ?1";
+    const OF_JOBS: &'static str = "SELECT j.id AS job_id, d.* \
+        FROM jobs j JOIN destinations d ON d.key = j.destination \
+        WHERE j.id IN (SELECT value FROM json_each(?1))";
+    const HOLD_ALL: &'static str = "SELECT d.* FROM destinations d \
+        WHERE d.key IN (SELECT value FROM json_each(?1)) ORDER BY d.key";
+    const WRITE: &'static str = "UPDATE destinations SET max_in_flight = ?2, paused = ?3, \
+        forced_circuit = ?4, circuit = ?5, failures = ?6, cooldown_ms = ?7, opened_at = ?8, \
+        retry_at = ?9, probe_job_id = ?10, probe_token = ?11, last_error_at = ?12, \
+        last_error_class = ?13, last_error_status = ?14, last_error_reason = ?15, \
+        updated_at = ?16 WHERE key = ?1";
+}
+
+/// The destinations with due work at `?1` (of enabled subscribers), each with its
+/// requests open at `?1`: a claim's first read, and the next wake-up's.
+pub(super) const DUE: &str = "SELECT d.*, \
+    (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?1) AS in_flight, \
+    0 AS subscribers FROM destinations d WHERE d.key IN ( \
+      SELECT s.destination FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
+        SELECT 1 FROM jobs j INDEXED BY jobs_subscriber_due WHERE j.subscriber_id = s.id \
+          AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
+          AND j.deadline > ?1))";
