@@ -5,6 +5,7 @@
 pub mod claims;
 pub mod control;
 pub mod deadlines;
+pub mod destinations;
 pub mod fencing;
 pub mod filters;
 pub mod jobs;
