@@ -8,6 +8,7 @@ use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gau
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::domain::attempt::AttemptOutcome;
+use crate::domain::circuit::CircuitState;
 use crate::domain::policy::ErrorClass;
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::{PurgedJobs, StoreGauges};
@@ -138,6 +139,14 @@ fn register() {
         "deferhook_jobs_near_deadline",
         "Non-terminal jobs within 10 % of their time to deadline."
     );
+    describe_gauge!(
+        "deferhook_destinations_at_limit",
+        "Destinations (host:port) with as many requests open as their max_in_flight."
+    );
+    describe_gauge!(
+        "deferhook_circuits",
+        "Destinations whose circuit breaker is open or half-open, by state."
+    );
 
     for name in [
         "deferhook_jobs_accepted_total",
@@ -167,8 +176,12 @@ fn register() {
         "deferhook_oldest_retrying_age_seconds",
         "deferhook_jobs_past_slo",
         "deferhook_jobs_near_deadline",
+        "deferhook_destinations_at_limit",
     ] {
         gauge!(name).set(0.0);
+    }
+    for state in CIRCUIT_STATES {
+        gauge!("deferhook_circuits", "state" => state.as_str()).set(0.0);
     }
     // Histograms appear once observed; touching them registers an empty series.
     for name in [
@@ -273,4 +286,14 @@ pub fn set_gauges(gauges: &StoreGauges, now: Timestamp) {
     gauge!("deferhook_oldest_retrying_age_seconds").set(age(gauges.oldest_retrying_since));
     gauge!("deferhook_jobs_past_slo").set(gauges.past_slo as f64);
     gauge!("deferhook_jobs_near_deadline").set(gauges.near_deadline as f64);
+    gauge!("deferhook_destinations_at_limit").set(gauges.destinations_at_limit as f64);
+    for (state, n) in [
+        (CircuitState::Open, gauges.circuits_open),
+        (CircuitState::HalfOpen, gauges.circuits_half_open),
+    ] {
+        gauge!("deferhook_circuits", "state" => state.as_str()).set(n as f64);
+    }
 }
+
+/// The circuit states `deferhook_circuits` counts (closed ones are the rest).
+const CIRCUIT_STATES: [CircuitState; 2] = [CircuitState::Open, CircuitState::HalfOpen];

@@ -288,6 +288,8 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_jobs_past_slo", "gauge"),
         ("deferhook_jobs_near_deadline", "gauge"),
         ("deferhook_jobs_purged_total", "counter"),
+        ("deferhook_destinations_at_limit", "gauge"),
+        ("deferhook_circuits", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),
@@ -295,6 +297,8 @@ fn a_fresh_instance_shows_every_metric() {
         );
     }
     assert!(text.contains("deferhook_jobs_accepted_total 0\n"));
+    assert!(text.contains("deferhook_circuits{state=\"open\"} 0\n"));
+    assert!(text.contains("deferhook_destinations_at_limit 0\n"));
     assert!(text.contains("deferhook_dead_letters_total{reason=\"deadline_exceeded\"} 0\n"));
     for state in ["delivered", "cancelled", "dead"] {
         let series = format!("deferhook_jobs_purged_total{{state=\"{state}\"}} 0\n");

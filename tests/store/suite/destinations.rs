@@ -282,6 +282,8 @@ store_case!(
         assert_eq!(open.circuit.state, CircuitState::Open);
         assert_eq!(open.circuit.consecutive_failures, 5);
         assert_eq!(open.circuit.retry_at, Some(at(5_010)));
+        let gauges = store.gauges(at(10), 60_000).await.unwrap();
+        assert_eq!((gauges.circuits_open, gauges.circuits_half_open), (1, 0));
         let error = open.last_error.expect("the last host failure");
         assert_eq!(
             (error.class, error.status),
