@@ -251,8 +251,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Moves up to `limit` jobs to `dead`: those whose deadline has passed
     /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with
     /// `deadline_exceeded`, and those whose lease expired on their last allowed attempt
-    /// with `max_attempts`; the expired leases of paused subscribers' jobs go back to
-    /// `retrying`, due now. An expired lease's attempt is recorded as `unknown`.
+    /// with `max_attempts`; the expired leases of jobs whose subscriber or destination
+    /// is paused (or whose destination's circuit is held open) go back to `retrying`,
+    /// due now. An expired lease's attempt is recorded as `unknown`.
     async fn expire_deadlines(&self, now: Timestamp, limit: u32)
     -> Result<ExpiredJobs, StoreError>;
 

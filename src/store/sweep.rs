@@ -1,7 +1,7 @@
 //! The deadline sweep, for both backends: jobs past their deadline go `dead`
 //! (`deadline_exceeded`), expired leases on their last allowed attempt go `dead`
-//! (`max_attempts`), and expired leases of paused subscribers go back to `retrying`;
-//! an expired lease's attempt is recorded as `unknown`.
+//! (`max_attempts`), and expired leases of paused subscribers or destinations go back
+//! to `retrying`; an expired lease's attempt is recorded as `unknown`.
 
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::StoreError;
@@ -70,7 +70,8 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
             expired.max_attempts += 1;
             Some(DeadReason::MaxAttempts)
         } else {
-            // An expired lease of a paused subscriber: back to waiting, due now.
+            // An expired lease no claim would take over (a paused subscriber, a paused
+            // destination or one whose circuit is held open): back to waiting, due now.
             expired.released += 1;
             None
         };

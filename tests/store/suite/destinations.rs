@@ -425,3 +425,26 @@ store_case!(
         assert_eq!(destination(&store, SHARED, at(20)).await.in_flight, 10);
     }
 );
+
+// An expired lease at a paused destination goes back to waiting: no claim would take
+// it over, and it must not look in flight.
+store_case!(
+    an_expired_lease_at_a_paused_destination_waits,
+    async |store: SharedStore| {
+        on_shared(&store, "a").await;
+        due_jobs(&store, "a", 1).await;
+        let claimed = claim(&store, at(0), 10).await;
+        let pause = DestinationPut {
+            paused: Some(true),
+            ..DestinationPut::default()
+        };
+        set(&store, SHARED, pause, at(1)).await;
+        let expired = store
+            .expire_deadlines(at(crate::support::LEASE_MS as i64 + 1), 10)
+            .await
+            .unwrap();
+        assert_eq!(expired.released, 1);
+        let job = crate::support::job(&store, claimed[0].job_id).await;
+        assert_eq!(job.state, deferhook::domain::JobState::Retrying);
+    }
+);
