@@ -17,7 +17,8 @@ pub struct Args {
     /// Servers sharing the database (PostgreSQL only); the load is spread over them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub instances: u32,
-    /// Jobs to create (`burst`, `backlog`), or subscribers of the event (`fanout`).
+    /// Jobs to create (`burst`, `backlog`), or subscribers of each event (`fanout`,
+    /// `incident`).
     #[arg(long)]
     pub jobs: Option<u64>,
     /// Jobs per second (`steady`).
@@ -29,13 +30,14 @@ pub struct Args {
     /// API requests in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub concurrency: u64,
-    /// Subscribers of the `fanout` event that answer slowly.
+    /// Subscribers of the `fanout` or `incident` event that answer slowly.
     #[arg(long, default_value_t = 300)]
     pub slow: u64,
-    /// How long a slow subscriber takes to answer, in milliseconds.
-    #[arg(long, default_value_t = 2_000)]
-    pub slow_ms: u64,
-    /// Longest wait for every job to arrive, in seconds.
+    /// How long a slow subscriber takes to answer, in milliseconds [default: 2000;
+    /// 8000 for `incident`].
+    #[arg(long)]
+    pub slow_ms: Option<u64>,
+    /// Longest wait for every job to arrive (`incident`: every healthy job), in seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// The `deferhook` binary to start (default: the one next to this executable).
@@ -61,6 +63,10 @@ pub enum Scenario {
     Backlog,
     /// One event to `--jobs` subscribers, `--slow` of them slow.
     Fanout,
+    /// Four events in a row to `--jobs` subscribers, `--slow` of them sharing one slow
+    /// destination (a receiver on its own port); then the same without the slow group
+    /// (the control), on a fresh database and servers (issue #14).
+    Incident,
     /// No server: the database's own ceilings (single-row commits/s, claimed rows/s).
     Ceilings,
 }
@@ -83,6 +89,9 @@ impl Args {
         if self.scenario == Scenario::Fanout && self.slow > self.jobs() {
             anyhow::bail!("--slow must not exceed --jobs (the subscribers)");
         }
+        if self.scenario == Scenario::Incident && self.slow >= self.jobs() {
+            anyhow::bail!("--slow must be below --jobs (the subscribers): some must be healthy");
+        }
         Ok(())
     }
 
@@ -92,7 +101,42 @@ impl Args {
             Scenario::Burst => 10_000,
             Scenario::Steady | Scenario::Ceilings => 0,
             Scenario::Backlog => 100_000,
-            Scenario::Fanout => 2_000,
+            Scenario::Fanout | Scenario::Incident => 2_000,
         })
+    }
+
+    /// `--slow-ms`, or the scenario's default: 8 s for `incident` (the slow endpoint of
+    /// issue #14), 2 s otherwise.
+    pub fn slow_ms(&self) -> u64 {
+        self.slow_ms.unwrap_or(match self.scenario {
+            Scenario::Incident => 8_000,
+            _ => 2_000,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(flags: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("deferhook-bench").chain(flags.iter().copied()))
+            .expect("valid flags")
+    }
+
+    #[test]
+    fn slow_ms_defaults_per_scenario_unless_given() {
+        assert_eq!(parse(&["--scenario", "fanout"]).slow_ms(), 2_000);
+        assert_eq!(parse(&["--scenario", "incident"]).slow_ms(), 8_000);
+        let given = parse(&["--scenario", "incident", "--slow-ms", "500"]);
+        assert_eq!(given.slow_ms(), 500);
+    }
+
+    #[test]
+    fn incident_needs_a_healthy_subscriber() {
+        let all_slow = parse(&["--scenario", "incident", "--jobs", "10", "--slow", "10"]);
+        assert!(all_slow.check().is_err());
+        let some_healthy = parse(&["--scenario", "incident", "--jobs", "10", "--slow", "9"]);
+        assert!(some_healthy.check().is_ok());
     }
 }

@@ -78,20 +78,45 @@ impl Api {
         Ok((serde_json::from_slice(&bytes)?, latency_ms))
     }
 
-    /// Creates or updates a subscriber that may have `max_in_flight` attempts open.
+    /// Creates or updates a subscriber that may have `max_in_flight` attempts open
+    /// (`None`: the API's default).
     pub async fn put_subscriber(
         &self,
         id: &str,
         url: &str,
-        max_in_flight: u32,
+        max_in_flight: Option<u32>,
     ) -> anyhow::Result<()> {
-        let body = json!({ "url": url, "max_in_flight": max_in_flight });
+        let mut body = json!({ "url": url });
+        if let Some(limit) = max_in_flight {
+            body["max_in_flight"] = json!(limit);
+        }
         self.call(
             0,
             Method::PUT,
             &format!("/v1/subscribers/{id}"),
             Some(&body),
         )
+        .await?;
+        Ok(())
+    }
+
+    /// Creates or updates each `(id, url)` subscriber with `max_in_flight` (`None`: the
+    /// API's default), `concurrency` requests at a time.
+    pub async fn put_subscribers(
+        &self,
+        concurrency: u64,
+        subscribers: Vec<(String, String)>,
+        max_in_flight: Option<u32>,
+    ) -> anyhow::Result<()> {
+        let (api, subscribers) = (self.clone(), Arc::new(subscribers));
+        let count = subscribers.len() as u64;
+        drive(concurrency, count, None, move |n| {
+            let (api, subscribers) = (api.clone(), subscribers.clone());
+            async move {
+                let (id, url) = &subscribers[n as usize];
+                api.put_subscriber(id, url, max_in_flight).await
+            }
+        })
         .await?;
         Ok(())
     }
@@ -120,6 +145,43 @@ impl Api {
             accepted_ms: now_ms(),
             latency_ms,
         })
+    }
+
+    /// Posts event `event_id` for `subscribers` to server `n % servers`; returns the
+    /// jobs it created (all with the request's latency and the time its 2xx arrived).
+    pub async fn post_event(
+        &self,
+        n: u64,
+        event_id: &str,
+        subscribers: &[String],
+    ) -> anyhow::Result<Vec<Created>> {
+        let body = json!({
+            "event_id": event_id,
+            "payload": { "fan": "out" },
+            "subscriber_ids": subscribers,
+        });
+        let (answer, latency_ms) = self
+            .call(n, Method::POST, "/v1/events", Some(&body))
+            .await?;
+        let accepted_ms = now_ms();
+        let jobs = match &answer {
+            Value::Array(jobs) => jobs,
+            other => other["jobs"]
+                .as_array()
+                .or_else(|| other["items"].as_array())
+                .context("the fan-out answer lists no jobs")?,
+        };
+        jobs.iter()
+            .map(|job| {
+                Ok(Created {
+                    subscriber: job["subscriber_id"].as_str().unwrap_or_default().to_owned(),
+                    event_id: event_id.to_owned(),
+                    due_ms: due_ms(job)?,
+                    accepted_ms,
+                    latency_ms,
+                })
+            })
+            .collect()
     }
 }
 

@@ -1,10 +1,12 @@
-//! The benchmark: flags, then one scenario against freshly started servers, then the
-//! report.
+//! The benchmark: flags, then one scenario against freshly started servers (`incident`:
+//! two runs, each on its own), then the report.
 
 mod args;
 mod ceilings;
 mod clock;
 mod database;
+mod incident;
+mod incident_report;
 mod load;
 mod receiver;
 mod report;
@@ -22,8 +24,10 @@ pub async fn main() -> anyhow::Result<()> {
     args.check()?;
     // reqwest is built without a default crypto provider; use ring's.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if args.scenario == args::Scenario::Ceilings {
-        return ceilings::run(&args).await;
+    match args.scenario {
+        args::Scenario::Ceilings => return ceilings::run(&args).await,
+        args::Scenario::Incident => return incident::run(&args).await,
+        _ => {}
     }
     let outcome = scenario::run(&args).await?;
     let report = report::Report::new(&args, &outcome);

@@ -1,8 +1,9 @@
 //! The fast receiver: axum on 127.0.0.1:0 with keep-alive, answering 200 at once (or
 //! after `slow_ms` under `/slow/…`), recording each request's path, `webhook-id` and
-//! arrival time.
+//! arrival time, and the most requests it had open at once.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,13 +29,40 @@ pub struct Arrival {
 #[derive(Clone)]
 struct Shared {
     arrivals: Arc<Mutex<Vec<Arrival>>>,
+    open: Arc<Open>,
     slow: Duration,
+}
+
+/// Requests whose handler is running (from arrival until the answer is written or the
+/// sender gave up and the handler was dropped), and the most at once.
+#[derive(Default)]
+struct Open {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// One open request; closes it when dropped.
+struct Opened(Arc<Open>);
+
+impl Open {
+    fn enter(self: &Arc<Self>) -> Opened {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        Opened(self.clone())
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A running receiver; stops when the process ends.
 pub struct Receiver {
     addr: SocketAddr,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
+    open: Arc<Open>,
 }
 
 impl Receiver {
@@ -42,6 +70,7 @@ impl Receiver {
     pub async fn start(slow_ms: u64) -> anyhow::Result<Self> {
         let shared = Shared {
             arrivals: Arc::default(),
+            open: Arc::default(),
             slow: Duration::from_millis(slow_ms),
         };
         let app = Router::new()
@@ -54,6 +83,7 @@ impl Receiver {
         Ok(Receiver {
             addr,
             arrivals: shared.arrivals,
+            open: shared.open,
         })
     }
 
@@ -71,6 +101,11 @@ impl Receiver {
     /// Every request so far.
     pub fn arrivals(&self) -> Vec<Arrival> {
         self.arrivals.lock().expect("not poisoned").clone()
+    }
+
+    /// The most requests it had open at once so far.
+    pub fn peak_open(&self) -> usize {
+        self.open.peak.load(Ordering::SeqCst)
     }
 }
 
@@ -93,6 +128,7 @@ async fn fast(
     Path(subscriber): Path<String>,
     headers: HeaderMap,
 ) -> StatusCode {
+    let _open = shared.open.enter();
     record(&shared, subscriber, &headers);
     StatusCode::OK
 }
@@ -102,7 +138,26 @@ async fn slow(
     Path(subscriber): Path<String>,
     headers: HeaderMap,
 ) -> StatusCode {
+    let _open = shared.open.enter();
     record(&shared, subscriber, &headers);
     tokio::time::sleep(shared.slow).await;
     StatusCode::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_requests_peak_is_the_most_at_once() {
+        let open = Arc::new(Open::default());
+        let first = open.enter();
+        let second = open.enter();
+        drop(first);
+        let third = open.enter();
+        assert_eq!(open.now.load(Ordering::SeqCst), 2);
+        drop((second, third));
+        assert_eq!(open.now.load(Ordering::SeqCst), 0);
+        assert_eq!(open.peak.load(Ordering::SeqCst), 2);
+    }
 }

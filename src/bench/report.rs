@@ -173,7 +173,7 @@ impl Report {
 }
 
 /// `key=value` pairs of a JSON object, on one line.
-fn compact(settings: &Value) -> String {
+pub fn compact(settings: &Value) -> String {
     let Some(object) = settings.as_object() else {
         return settings.to_string();
     };
@@ -189,7 +189,8 @@ fn compact(settings: &Value) -> String {
     pairs.join(" ")
 }
 
-fn settings(args: &Args) -> Value {
+/// The run's flags that shape its figures, as a JSON object.
+pub fn settings(args: &Args) -> Value {
     let mut settings = json!({
         "scenario": format!("{:?}", args.scenario).to_lowercase(),
         "backend": format!("{:?}", args.backend).to_lowercase(),
@@ -202,10 +203,13 @@ fn settings(args: &Args) -> Value {
             settings["rate"] = json!(args.rate);
             settings["seconds"] = json!(args.seconds);
         }
-        Scenario::Fanout => {
+        Scenario::Fanout | Scenario::Incident => {
             settings["subscribers"] = json!(args.jobs());
             settings["slow"] = json!(args.slow);
-            settings["slow_ms"] = json!(args.slow_ms);
+            settings["slow_ms"] = json!(args.slow_ms());
+            if args.scenario == Scenario::Incident {
+                settings["fanouts"] = json!(super::incident::FANOUTS);
+            }
         }
         Scenario::Burst | Scenario::Backlog | Scenario::Ceilings => {
             settings["jobs"] = json!(args.jobs())

@@ -5,12 +5,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use reqwest::Method;
-use serde_json::{Value, json};
 
 use super::args::{Args, Scenario};
 use super::clock::{format_ms, now_ms};
 use super::database::Database;
-use super::load::{Api, Created, drive, due_ms};
+use super::load::{Api, Created, drive};
 use super::receiver::{Arrival, Receiver};
 use super::server::{self, Server, Usage};
 
@@ -43,10 +42,22 @@ pub struct Outcome {
 
 /// Runs `args.scenario` and cleans up the servers and the database, whatever happens.
 pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
+    let (mut outcome, usage) = with_servers(args, async |api: &Api| load(args, api).await).await?;
+    outcome.usage = usage;
+    Ok(outcome)
+}
+
+/// Starts `args.instances` servers on a fresh database, runs `work` against their API,
+/// then stops them (reading each one's usage first) and removes the database, whatever
+/// `work` did. Returns what `work` returned and the servers' usage.
+pub async fn with_servers<T>(
+    args: &Args,
+    work: impl AsyncFnOnce(&Api) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<Usage>)> {
     let binary = server::binary(&args.server_binary)?;
     let database = Database::create(args).await?;
     let mut servers = Vec::new();
-    let mut outcome = start_and_load(args, &binary, &database.url, &mut servers).await;
+    let mut outcome = start_then(args, &binary, &database.url, &mut servers, work).await;
     let mut usage = Vec::new();
     for server in servers {
         match server.stop() {
@@ -56,35 +67,43 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         }
     }
     database.remove().await.context("removing the database")?;
-    let mut outcome = outcome?;
-    outcome.usage = usage;
-    Ok(outcome)
+    Ok((outcome?, usage))
 }
 
-async fn start_and_load(
+/// Starts the servers into `servers` (so the caller stops them even on an error), then
+/// runs `work`.
+async fn start_then<T>(
     args: &Args,
     binary: &std::path::PathBuf,
     database_url: &str,
     servers: &mut Vec<Server>,
-) -> anyhow::Result<Outcome> {
+    work: impl AsyncFnOnce(&Api) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     for _ in 0..args.instances {
         servers.push(Server::start(binary, database_url)?);
     }
-    let receiver = Receiver::start(args.slow_ms).await?;
     let api = Api::new(servers.iter().map(|s| s.base.clone()).collect())?;
+    work(&api).await
+}
+
+/// The receiver, the scenario's load, then the wait for deliveries or the probes.
+async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
+    let receiver = Receiver::start(args.slow_ms()).await?;
     let (load_started_ms, created) = match args.scenario {
-        Scenario::Burst => burst(args, &api, &receiver).await?,
-        Scenario::Steady => steady(args, &api, &receiver).await?,
-        Scenario::Backlog => burst_due_in(args, &api, &receiver, Some(3_600_000)).await?,
-        Scenario::Fanout => fanout(args, &api, &receiver).await?,
-        Scenario::Ceilings => anyhow::bail!("`ceilings` starts no server"),
+        Scenario::Burst => burst(args, api, &receiver).await?,
+        Scenario::Steady => steady(args, api, &receiver).await?,
+        Scenario::Backlog => burst_due_in(args, api, &receiver, Some(3_600_000)).await?,
+        Scenario::Fanout => fanout(args, api, &receiver).await?,
+        Scenario::Ceilings | Scenario::Incident => {
+            anyhow::bail!("`{:?}` has its own run", args.scenario)
+        }
     };
     let expects_delivery = args.scenario != Scenario::Backlog;
     let mut probe_latencies_ms = Vec::new();
     if expects_delivery {
         wait_for(&receiver, created.len(), Duration::from_secs(args.timeout)).await;
     } else {
-        probe_latencies_ms = probe(&api, args.jobs()).await?;
+        probe_latencies_ms = probe(api, args.jobs()).await?;
     }
     Ok(Outcome {
         created,
@@ -111,8 +130,12 @@ async fn burst_due_in(
     receiver: &Receiver,
     due_in_ms: Option<i64>,
 ) -> anyhow::Result<Load> {
-    api.put_subscriber(SUBSCRIBER, &receiver.url(SUBSCRIBER, false), WIDE_OPEN)
-        .await?;
+    api.put_subscriber(
+        SUBSCRIBER,
+        &receiver.url(SUBSCRIBER, false),
+        Some(WIDE_OPEN),
+    )
+    .await?;
     let api = api.clone();
     let started_ms = now_ms();
     let created = drive(args.concurrency, args.jobs(), None, move |n| {
@@ -132,8 +155,12 @@ async fn burst_due_in(
 /// `--rate` jobs/s for `--seconds` s, job `n` due 1–5 s after it is sent (spread
 /// evenly by a fixed stride, so runs are comparable).
 async fn steady(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<Load> {
-    api.put_subscriber(SUBSCRIBER, &receiver.url(SUBSCRIBER, false), WIDE_OPEN)
-        .await?;
+    api.put_subscriber(
+        SUBSCRIBER,
+        &receiver.url(SUBSCRIBER, false),
+        Some(WIDE_OPEN),
+    )
+    .await?;
     let api = api.clone();
     let count = args.rate * args.seconds;
     let started_ms = now_ms();
@@ -151,50 +178,22 @@ async fn steady(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<L
 
 /// One event to `--jobs` subscribers, the first `--slow` of them slow.
 async fn fanout(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<Load> {
-    let subscribers = args.jobs();
-    let ids: Vec<String> = (0..subscribers).map(|n| format!("s{n:05}")).collect();
-    let urls: Vec<String> = (0..subscribers)
-        .map(|n| receiver.url(&ids[n as usize], n < args.slow))
-        .collect();
-    let (put_api, put_ids) = (api.clone(), ids.clone());
-    drive(args.concurrency, subscribers, None, move |n| {
-        let (api, id, url) = (
-            put_api.clone(),
-            put_ids[n as usize].clone(),
-            urls[n as usize].clone(),
-        );
-        async move { api.put_subscriber(&id, &url, 16).await }
-    })
-    .await?;
-    let body = json!({ "event_id": "fanout", "payload": { "fan": "out" }, "subscriber_ids": ids });
-    let started_ms = now_ms();
-    let (answer, latency_ms) = api.call(0, Method::POST, "/v1/events", Some(&body)).await?;
-    let accepted_ms = now_ms();
-    let jobs = match &answer {
-        Value::Array(jobs) => jobs,
-        other => other["jobs"]
-            .as_array()
-            .or_else(|| other["items"].as_array())
-            .context("the fan-out answer lists no jobs")?,
-    };
-    let created = jobs
+    let ids: Vec<String> = (0..args.jobs()).map(|n| format!("s{n:05}")).collect();
+    let subscribers = ids
         .iter()
-        .map(|job| {
-            Ok(Created {
-                subscriber: job["subscriber_id"].as_str().unwrap_or_default().to_owned(),
-                event_id: "fanout".to_owned(),
-                due_ms: due_ms(job)?,
-                accepted_ms,
-                latency_ms,
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
+        .enumerate()
+        .map(|(n, id)| (id.clone(), receiver.url(id, (n as u64) < args.slow)))
+        .collect();
+    api.put_subscribers(args.concurrency, subscribers, Some(16))
+        .await?;
+    let started_ms = now_ms();
+    let created = api.post_event(0, "fanout", &ids).await?;
     Ok((started_ms, created))
 }
 
-/// Waits until `expected` requests arrived (or `timeout`), then a little longer for
-/// duplicates.
-async fn wait_for(receiver: &Receiver, expected: usize, timeout: Duration) {
+/// Waits until `expected` requests arrived (or `timeout` passed), then a little longer
+/// for duplicates.
+pub async fn wait_for(receiver: &Receiver, expected: usize, timeout: Duration) {
     let started = Instant::now();
     while receiver.count() < expected && started.elapsed() < timeout {
         tokio::time::sleep(Duration::from_millis(10)).await;
