@@ -1,5 +1,5 @@
 //! The `deferhook` command: `serve`, `migrate`, `openapi`, and the operator commands
-//! `jobs` and `replay`.
+//! `jobs`, `replay` and `destinations`.
 
 use std::process::ExitCode;
 
@@ -53,5 +53,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Jobs(args) => cli::jobs::run(args).await,
         Command::Replay(args) => cli::replay::run(args).await,
+        Command::Destinations(args) => cli::destinations::run(args).await,
     }
 }

@@ -2,6 +2,7 @@
 //! OpenAPI document generated from the handlers (utoipa).
 
 pub mod auth;
+mod destinations;
 mod doc;
 mod events;
 pub mod extract;
@@ -98,6 +99,7 @@ pub struct ApiSettings {
     tags(
         (name = "jobs", description = "Delayed webhook jobs"),
         (name = "subscribers", description = "Registered receivers"),
+        (name = "destinations", description = "The host:port destinations subscribers share: limits, pauses, circuit breakers"),
         (name = "replays", description = "Paced replays of dead letters"),
         (name = "health", description = "Probes"),
     )
@@ -109,6 +111,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(subscribers::router())
         .merge(secret_rotation::router())
         .merge(subscriber_stats::router())
+        .merge(destinations::router())
         .merge(jobs::router())
         .merge(events::router())
         .merge(replays::router())

@@ -68,7 +68,7 @@ impl std::fmt::Debug for PutSubscriberRequest {
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(deserializer).map(Some)

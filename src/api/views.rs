@@ -1,14 +1,17 @@
-//! Response bodies: what the API shows of subscribers, jobs and attempts.
+//! Response bodies: what the API shows of subscribers, destinations, jobs and attempts.
 
 use serde::Serialize;
+use url::Url;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::attempt::AttemptOutcome;
+use crate::domain::circuit::{CircuitState, ForcedCircuit};
+use crate::domain::destination::Destination;
 use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::{SubscriberLoad, WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
-use crate::store::{Attempt, Job, LastError, LeaseInfo, Subscriber};
+use crate::store::{self, Attempt, Job, LastError, LeaseInfo, Subscriber};
 
 /// A subscriber. The signing secret appears only in the response that created it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -17,6 +20,9 @@ pub struct SubscriberView {
     pub id: String,
     /// Where its webhooks are POSTed.
     pub url: String,
+    /// The destination its URL sends to: `host:port`, normalised (docs/DESIGN.md §15).
+    #[schema(example = "hooks.example.com:443")]
+    pub destination: String,
     /// Most attempts open at once for it, across all instances.
     pub max_in_flight: u32,
     /// Most attempts started per second for it; `null`: no limit.
@@ -35,8 +41,16 @@ pub struct SubscriberView {
 
 impl From<Subscriber> for SubscriberView {
     fn from(s: Subscriber) -> Self {
+        // A stored URL always has a host and a port (http or https, checked on PUT).
+        let destination = Url::parse(&s.url)
+            .ok()
+            .as_ref()
+            .and_then(Destination::of_url)
+            .map(|d| d.to_string())
+            .unwrap_or_default();
         SubscriberView {
             id: s.id,
+            destination,
             url: s.url,
             max_in_flight: s.max_in_flight,
             rate_limit_per_second: s.rate_limit_per_second,
@@ -44,6 +58,122 @@ impl From<Subscriber> for SubscriberView {
             created_at: s.created_at,
             updated_at: s.updated_at,
             secret: None,
+        }
+    }
+}
+
+/// Where a destination's `max_in_flight` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// The server's `--destination-max-in-flight`.
+    Default,
+    /// An operator set it (`PUT /v1/destinations/{destination}`).
+    Operator,
+}
+
+/// A destination: the `host:port` its subscribers' URLs share, with its limit, pause,
+/// circuit breaker and figures at the instant read (docs/DESIGN.md §15).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DestinationView {
+    /// `host:port`, normalised: the host lower-case (IDNA-encoded), an IPv6 address in
+    /// brackets, the port always written.
+    #[schema(example = "hooks.example.com:443")]
+    pub destination: String,
+    /// Subscribers whose URL sends here.
+    pub subscribers: u64,
+    /// Requests open to it now: live leases, across all instances.
+    pub in_flight: u64,
+    /// Most requests open to it at once, across all instances (the limit in force).
+    pub max_in_flight: u32,
+    /// Whether `max_in_flight` is the server's default or an operator's.
+    pub max_in_flight_source: LimitSource,
+    /// True while an operator holds its deliveries (jobs wait within their deadlines).
+    pub paused: bool,
+    /// Its circuit breaker.
+    pub circuit: CircuitView,
+    /// The latest attempt that said the host is unwell (connect, timeout, 502/503/504).
+    pub last_error: Option<DestinationErrorView>,
+    /// When its first subscriber was registered.
+    pub created_at: Timestamp,
+    /// When an operator or the circuit breaker last changed it.
+    pub updated_at: Timestamp,
+}
+
+impl From<store::DestinationView> for DestinationView {
+    fn from(d: store::DestinationView) -> Self {
+        DestinationView {
+            destination: d.key,
+            subscribers: d.subscribers,
+            in_flight: d.in_flight,
+            max_in_flight: d.max_in_flight,
+            max_in_flight_source: if d.max_in_flight_set {
+                LimitSource::Operator
+            } else {
+                LimitSource::Default
+            },
+            paused: d.paused,
+            circuit: CircuitView::from(d.circuit),
+            last_error: d.last_error.map(DestinationErrorView::from),
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// A destination's circuit breaker, as it stands at the instant read.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CircuitView {
+    /// `closed`: requests go out; `open`: they wait; `half_open`: the cool-down ended and
+    /// one probe goes (or is out). An override shows as what it forces.
+    pub state: CircuitState,
+    /// The operator's override (`open` or `closed`); `null`: the breaker decides.
+    pub forced: Option<ForcedCircuit>,
+    /// Consecutive attempts that said the host is unwell.
+    pub consecutive_failures: u32,
+    /// When it last opened.
+    pub opened_at: Option<Timestamp>,
+    /// While open: when the probe may go; half-open with a probe out: when the probe's
+    /// lease ends.
+    pub retry_at: Option<Timestamp>,
+    /// The current cool-down, in milliseconds (0 while closed); it doubles after each
+    /// failed probe, up to `--circuit-max-cooldown-ms`.
+    pub cooldown_ms: u64,
+}
+
+impl From<store::CircuitView> for CircuitView {
+    fn from(c: store::CircuitView) -> Self {
+        CircuitView {
+            state: c.state,
+            forced: c.forced,
+            consecutive_failures: c.consecutive_failures,
+            opened_at: c.opened_at,
+            retry_at: c.retry_at,
+            cooldown_ms: c.cooldown_ms,
+        }
+    }
+}
+
+/// The latest host failure at a destination.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DestinationErrorView {
+    /// When the attempt ended.
+    pub at: Timestamp,
+    /// `connect`, `timeout` or `http_5xx` (502, 503 or 504).
+    pub class: ErrorClass,
+    /// The HTTP status, when the host answered.
+    pub status: Option<u16>,
+    /// A short account of the failure.
+    pub reason: Option<String>,
+}
+
+impl From<store::DestinationError> for DestinationErrorView {
+    fn from(e: store::DestinationError) -> Self {
+        DestinationErrorView {
+            at: e.at,
+            class: e.class,
+            status: e.status,
+            reason: e.reason,
         }
     }
 }

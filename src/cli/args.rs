@@ -1,5 +1,5 @@
-//! Flags of the operator commands (`jobs`, `replay`), which talk to a running server
-//! over its HTTP API.
+//! Flags of the operator commands (`jobs`, `replay`, `destinations`), which talk to a
+//! running server over its HTTP API.
 
 use std::fmt;
 
@@ -288,6 +288,80 @@ pub struct ReplayStatusArgs {
 pub struct ReplayIdArgs {
     /// The replay's id.
     pub replay_id: String,
+}
+
+/// `deferhook destinations …`: the `host:port` destinations subscribers share.
+#[derive(Debug, Args)]
+pub struct DestinationsArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: DestinationsCommand,
+}
+
+/// The `destinations` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DestinationsCommand {
+    /// List destinations in host:port order.
+    List(ListDestinationsArgs),
+    /// Show one destination: its limit, pause, circuit breaker and last host error.
+    Show(DestinationArg),
+    /// Change a destination's limit, pause or circuit; prints it as it then stands.
+    Set(SetDestinationArgs),
+}
+
+/// `deferhook destinations list`.
+#[derive(Debug, Args)]
+pub struct ListDestinationsArgs {
+    /// Destinations per page (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every destination.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// A command naming one destination.
+#[derive(Debug, Args)]
+pub struct DestinationArg {
+    /// `host:port`, e.g. `hooks.example.com:443` or `[2001:db8::1]:8443`.
+    #[arg(value_name = "HOST:PORT")]
+    pub destination: String,
+}
+
+/// `deferhook destinations set`: at least one change.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("change")
+        .required(true)
+        .multiple(true)
+        .args(["max_in_flight", "default_limit", "pause", "resume", "circuit"])
+))]
+pub struct SetDestinationArgs {
+    /// Which destination.
+    #[command(flatten)]
+    pub destination: DestinationArg,
+    /// Most requests open to it at once, across all instances (1 to 10000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_in_flight: Option<u32>,
+    /// Return its limit to the server's --destination-max-in-flight.
+    #[arg(long, conflicts_with = "max_in_flight")]
+    pub default_limit: bool,
+    /// Hold its deliveries (jobs wait within their deadlines).
+    #[arg(long)]
+    pub pause: bool,
+    /// Let its deliveries go again.
+    #[arg(long, conflicts_with = "pause")]
+    pub resume: bool,
+    /// Hold its circuit `open` or `closed`, or hand it back to the breaker (`auto`,
+    /// which starts closed).
+    #[arg(long, value_name = "STATE", value_parser = PossibleValuesParser::new(["open", "closed", "auto"]))]
+    pub circuit: Option<String>,
 }
 
 #[cfg(test)]

@@ -175,6 +175,12 @@ impl ApiClient {
         self.send(Method::POST, self.url(segments, &[]), body).await
     }
 
+    /// `PUT` a JSON body and read the JSON answer.
+    pub async fn put(&self, segments: &[&str], body: &Value) -> Result<Value, CliError> {
+        self.send(Method::PUT, self.url(segments, &[]), Some(body))
+            .await
+    }
+
     async fn send(
         &self,
         method: Method,

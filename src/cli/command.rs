@@ -1,9 +1,9 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
-//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`).
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::args::{JobsArgs, ReplayArgs};
+use super::args::{DestinationsArgs, JobsArgs, ReplayArgs};
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
@@ -31,6 +31,9 @@ pub enum Command {
     Jobs(JobsArgs),
     /// Replay dead jobs on a running server (`create`, `status`, `cancel`).
     Replay(ReplayArgs),
+    /// Show destinations (host:port) of a running server and change their limit,
+    /// pause or circuit (`list`, `show`, `set`).
+    Destinations(DestinationsArgs),
 }
 
 /// How log lines are written.

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::args::{GetJobArgs, JobsArgs, JobsCommand, ListJobsArgs};
 use super::client::{ApiClient, CliError, decode, quiet_when_closed};
+use super::pages;
 use super::render::{self, or_none};
 
 /// A job as the API shows it (the fields these commands print).
@@ -88,13 +89,6 @@ pub struct Attempt {
     /// Whether the receiver may have seen this event before.
     #[serde(default)]
     pub possible_duplicate: bool,
-}
-
-/// One page of jobs.
-#[derive(Debug, Deserialize)]
-struct JobPage {
-    items: Vec<Value>,
-    next_cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,36 +241,21 @@ async fn list_jobs(
     json: bool,
 ) -> Result<String, CliError> {
     let query = list_query(args);
-    let mut cursor = args.cursor.clone();
-    let mut items = Vec::new();
-    let next = loop {
-        let mut page_query = query.clone();
-        if let Some(cursor) = &cursor {
-            page_query.push(("cursor", cursor.clone()));
-        }
-        let page: JobPage = decode(
-            &client.get(&["v1", "jobs"], &page_query).await?,
-            "the job list",
-        )?;
-        items.extend(page.items);
-        match page.next_cursor {
-            Some(next) if args.all => {
-                if cursor.as_deref() == Some(next.as_str()) {
-                    return Err(CliError::Unexpected {
-                        url: "the job list".into(),
-                        cause: "the server repeated its cursor".into(),
-                    });
-                }
-                cursor = Some(next);
-            }
-            next => break next,
-        }
-    };
+    let cursor = args.cursor.clone();
+    let listed = pages::read(
+        client,
+        &["v1", "jobs"],
+        &query,
+        cursor,
+        args.all,
+        "the job list",
+    )
+    .await?;
     if json {
-        let page = json!({ "items": items, "next_cursor": next });
-        return Ok(format!("{}\n", render::json(&page)));
+        return Ok(listed.json());
     }
-    let jobs: Vec<Job> = items
+    let jobs: Vec<Job> = listed
+        .items
         .iter()
         .map(|j| decode(j, "a job"))
         .collect::<Result<_, _>>()?;
@@ -285,7 +264,7 @@ async fn list_jobs(
     } else {
         format!("{}\n", job_table(&jobs))
     };
-    if let Some(next) = next {
+    if let Some(next) = listed.next_cursor {
         text.push_str(&format!("More jobs: add --cursor {next} (or --all)\n"));
     }
     Ok(text)

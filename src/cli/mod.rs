@@ -1,6 +1,7 @@
 //! The command line: its root ([`command`]) and the operator commands that talk to a
-//! running server over its HTTP API: `deferhook jobs get | list` and
-//! `deferhook replay create | status | cancel`.
+//! running server over its HTTP API: `deferhook jobs get | list`,
+//! `deferhook replay create | status | cancel` and
+//! `deferhook destinations list | show | set`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
@@ -9,7 +10,9 @@
 pub mod args;
 pub mod client;
 pub mod command;
+pub mod destinations;
 pub mod jobs;
+pub mod pages;
 pub mod progress;
 pub mod render;
 pub mod replay;

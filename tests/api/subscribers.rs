@@ -47,6 +47,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
         json!({
             "id": "billing",
             "url": "https://example.com/hooks",
+            "destination": "example.com:443",
             "max_in_flight": 16,
             "rate_limit_per_second": null,
             "enabled": true,
@@ -72,6 +73,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
         json!({
             "id": "billing",
             "url": "https://example.com/v2",
+            "destination": "example.com:443",
             "max_in_flight": 4,
             "rate_limit_per_second": 10,
             "enabled": false,

@@ -10,6 +10,7 @@ mod pg;
 
 mod commands;
 mod deploy_files;
+mod destination_commands;
 mod migrations;
 mod openapi;
 mod operator_commands;
