@@ -16,6 +16,8 @@ mod setup;
 
 mod basics;
 mod burst;
+mod destinations_circuit;
+mod destinations_limit;
 mod instances;
 mod interop;
 mod isolation;

@@ -1,5 +1,8 @@
 //! A scripted receiver on 127.0.0.1:0: records every request (arrival time, headers,
-//! raw body bytes) and answers as the test scripts it.
+//! raw body bytes) and answers as the test scripts it; it counts the requests open at
+//! once, and the connections carrying one until they close (`connections.rs`).
+
+mod connections;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,10 +11,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use tokio_util::sync::CancellationToken;
+
+use connections::{Connection, ConnectionCounts, CountingListener};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -27,6 +32,8 @@ pub struct Reply {
     pub endless_body: bool,
     /// Send the headers, then never a byte of the body.
     pub stalled_body: bool,
+    /// Answer only once the receiver is released ([`Receiver::release`]) or dropped.
+    pub held: bool,
 }
 
 impl Reply {
@@ -39,6 +46,7 @@ impl Reply {
             jitter: Duration::ZERO,
             endless_body: false,
             stalled_body: false,
+            held: false,
         }
     }
 
@@ -69,6 +77,11 @@ impl Reply {
 
     pub fn stalled(mut self) -> Self {
         self.stalled_body = true;
+        self
+    }
+
+    pub fn held(mut self) -> Self {
+        self.held = true;
         self
     }
 }
@@ -102,17 +115,21 @@ struct Shared {
     max_open_per_path: usize,
     max_open: usize,
     open_total: usize,
+    /// Lets the held requests answer.
+    release: CancellationToken,
 }
 
 /// The receiver; stops when dropped.
 pub struct Receiver {
     pub addr: SocketAddr,
     shared: Arc<Mutex<Shared>>,
+    connections: ConnectionCounts,
     stop: CancellationToken,
 }
 
 impl Drop for Receiver {
     fn drop(&mut self) {
+        self.release();
         self.stop.cancel();
     }
 }
@@ -128,14 +145,49 @@ impl Receiver {
         let app = Router::new().fallback(answer).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let connections = ConnectionCounts::default();
+        let listener = CountingListener::new(listener, connections.clone());
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<Connection>();
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(stopped.cancelled_owned())
                 .await;
         });
-        Receiver { addr, shared, stop }
+        Receiver {
+            addr,
+            shared,
+            connections,
+            stop,
+        }
+    }
+
+    /// Holds every request unanswered until [`Receiver::release`] (then answers
+    /// `status`).
+    pub async fn holding(status: u16) -> Receiver {
+        Self::start(vec![Reply::status(status).held()]).await
+    }
+
+    /// Lets every held request, and every later one, answer.
+    pub fn release(&self) {
+        self.shared.lock().unwrap().release.cancel();
+    }
+
+    /// Answers every later request with `reply` (the script is replaced).
+    pub fn reply_from_now(&self, reply: Reply) {
+        self.shared.lock().unwrap().script = vec![reply];
+    }
+
+    /// Connections open now that have carried a request (answered or not): a request
+    /// counts as open until its connection closes.
+    pub fn connections_now(&self) -> usize {
+        self.connections.now()
+    }
+
+    /// The most connections carrying a request open at once.
+    pub fn max_connections(&self) -> usize {
+        self.connections.max()
     }
 
     /// Answers 200 at once, always.
@@ -222,6 +274,7 @@ impl Drop for OpenGuard {
 
 async fn answer(
     State(shared): State<Arc<Mutex<Shared>>>,
+    ConnectInfo(connection): ConnectInfo<Connection>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -231,7 +284,8 @@ async fn answer(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let reply = {
+    connection.request_arrived();
+    let (reply, release) = {
         let mut s = shared.lock().unwrap();
         let index = s.requests.len().min(s.script.len() - 1);
         let reply = s.script[index].clone();
@@ -252,13 +306,16 @@ async fn answer(
         *by_path += 1;
         let by_path = *by_path;
         s.max_open_per_path = s.max_open_per_path.max(by_path);
-        reply
+        (reply, s.release.clone())
     };
     let guard = OpenGuard {
         shared: shared.clone(),
         id,
         path: uri.path().to_owned(),
     };
+    if reply.held {
+        release.cancelled().await;
+    }
     tokio::time::sleep(reply.delay + reply.jitter.mul_f64(rand::random::<f64>())).await;
     let mut builder = Response::builder().status(StatusCode::from_u16(reply.status).unwrap());
     for (name, value) in &reply.headers {
