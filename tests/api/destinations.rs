@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::app::Db;
 use crate::support::{TestApp, app_with, at, expect_fields, expect_json, expect_problem};
+use deferhook::domain::destination_state::DEFAULT_DESTINATION_MAX_IN_FLIGHT;
 use deferhook::testing::START_TEXT;
 
 /// The destination two subscribers share (written differently in their URLs).
@@ -42,7 +43,7 @@ fn untouched(destination: &str, subscribers: u64) -> Value {
         "destination": destination,
         "subscribers": subscribers,
         "in_flight": 0,
-        "max_in_flight": 128,
+        "max_in_flight": DEFAULT_DESTINATION_MAX_IN_FLIGHT,
         "max_in_flight_source": "default",
         "paused": false,
         "circuit": {
@@ -127,7 +128,10 @@ async fn an_operator_sets_the_limit_pause_and_circuit(db: Db) {
 
     app.advance(1_000);
     let default = put(json!({"max_in_flight": null})).await;
-    assert_eq!(default["max_in_flight"], 128, "{default}");
+    assert_eq!(
+        default["max_in_flight"], DEFAULT_DESTINATION_MAX_IN_FLIGHT,
+        "{default}"
+    );
     assert_eq!(default["max_in_flight_source"], "default", "{default}");
     assert_eq!(default["updated_at"], at(2_000), "{default}");
 

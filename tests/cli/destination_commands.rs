@@ -22,12 +22,14 @@ fn destinations_are_listed_shown_and_set() {
     served.subscriber("c", "http://[::1]:9/c");
     let base = Some(served.base_url.as_str());
 
+    let default =
+        deferhook::domain::destination_state::DEFAULT_DESTINATION_MAX_IN_FLIGHT.to_string();
     let ran = cli(base, &["destinations", "list"]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let shared = row(&ran.stdout, "127.0.0.1:9");
     assert_eq!(
         shared[1..],
-        ["2", "0", "128", "(default)", "false", "closed", "-"]
+        ["2", "0", &default, "(default)", "false", "closed", "-"]
     );
     assert_eq!(row(&ran.stdout, "[::1]:9")[1], "1", "{}", ran.stdout);
 
@@ -71,7 +73,10 @@ fn destinations_are_listed_shown_and_set() {
         ],
     );
     assert_eq!(ran.code, Some(0), "{ran:?}");
-    assert_eq!(row(&ran.stdout, "max_in_flight")[1..], ["128", "(default)"]);
+    assert_eq!(
+        row(&ran.stdout, "max_in_flight")[1..],
+        [default.as_str(), "(default)"]
+    );
     assert_eq!(row(&ran.stdout, "paused")[1..], ["false"]);
     assert_eq!(row(&ran.stdout, "circuit")[1..], ["closed"]);
 

@@ -17,7 +17,8 @@ use crate::receiver::Receiver;
 use crate::setup::{instance, instance_on};
 
 /// `--destination-max-in-flight` when no flag sets it.
-const DEFAULT_DESTINATION_LIMIT: usize = 128;
+const DEFAULT_DESTINATION_LIMIT: usize =
+    deferhook::domain::destination_state::DEFAULT_DESTINATION_MAX_IN_FLIGHT as usize;
 
 /// Attempts and leases that outlast any test: a held request stays open until the
 /// test ends.

@@ -1,11 +1,12 @@
 //! Destinations (docs/DESIGN.md §15): subscribers whose URLs share `host:port` share a
 //! limit on the requests open to that server, claims are fair across destinations, and
 //! a circuit breaker holds a failing host's jobs (no attempt spent) until one probe
-//! says it answers again. Every store here runs the default policy: a limit of 128, a
+//! says it answers again. Every store here runs the default policy: the default limit, a
 //! breaker opening on the 5th consecutive host failure, cooling down 5 s, then 10 s.
 
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::circuit::{CircuitState, ForcedCircuit};
+use deferhook::domain::destination_state::DEFAULT_DESTINATION_MAX_IN_FLIGHT;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::waiting::WaitingReason;
 use deferhook::domain::{JobEvent, Timestamp};
@@ -122,7 +123,7 @@ store_case!(
         let shared = &all[0];
         assert_eq!(
             (shared.max_in_flight, shared.max_in_flight_set),
-            (128, false)
+            (DEFAULT_DESTINATION_MAX_IN_FLIGHT, false)
         );
         assert_eq!((shared.in_flight, shared.paused), (0, false));
         assert_eq!(shared.circuit.state, CircuitState::Closed);
@@ -194,7 +195,7 @@ store_case!(
         answer(&store, &claimed[0], 200, at(2)).await;
         assert_eq!(claim(&store, at(3), 100).await.len(), 1);
 
-        // Back to the default: 128.
+        // Back to the default.
         let default = DestinationPut {
             max_in_flight: Some(None),
             ..DestinationPut::default()
