@@ -138,6 +138,14 @@ fn register() {
         "deferhook_jobs_near_deadline",
         "Non-terminal jobs within 10 % of their time to deadline."
     );
+    describe_gauge!(
+        "deferhook_worker_slots_busy",
+        "Attempts this instance's worker is running (slots taken)."
+    );
+    describe_gauge!(
+        "deferhook_worker_slots_free",
+        "Slots of this instance's worker not running an attempt."
+    );
 
     for name in [
         "deferhook_jobs_accepted_total",
@@ -167,6 +175,8 @@ fn register() {
         "deferhook_oldest_retrying_age_seconds",
         "deferhook_jobs_past_slo",
         "deferhook_jobs_near_deadline",
+        "deferhook_worker_slots_busy",
+        "deferhook_worker_slots_free",
     ] {
         gauge!(name).set(0.0);
     }
@@ -254,6 +264,24 @@ pub fn purged(purged: &PurgedJobs) {
     ] {
         counter!("deferhook_jobs_purged_total", "state" => state.as_str()).increment(n);
     }
+}
+
+/// A worker with `slots` slots started (positive) or stopped (negative): its slots
+/// join or leave the free ones. Gauges add up over the workers of one process.
+pub fn worker_slots_added(slots: f64) {
+    gauge!("deferhook_worker_slots_free").increment(slots);
+}
+
+/// A worker's attempt took one of its slots.
+pub fn worker_slot_taken() {
+    gauge!("deferhook_worker_slots_busy").increment(1.0);
+    gauge!("deferhook_worker_slots_free").decrement(1.0);
+}
+
+/// A worker's attempt ended and freed its slot.
+pub fn worker_slot_freed() {
+    gauge!("deferhook_worker_slots_busy").decrement(1.0);
+    gauge!("deferhook_worker_slots_free").increment(1.0);
 }
 
 /// Sets the store-derived gauges as of `now`.

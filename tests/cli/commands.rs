@@ -288,6 +288,8 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_jobs_past_slo", "gauge"),
         ("deferhook_jobs_near_deadline", "gauge"),
         ("deferhook_jobs_purged_total", "counter"),
+        ("deferhook_worker_slots_busy", "gauge"),
+        ("deferhook_worker_slots_free", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),

@@ -30,3 +30,4 @@ mod secrets;
 mod signing;
 mod store_outage;
 mod targets;
+mod worker_slots;
