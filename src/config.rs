@@ -19,6 +19,7 @@ use crate::api::auth::{ApiToken, ApiTokens};
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
+use crate::delivery::slots::MAX_SLOTS;
 use crate::domain::circuit::CircuitPolicy;
 use crate::domain::destination_state::{
     DEFAULT_DESTINATION_MAX_IN_FLIGHT, DestinationPolicy, MAX_DESTINATION_IN_FLIGHT,
@@ -147,11 +148,20 @@ pub struct ServeArgs {
     /// The cap on the backoff, in milliseconds.
     #[arg(long, env = "DEFERHOOK_BACKOFF_MAX_MS", default_value_t = 3_600_000)]
     pub backoff_max_ms: u64,
-    /// Most attempts running at once in this instance. Each holds a socket; the server
-    /// raises its open-files limit to this plus 1,024 when the hard limit allows.
-    #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT", default_value_t = 1_024,
-          value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub max_in_flight: u64,
+    /// Most attempts running at once in this instance (its worker's slots); each holds
+    /// a socket, and the server raises its open-files limit to this plus 1,024 when the
+    /// hard limit allows. Without it: as many as the open-files limit (raised to the
+    /// hard limit, less 1,024) and --memory-budget-mb allow, 64 to 100,000.
+    #[arg(long, env = "DEFERHOOK_MAX_IN_FLIGHT",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SLOTS))]
+    pub max_in_flight: Option<u64>,
+    /// Memory that waiting attempts may use, in MiB, when --max-in-flight is not given:
+    /// the slots are at most this over 64 KiB (what one waiting attempt costs, with
+    /// room for larger payloads). The default, 512, is 8,192 slots: half of a 1 GiB
+    /// container, the rest left to the process itself, the API and the database pool.
+    #[arg(long, env = "DEFERHOOK_MEMORY_BUDGET_MB", default_value_t = 512,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub memory_budget_mb: u64,
     /// Requests open at once to one destination (a receiver's `host:port`), across all
     /// instances, unless an operator set its own (`PUT /v1/destinations/{host:port}`).
     #[arg(long, env = "DEFERHOOK_DESTINATION_MAX_IN_FLIGHT",
@@ -326,8 +336,10 @@ impl ServeArgs {
         }
     }
 
-    /// The delivery worker's settings; `owner` names this instance's leases.
-    pub fn delivery_settings(&self, owner: String) -> DeliverySettings {
+    /// The delivery worker's settings; `owner` names this instance's leases, and
+    /// `slots` is how many attempts it runs at once (`--max-in-flight`, or the default
+    /// [`WorkerSlots::choose`](crate::delivery::slots::WorkerSlots::choose) picks).
+    pub fn delivery_settings(&self, owner: String, slots: u64) -> DeliverySettings {
         DeliverySettings {
             owner,
             lease_ms: self.lease_ms,
@@ -336,7 +348,7 @@ impl ServeArgs {
                 base_ms: self.backoff_base_ms,
                 max_ms: self.backoff_max_ms,
             },
-            max_in_flight: usize::try_from(self.max_in_flight).unwrap_or(usize::MAX),
+            max_in_flight: usize::try_from(slots).unwrap_or(usize::MAX),
             claim_batch: CLAIM_BATCH,
             poll_interval: POLL_INTERVAL,
             shutdown_grace: self.shutdown_grace(),
@@ -394,7 +406,8 @@ mod tests {
         assert_eq!(args.lease_ms, 30_000);
         assert_eq!(args.backoff_base_ms, 1_000);
         assert_eq!(args.backoff_max_ms, 3_600_000);
-        assert_eq!(args.max_in_flight, 1_024);
+        assert_eq!(args.max_in_flight, None);
+        assert_eq!(args.memory_budget_mb, 512);
         assert_eq!(args.delivery_slo_ms, 60_000);
         assert_eq!(args.retain_finished_ms, 604_800_000);
         assert_eq!(args.retain_dead_ms, 2_592_000_000);
@@ -403,7 +416,14 @@ mod tests {
         assert_eq!(retention.retain_dead_ms, Some(2_592_000_000));
         assert!(!args.no_worker && !args.no_api);
         assert_eq!(*args.target_policy(), TargetPolicy::default());
-        assert!(args.delivery_settings("w".into()).validate().is_ok());
+        assert!(args.delivery_settings("w".into(), 64).validate().is_ok());
+    }
+
+    #[test]
+    fn an_explicit_max_in_flight_is_kept() {
+        let args = serve(&["--max-in-flight", "3", "--memory-budget-mb", "64"]);
+        assert_eq!(args.max_in_flight, Some(3));
+        assert_eq!(args.memory_budget_mb, 64);
     }
 
     #[test]
@@ -498,6 +518,9 @@ mod tests {
             ["deferhook", "serve", "--retain-dead-ms", "-1"],
             ["deferhook", "serve", "--allow-target-cidr", "10.0.0.0/33"],
             ["deferhook", "serve", "--allow-target-cidr", "intranet"],
+            ["deferhook", "serve", "--max-in-flight", "0"],
+            ["deferhook", "serve", "--max-in-flight", "100001"],
+            ["deferhook", "serve", "--memory-budget-mb", "0"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

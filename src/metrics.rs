@@ -147,6 +147,14 @@ fn register() {
         "deferhook_circuits",
         "Destinations whose circuit breaker is open or half-open, by state."
     );
+    describe_gauge!(
+        "deferhook_worker_slots_busy",
+        "Attempts this instance's worker is running (slots taken)."
+    );
+    describe_gauge!(
+        "deferhook_worker_slots_free",
+        "Slots of this instance's worker not running an attempt."
+    );
 
     for name in [
         "deferhook_jobs_accepted_total",
@@ -177,6 +185,8 @@ fn register() {
         "deferhook_jobs_past_slo",
         "deferhook_jobs_near_deadline",
         "deferhook_destinations_at_limit",
+        "deferhook_worker_slots_busy",
+        "deferhook_worker_slots_free",
     ] {
         gauge!(name).set(0.0);
     }
@@ -267,6 +277,24 @@ pub fn purged(purged: &PurgedJobs) {
     ] {
         counter!("deferhook_jobs_purged_total", "state" => state.as_str()).increment(n);
     }
+}
+
+/// A worker with `slots` slots started (positive) or stopped (negative): its slots
+/// join or leave the free ones. Gauges add up over the workers of one process.
+pub fn worker_slots_added(slots: f64) {
+    gauge!("deferhook_worker_slots_free").increment(slots);
+}
+
+/// A worker's attempt took one of its slots.
+pub fn worker_slot_taken() {
+    gauge!("deferhook_worker_slots_busy").increment(1.0);
+    gauge!("deferhook_worker_slots_free").decrement(1.0);
+}
+
+/// A worker's attempt ended and freed its slot.
+pub fn worker_slot_freed() {
+    gauge!("deferhook_worker_slots_busy").decrement(1.0);
+    gauge!("deferhook_worker_slots_free").increment(1.0);
 }
 
 /// Sets the store-derived gauges as of `now`.

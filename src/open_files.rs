@@ -1,8 +1,10 @@
 //! The open-files limit (`RLIMIT_NOFILE`): every attempt in flight holds a socket, so a
-//! worker with `--max-in-flight` N needs N descriptors plus room for the API's
-//! connections and the database pool. Many systems start processes with a soft limit
-//! of 1,024; the server raises its soft limit toward the hard one at start, as network
-//! servers commonly do (getrlimit(2)/setrlimit(2)).
+//! worker with N slots needs N descriptors plus room for the API's connections and the
+//! database pool. Many systems start processes with a soft limit of 1,024; the server
+//! raises its soft limit toward the hard one at start, as network servers commonly do
+//! (getrlimit(2)/setrlimit(2)): to `--max-in-flight` plus [`RESERVED`] when given, else
+//! to the hard limit, which then bounds the default slot count
+//! ([`WorkerSlots`](crate::delivery::slots::WorkerSlots)).
 
 /// Descriptors kept for everything but attempts: API connections, the database pool,
 /// listeners, log files.

@@ -11,9 +11,14 @@ use tokio_util::sync::CancellationToken;
 use crate::api;
 use crate::config::ServeArgs;
 use crate::delivery::resolve::Resolver;
+use crate::delivery::slots::WorkerSlots;
 use crate::delivery::{DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SystemClock};
+use crate::open_files;
 use crate::store::{self, SharedStore};
+
+/// The open-files limit assumed when it cannot be read: the common default.
+const UNREADABLE_OPEN_FILES: u64 = 1_024;
 
 /// A running server: what tests and `main` need to reach and stop it.
 pub struct Server {
@@ -55,7 +60,7 @@ impl Server {
     /// Opens the store, binds `args.listen` (unless `--no-api`) and starts the API and
     /// the worker (unless `--no-worker`) with the system clock.
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
-        check_worker_settings(args)?;
+        let slots = prepare_worker(args)?;
         let sealer = args.sealer()?;
         let listener = if args.no_api {
             None
@@ -95,6 +100,7 @@ impl Server {
         }
         Self::launch(
             args,
+            slots,
             store,
             Arc::new(SystemClock),
             listener,
@@ -108,7 +114,7 @@ impl Server {
     /// worker (unless `--no-worker`) run as `wiring.worker` says: tests bind port 0,
     /// bring a manual clock, and step the worker themselves.
     pub async fn start_with(args: &ServeArgs, wiring: Wiring) -> anyhow::Result<Server> {
-        check_worker_settings(args)?;
+        let slots = prepare_worker(args)?;
         args.api_settings()?;
         let Wiring {
             store,
@@ -117,7 +123,7 @@ impl Server {
             resolver,
             worker,
         } = wiring;
-        Self::launch(args, store, clock, Some(listener), resolver, worker).await
+        Self::launch(args, slots, store, clock, Some(listener), resolver, worker).await
     }
 
     /// The worker of a server started with [`WorkerMode::Stepped`], for the caller to
@@ -126,8 +132,11 @@ impl Server {
         self.worker.take()
     }
 
+    /// Starts the API (unless `--no-api`) and, with `slots` (`None` under
+    /// `--no-worker`), the worker and retention.
     async fn launch(
         args: &ServeArgs,
+        slots: Option<WorkerSlots>,
         store: SharedStore,
         clock: Arc<dyn Clock>,
         listener: Option<TcpListener>,
@@ -158,7 +167,8 @@ impl Server {
             });
             tracing::info!(%local_addr, "deferhook listening");
         }
-        if !args.no_worker {
+        if let Some(slots) = slots {
+            slots.log();
             let owner = format!(
                 "{}:{}:{}",
                 hostname(),
@@ -167,7 +177,7 @@ impl Server {
             );
             let settings = DeliverySettings {
                 resolver,
-                ..args.delivery_settings(owner)
+                ..args.delivery_settings(owner, slots.count)
             };
             let worker = Worker::new(store.clone(), clock.clone(), settings)?;
             match mode {
@@ -227,37 +237,34 @@ impl Server {
     }
 }
 
-fn check_worker_settings(args: &ServeArgs) -> anyhow::Result<()> {
+/// For an instance that runs the worker (`None` under `--no-worker`): raises the
+/// open-files limit, chooses the worker's slots and checks its settings. Logs the
+/// choice only in `launch`, so that a refused start stays one line.
+fn prepare_worker(args: &ServeArgs) -> anyhow::Result<Option<WorkerSlots>> {
     if args.no_worker {
-        return Ok(());
+        return Ok(None);
     }
-    args.delivery_settings(String::new())
+    let open_files = make_room_for_attempts(args.max_in_flight);
+    let slots = WorkerSlots::choose(args.max_in_flight, open_files, args.memory_budget_mb);
+    args.delivery_settings(String::new(), slots.count)
         .validate()
         .map_err(anyhow::Error::msg)?;
-    make_room_for_attempts(args.max_in_flight);
-    Ok(())
+    Ok(Some(slots))
 }
 
-/// Raises the open-files limit so `max_in_flight` attempts (a socket each) fit beside
-/// everything else; warns when the hard limit does not allow it.
-fn make_room_for_attempts(max_in_flight: u64) {
-    let wanted = max_in_flight.saturating_add(crate::open_files::RESERVED);
-    match crate::open_files::raise_to(wanted) {
-        Ok(files) if files.now < wanted => tracing::warn!(
-            open_files = files.now,
-            wanted,
-            max_in_flight,
-            "the hard open-files limit is below --max-in-flight plus 1024; attempts may \
-             fail to connect when that many run at once (raise `ulimit -Hn`, or lower \
-             --max-in-flight)"
-        ),
-        Ok(files) if files.now > files.before => tracing::debug!(
-            before = files.before,
-            now = files.now,
-            "raised the open-files limit"
-        ),
-        Ok(_) => {}
-        Err(error) => tracing::warn!(%error, "cannot read or raise the open-files limit"),
+/// Raises the open-files soft limit so the attempts (a socket each) fit beside
+/// everything else: to `--max-in-flight` plus [`RESERVED`](open_files::RESERVED) when
+/// given, else to the hard limit, from which the default slot count follows. Returns
+/// the soft limit now, or the common default of 1,024 when it cannot be read (then
+/// the default is the floor).
+fn make_room_for_attempts(max_in_flight: Option<u64>) -> u64 {
+    let wanted = max_in_flight.map_or(u64::MAX, |n| n.saturating_add(open_files::RESERVED));
+    match open_files::raise_to(wanted) {
+        Ok(files) => files.now,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read or raise the open-files limit");
+            UNREADABLE_OPEN_FILES
+        }
     }
 }
 

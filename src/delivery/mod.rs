@@ -11,6 +11,7 @@ mod run_loop;
 pub mod sender;
 pub mod settings;
 pub mod signing;
+pub mod slots;
 pub mod worker;
 
 pub use settings::DeliverySettings;

@@ -1,17 +1,19 @@
 //! The long-running worker loop, built from the worker's steps: upkeep at most every
 //! 25 ms, claim due jobs in batches, run up to `max_in_flight` attempts at once while
 //! their leases are renewed, sleep until the next due time or a wake-up, and shut down
-//! without losing a job (docs/DESIGN.md §3).
+//! without losing a job (docs/DESIGN.md §3). Each running attempt holds a slot,
+//! which keeps `deferhook_worker_slots_busy` and `_free` current.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::worker::{Worker, run_attempt};
 use crate::domain::Timestamp;
+use crate::metrics;
 
 /// Pause after a failed claim before trying again.
 const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
@@ -23,12 +25,37 @@ const UPKEEP_EVERY_MS: i64 = 25;
 /// run), so the loop never spins.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
 
+/// One of the worker's slots, held by a running attempt: taking it and dropping it
+/// (when the attempt ends, or its task is aborted) update the slot gauges.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Slot {
+    /// A free slot, or `None` when all are taken.
+    fn take(slots: &Arc<Semaphore>) -> Option<Slot> {
+        let permit = slots.clone().try_acquire_owned().ok()?;
+        metrics::worker_slot_taken();
+        Some(Slot { _permit: permit })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        metrics::worker_slot_freed();
+    }
+}
+
 impl Worker {
     /// Runs until `shutdown` is cancelled; then stops claiming, lets running attempts
     /// finish within the grace period, and releases the leases still held.
     pub async fn run(self, shutdown: CancellationToken) {
         let settings = self.ctx.settings.clone();
         let slots = Arc::new(Semaphore::new(settings.max_in_flight));
+        // The recorder first (an instance without the API installs none), so the
+        // gauges count every slot from the start.
+        metrics::install();
+        metrics::worker_slots_added(settings.max_in_flight as f64);
         let hard_stop = CancellationToken::new();
         let renewer_stop = CancellationToken::new();
         let renewer = tokio::spawn(self.ctx.leases.clone().renew_until(
@@ -45,7 +72,7 @@ impl Worker {
         };
         let mut attempts = JoinSet::new();
         let mut last_upkeep: Option<Timestamp> = None;
-        tracing::info!(owner = %settings.owner, max_in_flight = settings.max_in_flight,
+        tracing::info!(owner = %settings.owner, slots = settings.max_in_flight,
             "delivery worker started");
         loop {
             while attempts.try_join_next().is_some() {}
@@ -80,7 +107,7 @@ impl Worker {
             };
             let full = batch.len() as u32 == limit;
             for job in batch {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                let Some(slot) = Slot::take(&slots) else {
                     // Cannot happen: the claim took at most the free slots.
                     tracing::error!("no free slot for a claimed job; its lease will expire");
                     continue;
@@ -106,6 +133,7 @@ impl Worker {
             }
         }
         self.drain(attempts, hard_stop).await;
+        metrics::worker_slots_added(-(settings.max_in_flight as f64));
         renewer_stop.cancel();
         let _ = renewer.await;
         let _ = listener.await;

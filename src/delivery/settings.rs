@@ -18,7 +18,8 @@ pub struct DeliverySettings {
     pub attempt_timeout: Duration,
     /// Backoff between attempts.
     pub backoff: BackoffPolicy,
-    /// Most attempts running at once in this worker.
+    /// Most attempts running at once in this worker (its slots; see
+    /// [`WorkerSlots`](super::slots::WorkerSlots) for how `serve` chooses them).
     pub max_in_flight: usize,
     /// Most jobs taken by one claim.
     pub claim_batch: u32,

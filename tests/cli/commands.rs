@@ -290,6 +290,8 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_jobs_purged_total", "counter"),
         ("deferhook_destinations_at_limit", "gauge"),
         ("deferhook_circuits", "gauge"),
+        ("deferhook_worker_slots_busy", "gauge"),
+        ("deferhook_worker_slots_free", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),

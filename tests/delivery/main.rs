@@ -32,3 +32,4 @@ mod secrets;
 mod signing;
 mod store_outage;
 mod targets;
+mod worker_slots;
