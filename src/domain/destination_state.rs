@@ -22,7 +22,7 @@ pub struct DestinationPolicy {
 }
 
 /// The default `--destination-max-in-flight` (see BENCHMARKS.md, issue #14).
-pub const DEFAULT_DESTINATION_MAX_IN_FLIGHT: u32 = 128;
+pub const DEFAULT_DESTINATION_MAX_IN_FLIGHT: u32 = 512;
 
 impl Default for DestinationPolicy {
     fn default() -> Self {
@@ -97,10 +97,10 @@ mod tests {
     fn the_limit_counts_every_instances_requests() {
         let policy = DestinationPolicy::default();
         let state = DestinationState::default();
-        assert_eq!(state.admission(0, NOW, &policy), Admission::Take(128));
-        assert_eq!(state.admission(100, NOW, &policy), Admission::Take(28));
+        assert_eq!(state.admission(0, NOW, &policy), Admission::Take(512));
+        assert_eq!(state.admission(500, NOW, &policy), Admission::Take(12));
         assert_eq!(
-            state.admission(128, NOW, &policy),
+            state.admission(512, NOW, &policy),
             Admission::Held(WaitingReason::DestinationAtLimit, None)
         );
         let own = DestinationState {
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(state.admission(0, until, &policy), Admission::Probe);
         // A probe still needs room under the limit.
         assert_eq!(
-            state.admission(128, until, &policy),
+            state.admission(512, until, &policy),
             Admission::Held(WaitingReason::DestinationAtLimit, None)
         );
         let forced = DestinationState {
