@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark scenario of BENCHMARKS.md on both backends, RUNS times each (default 3),
 # with the release binaries; JSON per run in OUT (default bench-results/), then a
-# summary of medians (scripts/bench-summary.py). Takes about 25 minutes with RUNS=3.
+# summary of medians (scripts/bench-summary.py), then the incident's runs (their JSON in
+# OUT/incident/). Takes about 30 minutes with RUNS=3.
 # BACKENDS (default "sqlite postgres") picks the backends.
 # Usage: cargo build --release --bins && scripts/bench-all.sh
 set -euo pipefail
@@ -26,3 +27,12 @@ for be in ${BACKENDS:-sqlite postgres}; do
 done
 [[ " ${BACKENDS:-postgres} " == *" postgres "* ]] && run "burst-postgres-2" --scenario burst --jobs 50000 --backend postgres --instances 2
 python3 scripts/bench-summary.py "$OUT"
+# The incident (issue #14) has its own report: per fan-out, incident against control.
+mkdir -p "$OUT/incident"
+for be in ${BACKENDS:-sqlite postgres}; do
+  for i in $(seq 1 "$RUNS"); do
+    echo "== incident-$be run $i"
+    "$B" --scenario incident --backend "$be" --json "$OUT/incident/incident-$be-$i.json" \
+      | grep -E "^\| (incident-|slow destination)|^target" || true
+  done
+done
