@@ -22,6 +22,8 @@ CREATE TABLE destinations (
     retry_at          BIGINT,
     probe_job_id      TEXT,
     probe_token       BIGINT,
+    -- when the circuit last opened or closed: older attempts' results do not count
+    changed_at        BIGINT,
     last_error_at     BIGINT,
     last_error_class  TEXT,
     last_error_status BIGINT,

@@ -22,6 +22,8 @@ CREATE TABLE destinations (
     retry_at          INTEGER,
     probe_job_id      TEXT,
     probe_token       INTEGER,
+    -- when the circuit last opened or closed: older attempts' results do not count
+    changed_at        INTEGER,
     last_error_at     INTEGER,
     last_error_class  TEXT,
     last_error_status INTEGER,

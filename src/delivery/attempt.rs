@@ -172,6 +172,7 @@ pub async fn execute(
         record: OutcomeRecord {
             lease,
             attempt: job.attempt,
+            started_at: now,
             finished_at,
             result,
             transition,

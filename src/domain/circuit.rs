@@ -104,6 +104,17 @@ pub struct Probe {
     pub token: i64,
 }
 
+/// One attempt as the breaker sees its result: its job, lease token and start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptRef<'a> {
+    /// The job's id.
+    pub job_id: &'a str,
+    /// The attempt's fencing token.
+    pub token: i64,
+    /// When the attempt started.
+    pub started_at: Timestamp,
+}
+
 /// One destination's breaker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Circuit {
@@ -121,6 +132,9 @@ pub struct Circuit {
     pub retry_at: Option<Timestamp>,
     /// The probe out while half-open.
     pub probe: Option<Probe>,
+    /// When it last opened or closed (or an operator reset it); `None` if never.
+    /// Results of attempts started before then say nothing about the host as it is.
+    pub changed_at: Option<Timestamp>,
 }
 
 /// What a claim may send to a destination at an instant, as far as its circuit goes.
@@ -150,6 +164,16 @@ impl Circuit {
             opened_at: None,
             retry_at: None,
             probe: None,
+            changed_at: None,
+        }
+    }
+
+    /// A closed circuit with no failures, as of `now` (a probe closed it, or an
+    /// operator reset it): results of attempts started before `now` do not count.
+    pub fn closed_at(now: Timestamp) -> Circuit {
+        Circuit {
+            changed_at: Some(now),
+            ..Circuit::closed()
         }
     }
 
@@ -188,52 +212,55 @@ impl Circuit {
         self.probe = Some(probe);
     }
 
-    /// Applies the result of attempt `attempt` (job id, lease token) at `now`; returns
-    /// whether the circuit changed.
+    /// Applies the result of `attempt` at `now` (`verdict` `None`: the attempt reached
+    /// no host); returns whether the circuit changed.
     ///
     /// - Closed: a host failure counts; the `failure_threshold`-th in a row opens the
-    ///   circuit for `cooldown_ms`. Any other answer resets the count.
+    ///   circuit for `cooldown_ms`. Any other answer resets the count. Attempts started
+    ///   before the circuit last closed count for nothing: their answers describe the
+    ///   host as it was.
     /// - Open: results of attempts sent before it opened change nothing.
     /// - Half-open: only the probe's result counts. Another answer closes the circuit;
     ///   another host failure opens it again for twice the cool-down (at most
-    ///   `max_cooldown_ms`).
+    ///   `max_cooldown_ms`); a probe that reached no host is replaced at once.
     pub fn record(
         &mut self,
-        verdict: HostVerdict,
-        attempt: (&str, i64),
+        verdict: Option<HostVerdict>,
+        attempt: AttemptRef<'_>,
         now: Timestamp,
         policy: &CircuitPolicy,
     ) -> bool {
         let before = self.clone();
-        match self.state {
-            CircuitState::Closed => match verdict {
-                HostVerdict::Well => self.failures = 0,
-                HostVerdict::Unwell => {
-                    self.failures = self.failures.saturating_add(1);
-                    if self.failures >= policy.failure_threshold.max(1) {
-                        self.open(policy.cooldown_ms, now);
-                    }
+        match (self.state, verdict) {
+            (CircuitState::Closed, _)
+                if self.changed_at.is_some_and(|at| attempt.started_at < at) => {}
+            (CircuitState::Closed, Some(HostVerdict::Well)) => self.failures = 0,
+            (CircuitState::Closed, Some(HostVerdict::Unwell)) => {
+                self.failures = self.failures.saturating_add(1);
+                if self.failures >= policy.failure_threshold.max(1) {
+                    self.open(policy.cooldown_ms, now);
                 }
-            },
-            CircuitState::Open => {}
-            CircuitState::HalfOpen => {
-                let is_probe = self
-                    .probe
-                    .as_ref()
-                    .is_some_and(|p| p.job_id == attempt.0 && p.token == attempt.1);
-                if is_probe {
-                    match verdict {
-                        HostVerdict::Well => *self = Circuit::closed(),
-                        HostVerdict::Unwell => {
-                            self.failures = self.failures.saturating_add(1);
-                            let longer = self.cooldown_ms.saturating_mul(2);
-                            self.open(longer.min(policy.max_cooldown_ms), now);
-                        }
-                    }
-                }
+            }
+            (CircuitState::Closed | CircuitState::Open, _) => {}
+            (CircuitState::HalfOpen, _) if !self.is_probe(attempt) => {}
+            (CircuitState::HalfOpen, Some(HostVerdict::Well)) => *self = Circuit::closed_at(now),
+            (CircuitState::HalfOpen, Some(HostVerdict::Unwell)) => {
+                self.failures = self.failures.saturating_add(1);
+                let longer = self.cooldown_ms.saturating_mul(2);
+                self.open(longer.min(policy.max_cooldown_ms), now);
+            }
+            (CircuitState::HalfOpen, None) => {
+                self.probe = None;
+                self.retry_at = Some(now);
             }
         }
         *self != before
+    }
+
+    fn is_probe(&self, attempt: AttemptRef<'_>) -> bool {
+        self.probe
+            .as_ref()
+            .is_some_and(|p| p.job_id == attempt.job_id && p.token == attempt.token)
     }
 
     fn open(&mut self, cooldown_ms: u64, now: Timestamp) {
@@ -242,6 +269,7 @@ impl Circuit {
         self.opened_at = Some(now);
         self.retry_at = Some(now.plus_ms(self.cooldown_ms));
         self.probe = None;
+        self.changed_at = Some(now);
     }
 }
 
@@ -256,8 +284,16 @@ mod tests {
         max_cooldown_ms: 3_000,
     };
 
+    fn attempt(job_id: &str, token: i64) -> AttemptRef<'_> {
+        AttemptRef {
+            job_id,
+            token,
+            started_at: NOW,
+        }
+    }
+
     fn fail(circuit: &mut Circuit, at: Timestamp) -> bool {
-        circuit.record(HostVerdict::Unwell, ("j", 1), at, &POLICY)
+        circuit.record(Some(HostVerdict::Unwell), attempt("j", 1), at, &POLICY)
     }
 
     #[test]
@@ -295,7 +331,7 @@ mod tests {
         assert!(fail(&mut circuit, NOW));
         assert!(fail(&mut circuit, NOW));
         // An answer in between resets the count.
-        assert!(circuit.record(HostVerdict::Well, ("j", 1), NOW, &POLICY));
+        assert!(circuit.record(Some(HostVerdict::Well), attempt("j", 1), NOW, &POLICY));
         assert_eq!(circuit.failures, 0);
         fail(&mut circuit, NOW);
         fail(&mut circuit, NOW);
@@ -308,7 +344,7 @@ mod tests {
             Passage::Held(Some(NOW.plus_ms(1_000)))
         );
         // Results of attempts sent before it opened change nothing.
-        assert!(!circuit.record(HostVerdict::Well, ("k", 1), NOW, &POLICY));
+        assert!(!circuit.record(Some(HostVerdict::Well), attempt("k", 1), NOW, &POLICY));
         assert!(!fail(&mut circuit, NOW));
     }
 
@@ -331,9 +367,9 @@ mod tests {
             Passage::Held(Some(later.plus_ms(30_000)))
         );
         // Another attempt's result is not the probe's.
-        assert!(!circuit.record(HostVerdict::Well, ("p", 6), later, &POLICY));
+        assert!(!circuit.record(Some(HostVerdict::Well), attempt("p", 6), later, &POLICY));
         // A failed probe doubles the cool-down.
-        assert!(circuit.record(HostVerdict::Unwell, ("p", 7), later, &POLICY));
+        assert!(circuit.record(Some(HostVerdict::Unwell), attempt("p", 7), later, &POLICY));
         assert_eq!(circuit.state, CircuitState::Open);
         assert_eq!(circuit.cooldown_ms, 2_000);
         assert_eq!(circuit.retry_at, Some(later.plus_ms(2_000)));
@@ -346,7 +382,7 @@ mod tests {
             },
             again.plus_ms(30_000),
         );
-        circuit.record(HostVerdict::Unwell, ("p", 8), again, &POLICY);
+        circuit.record(Some(HostVerdict::Unwell), attempt("p", 8), again, &POLICY);
         assert_eq!(circuit.cooldown_ms, 3_000);
         // A good probe closes it and resets everything.
         let last = again.plus_ms(3_000);
@@ -357,8 +393,42 @@ mod tests {
             },
             last.plus_ms(30_000),
         );
-        assert!(circuit.record(HostVerdict::Well, ("q", 1), last, &POLICY));
-        assert_eq!(circuit, Circuit::closed());
+        assert!(circuit.record(Some(HostVerdict::Well), attempt("q", 1), last, &POLICY));
+        assert_eq!(circuit, Circuit::closed_at(last));
+        // Answers of attempts sent before it closed count for nothing...
+        for _ in 0..3 {
+            assert!(!fail(&mut circuit, last));
+        }
+        assert_eq!(circuit.state, CircuitState::Closed);
+        // ... those sent since do.
+        let fresh = AttemptRef {
+            started_at: last,
+            ..attempt("r", 1)
+        };
+        for _ in 0..3 {
+            circuit.record(Some(HostVerdict::Unwell), fresh, last.plus_ms(5), &POLICY);
+        }
+        assert_eq!(circuit.state, CircuitState::Open);
+    }
+
+    #[test]
+    fn a_probe_that_reached_no_host_is_replaced_at_once() {
+        let mut circuit = Circuit::closed();
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let later = NOW.plus_ms(1_000);
+        circuit.probing(
+            Probe {
+                job_id: "p".into(),
+                token: 1,
+            },
+            later.plus_ms(30_000),
+        );
+        assert!(circuit.record(None, attempt("p", 1), later.plus_ms(10), &POLICY));
+        assert_eq!(circuit.passage(None, later.plus_ms(10)), Passage::Probe);
+        // Another attempt that reached no host changes nothing.
+        assert!(!circuit.record(None, attempt("x", 1), later.plus_ms(10), &POLICY));
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl DestinationState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::circuit::{CircuitState, HostVerdict};
+    use crate::domain::circuit::{AttemptRef, CircuitState, HostVerdict};
 
     const NOW: Timestamp = Timestamp::from_millis(1_000_000);
 
@@ -123,9 +123,13 @@ mod tests {
         );
         let mut state = DestinationState::default();
         for _ in 0..policy.circuit.failure_threshold {
-            state
-                .circuit
-                .record(HostVerdict::Unwell, ("j", 1), NOW, &policy.circuit);
+            let attempt = AttemptRef {
+                job_id: "j",
+                token: 1,
+                started_at: NOW,
+            };
+            let verdict = Some(HostVerdict::Unwell);
+            state.circuit.record(verdict, attempt, NOW, &policy.circuit);
         }
         assert_eq!(state.circuit.state, CircuitState::Open);
         let until = NOW.plus_ms(policy.circuit.cooldown_ms);

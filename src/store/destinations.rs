@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use url::Url;
 
 use crate::domain::Timestamp;
-use crate::domain::circuit::{Circuit, CircuitPolicy, HostVerdict, Probe};
+use crate::domain::circuit::{AttemptRef, Circuit, CircuitPolicy, HostVerdict, Probe};
 use crate::domain::destination::Destination;
 use crate::domain::destination_state::{Admission, DestinationPolicy, DestinationState};
 use crate::domain::policy::ErrorClass;
@@ -38,6 +38,7 @@ pub struct DestinationRow {
     retry_at: Option<i64>,
     probe_job_id: Option<String>,
     probe_token: Option<i64>,
+    changed_at: Option<i64>,
     last_error_at: Option<i64>,
     last_error_class: Option<String>,
     last_error_status: Option<i64>,
@@ -84,6 +85,7 @@ impl DestinationRow {
                 opened_at: decode::opt_ts(self.opened_at),
                 retry_at: decode::opt_ts(self.retry_at),
                 probe,
+                changed_at: decode::opt_ts(self.changed_at),
             },
         })
     }
@@ -181,7 +183,7 @@ pub(crate) trait DestinationStatements: Transactions {
     /// `$3`, `forced_circuit` `$4`, `circuit` `$5`, `failures` `$6`, `cooldown_ms` `$7`,
     /// `opened_at` `$8`, `retry_at` `$9`, `probe_job_id` `$10`, `probe_token` `$11`,
     /// `last_error_at` `$12`, `last_error_class` `$13`, `last_error_status` `$14`,
-    /// `last_error_reason` `$15`, `updated_at` `$16`.
+    /// `last_error_reason` `$15`, `updated_at` `$16`, `changed_at` `$17`.
     const WRITE: &'static str;
 }
 
@@ -285,7 +287,7 @@ pub(crate) async fn put<S: DestinationStatements>(
     if let Some(forced) = put.circuit {
         state.forced = forced;
         if forced.is_none() {
-            state.circuit = Circuit::closed();
+            state.circuit = Circuit::closed_at(now);
         }
     }
     write::<S>(&mut tx, &row, &state, now).await?;
@@ -319,7 +321,8 @@ async fn write<S: DestinationStatements>(
         .bind(Value::OptText(row.last_error_class.clone()))
         .bind(Value::OptInt(row.last_error_status))
         .bind(Value::OptText(row.last_error_reason.clone()))
-        .int(now.as_millis());
+        .int(now.as_millis())
+        .bind(Value::OptInt(circuit.changed_at.map(Timestamp::as_millis)));
     S::execute(tx, query).await?;
     Ok(())
 }
@@ -338,11 +341,10 @@ pub(crate) async fn start_probe<S: DestinationStatements>(
     write::<S>(tx, row, &state, now).await
 }
 
-/// One attempt's result as the breaker reads it.
+/// One attempt's result as the breaker reads it (`verdict` `None`: it reached no host).
 struct Verdict<'a> {
     job_id: String,
-    token: i64,
-    verdict: HostVerdict,
+    verdict: Option<HostVerdict>,
     record: &'a OutcomeRecord,
 }
 
@@ -357,14 +359,10 @@ pub(crate) async fn record_results<S: DestinationStatements>(
 ) -> Result<(), StoreError> {
     let verdicts: Vec<Verdict> = records
         .iter()
-        .filter_map(|record| {
-            let verdict = HostVerdict::of(record.result.error_class, record.result.status)?;
-            Some(Verdict {
-                job_id: record.lease.job_id.to_string(),
-                token: record.lease.token,
-                verdict,
-                record,
-            })
+        .map(|record| Verdict {
+            job_id: record.lease.job_id.to_string(),
+            verdict: HostVerdict::of(record.result.error_class, record.result.status),
+            record,
         })
         .collect();
     if verdicts.is_empty() {
@@ -424,7 +422,11 @@ fn apply<'k>(
             states.insert(key, (row.state()?, None, false));
         }
         let entry = states.get_mut(key).expect("inserted above");
-        let attempt = (verdict.job_id.as_str(), verdict.token);
+        let attempt = AttemptRef {
+            job_id: verdict.job_id.as_str(),
+            token: verdict.record.lease.token,
+            started_at: verdict.record.started_at,
+        };
         if entry
             .0
             .circuit
@@ -432,7 +434,7 @@ fn apply<'k>(
         {
             entry.2 = true;
         }
-        if verdict.verdict == HostVerdict::Unwell {
+        if verdict.verdict == Some(HostVerdict::Unwell) {
             let result = &verdict.record.result;
             entry.1 = Some(DestinationError {
                 at: verdict.record.finished_at,

@@ -36,6 +36,7 @@ async fn kill(app: &TestApp, reason: DeadReason) -> String {
             token: claimed.lease_token,
         },
         attempt: claimed.attempt,
+        started_at: now,
         finished_at: now,
         result: AttemptResult {
             outcome: AttemptOutcome::Terminal,

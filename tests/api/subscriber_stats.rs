@@ -23,6 +23,7 @@ async fn record(app: &TestApp, claimed: &ClaimedJob, event: JobEvent, result: At
             token: claimed.lease_token,
         },
         attempt: claimed.attempt,
+        started_at: now,
         finished_at: now,
         result,
         transition: transition(&claimed.snapshot, event, now).unwrap(),

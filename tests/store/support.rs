@@ -262,6 +262,7 @@ pub fn outcome(
     OutcomeRecord {
         lease: lease(claimed),
         attempt: claimed.attempt,
+        started_at: claimed.lease_expires_at.minus_ms(LEASE_MS),
         finished_at,
         result,
         transition: transition(&claimed.snapshot, event, finished_at)

@@ -27,6 +27,9 @@ pub struct OutcomeRecord {
     pub lease: LeaseRef,
     /// The attempt's number.
     pub attempt: u32,
+    /// When the attempt started (its request was about to be sent): a destination's
+    /// circuit breaker ignores results of attempts started before it last closed.
+    pub started_at: Timestamp,
     /// When the attempt ended.
     pub finished_at: Timestamp,
     /// What it came to.

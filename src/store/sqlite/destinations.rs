@@ -37,7 +37,7 @@ impl DestinationStatements for Pools {
         forced_circuit = ?4, circuit = ?5, failures = ?6, cooldown_ms = ?7, opened_at = ?8, \
         retry_at = ?9, probe_job_id = ?10, probe_token = ?11, last_error_at = ?12, \
         last_error_class = ?13, last_error_status = ?14, last_error_reason = ?15, \
-        updated_at = ?16 WHERE key = ?1";
+        updated_at = ?16, changed_at = ?17 WHERE key = ?1";
 }
 
 /// The destinations with due work at `?1` (of enabled subscribers), each with its

@@ -118,6 +118,7 @@ mod tests {
                     token: job.lease_token,
                 },
                 attempt: job.attempt,
+                started_at: START,
                 finished_at: finished,
                 result: AttemptResult {
                     outcome: AttemptOutcome::Delivered,

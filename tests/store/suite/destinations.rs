@@ -449,3 +449,28 @@ store_case!(
         assert_eq!(job.state, deferhook::domain::JobState::Retrying);
     }
 );
+
+// Answers of requests sent before the circuit closed describe the host as it was:
+// they neither count towards opening it again nor reset it.
+store_case!(
+    results_from_before_a_recovery_do_not_reopen_it,
+    async |store: SharedStore| {
+        on_shared(&store, "a").await;
+        due_jobs(&store, "a", 9).await;
+        let first = claim(&store, at(0), 100).await;
+        assert_eq!(first.len(), 9);
+        for job in &first[..5] {
+            answer(&store, job, 503, at(10)).await;
+        }
+        // Three old requests stay out; one job waits for the probe.
+        let probe = claim(&store, at(5_010), 100).await;
+        assert_eq!(probe.len(), 1);
+        answer(&store, &probe[0], 200, at(5_100)).await;
+        for job in &first[5..8] {
+            answer(&store, job, 503, at(6_000)).await;
+        }
+        let view = destination(&store, SHARED, at(6_000)).await;
+        assert_eq!(view.circuit.state, CircuitState::Closed);
+        assert_eq!(view.circuit.consecutive_failures, 0);
+    }
+);
