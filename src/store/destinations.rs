@@ -160,7 +160,8 @@ pub(crate) trait DestinationStatements: Transactions {
     const ENSURE: &'static str;
     /// Sets subscriber `$1`'s destination to `$2`.
     const ASSIGN: &'static str;
-    /// Subscribers without a destination (`id`, `url`): written before destinations.
+    /// Subscribers without a destination (`id`, `url`), at most 1,000 in id order:
+    /// written before destinations, or by an instance of an older version.
     const UNASSIGNED: &'static str;
     /// Sets the destination of the jobs in flight that have none (from their
     /// subscriber's).
@@ -216,22 +217,44 @@ fn destination_of(url: &str) -> Result<Destination, StoreError> {
 }
 
 /// Gives every subscriber stored before destinations existed its destination, and the
-/// jobs in flight theirs, in one write transaction at `now`; returns how many
-/// subscribers it assigned.
+/// jobs in flight theirs, in write transactions of 1,000 subscribers at `now`; returns
+/// how many subscribers it assigned.
 pub(crate) async fn backfill<S: DestinationStatements>(
     db: &S,
     now: Timestamp,
 ) -> Result<usize, StoreError> {
-    let unassigned: Vec<(String, String)> = db.read_all(Query::new(S::UNASSIGNED)).await?;
+    let mut total = 0;
+    loop {
+        let mut tx = db.write().await?;
+        let assigned = assign_missing::<S>(&mut tx, now).await?;
+        S::commit(tx).await?;
+        total += assigned;
+        if assigned < UNASSIGNED_BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+/// Most subscribers [`DestinationStatements::UNASSIGNED`] returns.
+const UNASSIGNED_BATCH: usize = 1_000;
+
+/// In `tx` at `now`, gives each subscriber without a destination its own (one written
+/// by an instance of a version before destinations, during a rolling upgrade) and the
+/// jobs in flight theirs; returns how many subscribers it assigned. A claim runs it
+/// first, so no subscriber's work waits for a restart: with none missing it costs one
+/// index read.
+pub(crate) async fn assign_missing<S: DestinationStatements>(
+    tx: &mut S::Tx,
+    now: Timestamp,
+) -> Result<usize, StoreError> {
+    let unassigned: Vec<(String, String)> = S::fetch_all(tx, Query::new(S::UNASSIGNED)).await?;
     if unassigned.is_empty() {
         return Ok(0);
     }
-    let mut tx = db.write().await?;
     for (id, url) in &unassigned {
-        assign::<S>(&mut tx, id, url, now).await?;
+        assign::<S>(tx, id, url, now).await?;
     }
-    S::execute(&mut tx, Query::new(S::ASSIGN_IN_FLIGHT)).await?;
-    S::commit(tx).await?;
+    S::execute(tx, Query::new(S::ASSIGN_IN_FLIGHT)).await?;
     Ok(unassigned.len())
 }
 

@@ -252,8 +252,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with
     /// `deadline_exceeded`, and those whose lease expired on their last allowed attempt
     /// with `max_attempts`; the expired leases of jobs whose subscriber or destination
-    /// is paused (or whose destination's circuit is held open) go back to `retrying`,
-    /// due now. An expired lease's attempt is recorded as `unknown`.
+    /// is paused, or whose destination's circuit is not closed (open, half-open, or
+    /// held open), go back to `retrying`, due now. An expired lease's attempt is recorded as `unknown`.
     async fn expire_deadlines(&self, now: Timestamp, limit: u32)
     -> Result<ExpiredJobs, StoreError>;
 

@@ -70,8 +70,9 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
             expired.max_attempts += 1;
             Some(DeadReason::MaxAttempts)
         } else {
-            // An expired lease no claim would take over (a paused subscriber, a paused
-            // destination or one whose circuit is held open): back to waiting, due now.
+            // An expired lease no claim would take over now (a paused subscriber, a
+            // paused destination or one whose circuit is not closed): back to waiting,
+            // due now.
             expired.released += 1;
             None
         };

@@ -140,6 +140,7 @@ pub async fn claim(
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin().await?;
+    destinations::assign_missing::<PgPool>(&mut tx, now).await?;
     let held: Vec<String> = sqlx::query_scalar(HOLD_DUE)
         .bind(now.as_millis())
         .fetch_all(&mut *tx)

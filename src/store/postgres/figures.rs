@@ -38,7 +38,7 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
               AND j.state IN ('scheduled', 'retrying') AND j.due_at > $1 \
               AND EXISTS (SELECT 1 FROM subscribers s WHERE s.id = j.subscriber_id AND s.enabled) \
             ORDER BY j.due_at LIMIT 1), \
-           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight'), \
+           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight' AND due_at > $1), \
            (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
          ) AS next";
 

@@ -17,7 +17,8 @@ const OVERDUE: &str = "SELECT j.id, j.state, j.deadline <= $1 AS past_deadline, 
     OR (j.state = 'in_flight' AND j.due_at <= $1 AND (j.deadline <= $1 OR NOT s.enabled \
         OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts) \
         OR EXISTS (SELECT 1 FROM destinations dd WHERE dd.key = j.destination \
-                   AND (dd.paused OR dd.forced_circuit = 'open')))) \
+                   AND (dd.paused OR dd.forced_circuit = 'open' \
+                     OR (dd.forced_circuit IS NULL AND dd.circuit <> 'closed'))))) \
     ORDER BY j.deadline LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
 
 /// Records job `$1`'s attempt in progress as `unknown` at `$2`, for reason `$3`.

@@ -124,6 +124,7 @@ pub async fn claim(
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = db.writer.begin_with("BEGIN IMMEDIATE").await?;
+    destinations::assign_missing::<Pools>(&mut tx, now).await?;
     let due: Vec<CountedRow> = sqlx::query_as(DUE)
         .bind(now.as_millis())
         .fetch_all(&mut *tx)

@@ -16,7 +16,10 @@ use crate::store::figures::FigureStatements;
 /// go (`?2`, a JSON object keyed by those destinations), the moment its limits next
 /// let a claim take some (now when they already do; none while it is at
 /// `max_in_flight`: a finished attempt frees it, and this instance's worker wakes on
-/// its own attempts, the poll on other instances'); the next lease to expire; the next
+/// its own attempts, the poll on other instances'); the next lease to expire (one
+/// already expired counts through its subscriber's due work, so a lease no claim can
+/// take over now, its destination full or its circuit open, is no reason to wake); the
+/// next
 /// deadline of a waiting job. Range scans on the `jobs_due` and `jobs_deadline`
 /// indexes, so far-future jobs cost nothing.
 const NEXT_WAKE: &str = "SELECT \
@@ -48,7 +51,7 @@ const NEXT_WAKE: &str = "SELECT \
               AND j.state <> 'in_flight' AND s.enabled = 1 \
             ORDER BY j.due_at LIMIT 1) AS coming, \
            (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_in_flight_subscriber \
-            WHERE state = 'in_flight') AS lease, \
+            WHERE state = 'in_flight' AND due_at > ?1) AS lease, \
            (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
             ORDER BY deadline LIMIT 1) AS deadline";

@@ -9,8 +9,8 @@ use crate::store::sweep::{self, OverdueRow, SweepStatements};
 
 /// The jobs a sweep at `?1` moves, at most `?2`, deadline first: two range scans
 /// (deadlines passed; expired leases), so far-future jobs cost nothing. An expired
-/// lease no claim would take over (its subscriber or its destination paused, or the
-/// destination's circuit held open) goes back to waiting.
+/// lease no claim would take over now (its subscriber or its destination paused, or
+/// the destination's circuit not closed) goes back to waiting.
 const OVERDUE: &str = "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS past_deadline, \
          j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts AS used_up \
          FROM jobs j INDEXED BY jobs_deadline JOIN subscribers s ON s.id = j.subscriber_id \
@@ -24,7 +24,8 @@ const OVERDUE: &str = "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS pas
            AND j.state = 'in_flight' AND j.deadline > ?1 \
            AND (s.enabled = 0 OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts) \
                 OR EXISTS (SELECT 1 FROM destinations dd WHERE dd.key = j.destination \
-                           AND (dd.paused = 1 OR dd.forced_circuit = 'open'))) \
+                           AND (dd.paused = 1 OR dd.forced_circuit = 'open' \
+                     OR (dd.forced_circuit IS NULL AND dd.circuit <> 'closed')))) \
          ORDER BY deadline LIMIT ?2";
 
 /// Records job `?1`'s attempt in progress as `unknown` at `?2`, for reason `?3`.

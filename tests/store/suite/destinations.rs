@@ -474,3 +474,58 @@ store_case!(
         assert_eq!(view.circuit.consecutive_failures, 0);
     }
 );
+
+// While a circuit is open, an expired lease at its destination is no reason to wake
+// the worker (no claim can take it over before the cool-down ends), and the sweep puts
+// it back to waiting, where it says why.
+store_case!(
+    an_open_circuit_holds_an_expired_lease_quietly,
+    async |store: SharedStore| {
+        on_shared(&store, "a").await;
+        due_jobs(&store, "a", 6).await;
+        let claimed = claim(&store, at(0), 100).await;
+        assert_eq!(claimed.len(), 6);
+        for job in &claimed[..5] {
+            answer(&store, job, 503, at(29_000)).await;
+        }
+        // The sixth lease expired at 30 s; the circuit stays open until 34 s.
+        let now = at(crate::support::LEASE_MS as i64 + 1);
+        assert_eq!(store.next_wake_at(now).await.unwrap(), Some(at(34_000)));
+        let expired = store.expire_deadlines(now, 10).await.unwrap();
+        assert_eq!(expired.released, 1);
+        assert_eq!(store.next_wake_at(now).await.unwrap(), Some(at(34_000)));
+        assert_eq!(
+            hold(&store, "a", now).await,
+            Some(WaitingReason::DestinationCircuitOpen)
+        );
+        assert_eq!(claim(&store, at(34_000), 100).await.len(), 1, "the probe");
+    }
+);
+
+/// Writes `sql` (no parameters) straight to the database, as another program would.
+async fn write_directly(backend: &Backend, sql: &'static str) {
+    use sqlx::Connection;
+    if backend.url.starts_with("sqlite:") {
+        let mut connection = sqlx::SqliteConnection::connect(&backend.url).await.unwrap();
+        sqlx::query(sql).execute(&mut connection).await.unwrap();
+    } else {
+        let mut connection = sqlx::PgConnection::connect(&backend.url).await.unwrap();
+        sqlx::query(sql).execute(&mut connection).await.unwrap();
+    }
+}
+
+// A subscriber written without a destination (by an instance of the version before
+// destinations, during a rolling upgrade) is given its destination by the next claim:
+// its work does not wait for a restart.
+store_case!(
+    a_subscriber_written_by_an_older_version_is_delivered,
+    async |backend: Backend| {
+        let store = backend.store.clone();
+        on_shared(&store, "old").await;
+        due_jobs(&store, "old", 2).await;
+        write_directly(&backend, "UPDATE subscribers SET destination = NULL").await;
+        write_directly(&backend, "DELETE FROM destinations").await;
+        assert_eq!(claim(&store, at(0), 10).await.len(), 2);
+        assert_eq!(destination(&store, SHARED, at(1)).await.in_flight, 2);
+    }
+);
