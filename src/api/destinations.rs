@@ -30,9 +30,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_destination, put_destination))
 }
 
-/// What an operator asks of a destination's circuit breaker.
+/// What an operator asks of a destination's circuit breaker. Read from a string only
+/// (serde's map form of an enum, `{"open": null}`, is refused), so any other JSON type
+/// is a 422 naming the field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum CircuitSetting {
     /// Hold it open: nothing is sent until another setting.
     Open,
@@ -40,6 +42,19 @@ pub enum CircuitSetting {
     Closed,
     /// Hand it back to the breaker, closed with no failures counted.
     Auto,
+}
+
+impl TryFrom<String> for CircuitSetting {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        match text.as_str() {
+            "open" => Ok(CircuitSetting::Open),
+            "closed" => Ok(CircuitSetting::Closed),
+            "auto" => Ok(CircuitSetting::Auto),
+            _ => Err(format!("must be open, closed or auto, not `{text}`")),
+        }
+    }
 }
 
 impl CircuitSetting {

@@ -183,6 +183,10 @@ async fn bad_input_is_refused_and_changes_nothing(db: Db) {
         (json!({"paused": "yes"}), "paused"),
         (json!({"paused": null}), "paused"),
         (json!({"circuit": "sideways"}), "circuit"),
+        (json!({"circuit": 1}), "circuit"),
+        (json!({"circuit": true}), "circuit"),
+        (json!({"circuit": {"open": null}}), "circuit"),
+        (json!({"circuit": ["open"]}), "circuit"),
         (json!({"paused": true, "pause": true}), "pause"),
     ] {
         let reply = app.put_json(&path(SHARED), &body).await;
