@@ -4,8 +4,9 @@
 //! subscriber.
 //!
 //! The key is written one way only: the host as the URL parser normalises it (a domain
-//! lower-cased and IDNA-encoded, an IPv4 address in dotted decimal, an IPv6 address in
-//! brackets, compressed) and the port always explicit (80 for `http`, 443 for `https`
+//! lower-cased and IDNA-encoded, without a trailing dot; an IPv4 address in dotted
+//! decimal; an IPv6 address in brackets, compressed, as the URL writes it) and the port
+//! always explicit (80 for `http`, 443 for `https`
 //! when the URL leaves it out, as RFC 9110 §4.2 defines), so `HTTPS://Example.COM/a`
 //! and `https://example.com:443/b` share `example.com:443`.
 
@@ -24,9 +25,9 @@ pub enum DestinationParseError {
     /// The port is missing (a destination always names it).
     #[error("must name the port, e.g. hooks.example.com:443")]
     NoPort,
-    /// Port 0 is no port a request can be sent to.
+    /// The port is 0 or above 65535: no port a request can be sent to.
     #[error("the port must be 1 to 65535")]
-    PortZero,
+    PortOutOfRange,
 }
 
 impl Destination {
@@ -35,10 +36,15 @@ impl Destination {
     pub fn of_url(url: &Url) -> Option<Destination> {
         let port = url.port_or_known_default()?;
         let host = match url.host()? {
-            Host::Domain(domain) => domain.to_ascii_lowercase(),
+            // A fully qualified name's trailing dot names the same host.
+            Host::Domain(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
             Host::Ipv4(ip) => ip.to_string(),
-            Host::Ipv6(ip) => format!("[{ip}]"),
+            // As the URL writes it (RFC 5952; an IPv4-mapped address in hex too).
+            Host::Ipv6(_) => url.host_str()?.to_owned(),
         };
+        if host.is_empty() {
+            return None;
+        }
         Some(Destination(format!("{host}:{port}")))
     }
 
@@ -47,7 +53,8 @@ impl Destination {
     /// `example.com:443`.
     ///
     /// # Errors
-    /// A text with anything besides a host and a port, without a port, or with port 0.
+    /// A text with anything besides a host and a port, without a port, or with a port
+    /// outside 1–65535.
     pub fn parse(text: &str) -> Result<Destination, DestinationParseError> {
         let malformed = || DestinationParseError::Malformed;
         if text.is_empty() || text.contains(['/', '?', '#', '@', '\\']) || text.contains("://") {
@@ -59,8 +66,8 @@ impl Destination {
             .map(|(_, port)| port);
         match written_port {
             Some(port) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-                if port.parse::<u16>().ok() == Some(0) {
-                    return Err(DestinationParseError::PortZero);
+                if !matches!(port.parse::<u16>(), Ok(1..)) {
+                    return Err(DestinationParseError::PortOutOfRange);
                 }
             }
             _ => return Err(DestinationParseError::NoPort),
@@ -105,6 +112,8 @@ mod tests {
         assert_eq!(of("http://[::1]:9000/"), "[::1]:9000");
         assert_eq!(of("https://[2001:DB8:0:0::1]/"), "[2001:db8::1]:443");
         assert_eq!(of("https://bücher.example/"), "xn--bcher-kva.example:443");
+        assert_eq!(of("http://example.com.:80/"), "example.com:80");
+        assert_eq!(of("http://[::ffff:127.0.0.1]:80/"), "[::ffff:7f00:1]:80");
     }
 
     #[test]
@@ -122,6 +131,8 @@ mod tests {
             ("127.0.0.1:9000", "127.0.0.1:9000"),
             ("[::1]:9000", "[::1]:9000"),
             ("[2001:DB8::1]:8443", "[2001:db8::1]:8443"),
+            ("Example.COM.:443", "example.com:443"),
+            ("[::ffff:127.0.0.1]:80", "[::ffff:7f00:1]:80"),
         ] {
             assert_eq!(Destination::parse(text).unwrap().as_str(), key, "{text}");
         }
@@ -136,8 +147,9 @@ mod tests {
             ("example.com:", NoPort),
             ("example.com:https", NoPort),
             ("[::1]", NoPort),
-            ("example.com:0", PortZero),
-            ("example.com:65536", Malformed),
+            ("example.com:0", PortOutOfRange),
+            ("example.com:65536", PortOutOfRange),
+            ("example.com:99999999999", PortOutOfRange),
             ("example.com:443/hooks", Malformed),
             ("https://example.com:443", Malformed),
             ("user@example.com:443", Malformed),

@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use url::Url;
 
 use crate::domain::Timestamp;
-use crate::domain::circuit::{AttemptRef, Circuit, CircuitPolicy, HostVerdict, Probe};
+use crate::domain::circuit::{
+    AttemptRef, Circuit, CircuitPolicy, CircuitState, HostVerdict, Probe,
+};
 use crate::domain::destination::Destination;
 use crate::domain::destination_state::{Admission, DestinationPolicy, DestinationState};
 use crate::domain::policy::ErrorClass;
@@ -315,6 +317,13 @@ pub(crate) async fn put<S: DestinationStatements>(
     }
     write::<S>(&mut tx, &row, &state, now).await?;
     S::commit(tx).await?;
+    tracing::info!(
+        destination = key,
+        max_in_flight = state.max_in_flight,
+        paused = state.paused,
+        forced_circuit = state.forced.map(|f| f.as_str()),
+        "destination changed by an operator"
+    );
     get(db, key, now, policy).await
 }
 
@@ -360,6 +369,11 @@ pub(crate) async fn start_probe<S: DestinationStatements>(
     now: Timestamp,
 ) -> Result<(), StoreError> {
     let mut state = row.state()?;
+    tracing::info!(
+        destination = row.key.as_str(),
+        job_id = probe.job_id.as_str(),
+        "circuit half-open: one probe sent"
+    );
     state.circuit.probing(probe, lease_until);
     write::<S>(tx, row, &state, now).await
 }
@@ -419,9 +433,28 @@ pub(crate) async fn record_results<S: DestinationStatements>(
             row.last_error_status = error.status.map(i64::from);
             row.last_error_reason = error.reason;
         }
+        log_transition(key, &row.state()?.circuit, &state.circuit);
         write::<S>(tx, &row, &state, now).await?;
     }
     Ok(())
+}
+
+/// Logs a circuit opening (a warning: a host is down) or closing.
+fn log_transition(key: &str, before: &Circuit, after: &Circuit) {
+    match (before.state, after.state) {
+        (CircuitState::Closed | CircuitState::HalfOpen, CircuitState::Open) => {
+            tracing::warn!(
+                destination = key,
+                consecutive_failures = after.failures,
+                cooldown_ms = after.cooldown_ms,
+                "circuit opened: the destination's jobs wait until a probe succeeds"
+            );
+        }
+        (CircuitState::HalfOpen | CircuitState::Open, CircuitState::Closed) => {
+            tracing::info!(destination = key, "circuit closed: the probe succeeded");
+        }
+        _ => {}
+    }
 }
 
 /// The destinations whose breaker (or last error) `verdicts` change, from `rows`.
