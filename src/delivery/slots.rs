@@ -115,8 +115,8 @@ impl WorkerSlots {
                 slots = self.count,
                 open_files_limit = self.open_files_limit,
                 "the open-files limit is below the slots plus 1024; attempts may fail to \
-                 connect when that many run at once (raise `ulimit -Hn`, or lower \
-                 --max-in-flight)"
+                 connect when that many run at once (raise `ulimit -n` and `ulimit -Hn`; \
+                 with --max-in-flight, or lower it)"
             );
         }
     }
