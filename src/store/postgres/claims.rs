@@ -18,30 +18,42 @@ use crate::store::{Sealer, StoreError};
 
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
 /// work and room under their limits, among those of the destinations `$3` that let work
-/// go, oldest due work first. Holding these locks, a
-/// claim's count of a subscriber's open attempts cannot race another instance's claim:
-/// a subscriber locked elsewhere is skipped this time. Each subscriber costs a few
-/// index probes (its oldest due job from `jobs_subscriber_due`, its open leases, and
-/// its last second of attempts only when it has a rate limit), whatever the backlog.
+/// go (`$4`: how many each may take): round-robin across destinations (each one's
+/// subscribers in oldest-due order, never more of them than its room), the destination
+/// with more room first, then the oldest due work. So a destination with an old
+/// backlog and little room cannot fill a claim's `$2` places with subscribers it may not
+/// use, and when places are scarce the least busy destination goes first. Holding
+/// these locks, a claim's count of a subscriber's open attempts cannot race another
+/// instance's claim: a subscriber locked elsewhere is skipped this time. Each
+/// subscriber costs a few index probes (its oldest due job from `jobs_subscriber_due`,
+/// its open leases, and its last second of attempts only when it has a rate limit),
+/// whatever the backlog.
 const LOCK_SUBSCRIBERS: &str = "\
-    SELECT s.id FROM subscribers s \
-    CROSS JOIN LATERAL ( \
-      SELECT j.due_at AS oldest FROM jobs j \
-      WHERE j.subscriber_id = s.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
-        AND j.due_at <= $1 AND j.deadline > $1 \
-        AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
-                 AND j.attempts >= j.max_attempts) \
-      ORDER BY j.due_at LIMIT 1 \
-    ) d \
-    WHERE s.enabled AND s.destination = ANY($3) \
-      AND s.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-                             AND o.state = 'in_flight' AND o.due_at > $1) \
-      AND CASE WHEN s.rate_limit_per_second IS NULL THEN true ELSE ( \
-        SELECT s.rate_limit_per_second > COUNT(*) \
-          AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
-               * GREATEST(1, s.rate_limit_per_second / 10) / s.rate_limit_per_second) \
-        FROM attempts a WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END \
-    ORDER BY d.oldest, s.id LIMIT $2 \
+    SELECT s.id FROM subscribers s JOIN ( \
+      SELECT c.id, a.room, d.oldest, ROW_NUMBER() OVER ( \
+        PARTITION BY c.destination ORDER BY d.oldest, c.id) AS rank \
+      FROM subscribers c \
+      JOIN UNNEST($3::text[], $4::bigint[]) AS a(destination, room) \
+        ON a.destination = c.destination \
+      CROSS JOIN LATERAL ( \
+        SELECT j.due_at AS oldest FROM jobs j \
+        WHERE j.subscriber_id = c.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
+          AND j.due_at <= $1 AND j.deadline > $1 \
+          AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                   AND j.attempts >= j.max_attempts) \
+        ORDER BY j.due_at LIMIT 1 \
+      ) d \
+      WHERE c.enabled \
+        AND c.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = c.id \
+                               AND o.state = 'in_flight' AND o.due_at > $1) \
+        AND CASE WHEN c.rate_limit_per_second IS NULL THEN true ELSE ( \
+          SELECT c.rate_limit_per_second > COUNT(*) \
+            AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
+                 * GREATEST(1, c.rate_limit_per_second / 10) / c.rate_limit_per_second) \
+          FROM attempts a WHERE a.subscriber_id = c.id AND a.started_at > $1 - 1000) END \
+    ) p ON p.id = s.id \
+    WHERE p.rank <= p.room \
+    ORDER BY p.rank, p.room DESC, p.oldest, s.id LIMIT $2 \
     FOR NO KEY UPDATE OF s SKIP LOCKED";
 
 /// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
@@ -93,7 +105,7 @@ const CLAIM: &str = "\
       SELECT j.id, r.old_state, r.due_since, r.dn AS rn, r.destination \
       FROM spread r JOIN jobs j ON j.id = r.id \
       WHERE r.dn <= r.room \
-      ORDER BY r.dn, r.due_since, r.id LIMIT $2 \
+      ORDER BY r.dn, r.room DESC, r.due_since, r.id LIMIT $2 \
       FOR UPDATE OF j SKIP LOCKED \
     ), claimed AS ( \
       UPDATE jobs j SET state = 'in_flight', attempts = j.attempts + 1, \
@@ -174,6 +186,7 @@ pub async fn claim(
         .bind(now.as_millis())
         .bind(i64::from(request.limit))
         .bind(&keys)
+        .bind(&rooms)
         .fetch_all(&mut *tx)
         .await?;
     if subscribers.is_empty() {

@@ -529,3 +529,32 @@ store_case!(
         assert_eq!(destination(&store, SHARED, at(1)).await.in_flight, 2);
     }
 );
+
+// When a claim has few places (the instance's slots nearly all taken), the destination
+// with more room gets them, not the one with the oldest backlog: a busy destination
+// cannot keep a quiet one waiting behind its queue.
+store_case!(
+    scarce_places_go_to_the_least_busy_destination,
+    async |store: SharedStore| {
+        for id in ["a", "b", "c"] {
+            on_shared(&store, id).await;
+            due_jobs(&store, id, 10).await;
+        }
+        let five = DestinationPut {
+            max_in_flight: Some(Some(5)),
+            ..DestinationPut::default()
+        };
+        set(&store, SHARED, five, at(0)).await;
+        assert_eq!(claim(&store, at(0), 4).await.len(), 4);
+        let quiet = SubscriberPut {
+            url: "https://quiet.example.test/".into(),
+            ..subscriber_put("quiet")
+        };
+        store.put_subscriber(quiet, at(0)).await.unwrap();
+        create(&store, vec![new_job("quiet", "q", at(1), at(3_600_000))]).await;
+        // One place: the quiet destination (room 512) before the busy one (room 1), whose
+        // jobs are older.
+        let one = claim(&store, at(2), 1).await;
+        assert_eq!(one[0].subscriber_id, "quiet");
+    }
+);
