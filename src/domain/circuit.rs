@@ -296,6 +296,21 @@ mod tests {
         circuit.record(Some(HostVerdict::Unwell), attempt("j", 1), at, &POLICY)
     }
 
+    /// A circuit opened at [`NOW`] (cool-down 1 s) whose probe, job `p` under token
+    /// 1, went out at `NOW + 1 s` with a lease of `lease_ms`.
+    fn probing(lease_ms: u64) -> Circuit {
+        let mut circuit = Circuit::closed();
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let probe = Probe {
+            job_id: "p".into(),
+            token: 1,
+        };
+        circuit.probing(probe, NOW.plus_ms(1_000 + lease_ms));
+        circuit
+    }
+
     #[test]
     fn host_failures_are_told_from_the_subscribers_own() {
         use ErrorClass::*;
@@ -413,38 +428,18 @@ mod tests {
 
     #[test]
     fn a_probe_that_reached_no_host_is_replaced_at_once() {
-        let mut circuit = Circuit::closed();
-        for _ in 0..3 {
-            fail(&mut circuit, NOW);
-        }
-        let later = NOW.plus_ms(1_000);
-        circuit.probing(
-            Probe {
-                job_id: "p".into(),
-                token: 1,
-            },
-            later.plus_ms(30_000),
-        );
-        assert!(circuit.record(None, attempt("p", 1), later.plus_ms(10), &POLICY));
-        assert_eq!(circuit.passage(None, later.plus_ms(10)), Passage::Probe);
+        let mut circuit = probing(30_000);
+        let later = NOW.plus_ms(1_010);
+        assert!(circuit.record(None, attempt("p", 1), later, &POLICY));
+        assert_eq!(circuit.passage(None, later), Passage::Probe);
         // Another attempt that reached no host changes nothing.
-        assert!(!circuit.record(None, attempt("x", 1), later.plus_ms(10), &POLICY));
+        assert!(!circuit.record(None, attempt("x", 1), later, &POLICY));
     }
 
     #[test]
     fn a_lost_probe_is_replaced_when_its_lease_expires() {
-        let mut circuit = Circuit::closed();
-        for _ in 0..3 {
-            fail(&mut circuit, NOW);
-        }
+        let circuit = probing(500);
         let later = NOW.plus_ms(1_000);
-        circuit.probing(
-            Probe {
-                job_id: "p".into(),
-                token: 1,
-            },
-            later.plus_ms(500),
-        );
         assert!(matches!(circuit.passage(None, later), Passage::Held(_)));
         assert_eq!(circuit.passage(None, later.plus_ms(500)), Passage::Probe);
     }

@@ -2,17 +2,7 @@
 
 use serde_json::Value;
 
-use crate::operator_support::{cli, served};
-
-/// The cells of the table row whose first cell is `name`.
-fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
-    text.lines()
-        .map(|line| line.trim_matches(|c| c == '|' || c == ' '))
-        .find(|line| line.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no `{name}` row in:\n{text}"))
-        .split_whitespace()
-        .collect()
-}
+use crate::operator_support::{cli, row, served};
 
 #[test]
 fn destinations_are_listed_shown_and_set() {

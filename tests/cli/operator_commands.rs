@@ -3,17 +3,9 @@
 
 use serde_json::Value;
 
-use crate::operator_support::{FakeServer, clean_command, cli, refusing_receiver, run, served};
-
-/// The table row whose first cell is `name`, split into its cells.
-fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
-    text.lines()
-        .map(|line| line.trim_matches(|c| c == '|' || c == ' '))
-        .find(|line| line.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no `{name}` row in:\n{text}"))
-        .split_whitespace()
-        .collect()
-}
+use crate::operator_support::{
+    FakeServer, clean_command, cli, refusing_receiver, row, run, served,
+};
 
 #[test]
 fn jobs_get_shows_a_dead_job_and_its_attempt_history() {

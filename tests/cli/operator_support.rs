@@ -191,3 +191,13 @@ pub fn cli_within(server: &str, args: &[&str], limit: Duration) -> Ran {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// The cells of the table row whose first cell is `name` (an operator command's table).
+pub fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .map(|line| line.trim_matches(|c| c == '|' || c == ' '))
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no `{name}` row in:\n{text}"))
+        .split_whitespace()
+        .collect()
+}
