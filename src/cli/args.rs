@@ -308,15 +308,16 @@ pub enum DestinationsCommand {
     List(ListDestinationsArgs),
     /// Show one destination: its limit, pause, circuit breaker and last host error.
     Show(DestinationArg),
-    /// Change a destination's limit, pause or circuit; prints it as it then stands.
+    /// Change a destination's limit, pause or circuit (the flags combine, at least one);
+    /// prints it as it then stands.
     Set(SetDestinationArgs),
 }
 
 /// `deferhook destinations list`.
 #[derive(Debug, Args)]
 pub struct ListDestinationsArgs {
-    /// Destinations per page (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Destinations per page, 1 to 1000 (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub limit: Option<u32>,
     /// Start at this page: the cursor a previous listing printed.
     #[arg(long, value_name = "CURSOR")]
