@@ -57,15 +57,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let incident = run_once(args, args.slow).await?;
     let control = run_once(args, 0).await?;
     let report = IncidentReport::new(args, &incident, &control);
-    println!("{}", report.text());
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&report.json())?)?;
-        println!("JSON written to {}", path.display());
-    }
-    match report.failure() {
-        Some(failure) => anyhow::bail!("the run failed: {failure}"),
-        None => Ok(()),
-    }
+    super::report::publish(args, report.text(), report.json(), report.failure())
 }
 
 /// One run with `slow` slow subscribers, on a fresh database and servers.

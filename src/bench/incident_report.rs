@@ -3,13 +3,14 @@
 //! deliveries, the slow destination's requests and the servers' usage. One text for
 //! people, the same figures as JSON.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use comfy_table::Table;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::args::Args;
+use super::arrivals;
 use super::incident::{FANOUTS, Run, event_id};
 use super::load::Created;
 use super::receiver::Arrival;
@@ -48,25 +49,14 @@ impl Deliveries {
     /// Matches `arrivals` to `jobs` by subscriber and event id (the `webhook-id`); a
     /// job's lateness is its first request's arrival minus its due time.
     pub fn of(events: &[String], jobs: &[Created], arrivals: &[Arrival]) -> Self {
-        let due: HashMap<(&str, &str), i64> = jobs
-            .iter()
-            .map(|job| ((job.subscriber.as_str(), job.event_id.as_str()), job.due_ms))
-            .collect();
+        let matched = arrivals::match_to_jobs(jobs, arrivals);
+        let (duplicates, unexpected) = (matched.duplicates, matched.unexpected);
         let mut lateness: HashMap<&str, Vec<f64>> = HashMap::new();
-        let mut seen = HashSet::new();
-        let (mut duplicates, mut unexpected) = (0, 0);
-        for arrival in arrivals {
-            let key = (arrival.subscriber.as_str(), arrival.webhook_id.as_str());
-            let Some(due_ms) = due.get(&key) else {
-                unexpected += 1;
-                continue;
-            };
-            if !seen.insert(key) {
-                duplicates += 1;
-                continue;
-            }
-            let late = (arrival.at_ms - due_ms) as f64;
-            lateness.entry(key.1).or_default().push(late);
+        for (arrival, late) in matched.first {
+            lateness
+                .entry(arrival.webhook_id.as_str())
+                .or_default()
+                .push(late);
         }
         let fanouts = events
             .iter()

@@ -2,6 +2,7 @@
 //! two runs, each on its own), then the report.
 
 mod args;
+mod arrivals;
 mod ceilings;
 mod clock;
 mod database;
@@ -31,13 +32,10 @@ pub async fn main() -> anyhow::Result<()> {
     }
     let outcome = scenario::run(&args).await?;
     let report = report::Report::new(&args, &outcome);
-    println!("{}", report.table());
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&report.json())?)?;
-        println!("JSON written to {}", path.display());
-    }
-    match report.failure() {
-        Some(failure) => anyhow::bail!("the run failed: {failure}"),
-        None => Ok(()),
-    }
+    report::publish(
+        &args,
+        report.table().to_string(),
+        report.json(),
+        report.failure(),
+    )
 }

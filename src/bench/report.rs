@@ -1,11 +1,10 @@
 //! The figures of a run: one table for people, the same figures as JSON.
 
-use std::collections::{HashMap, HashSet};
-
 use comfy_table::Table;
 use serde_json::{Value, json};
 
 use super::args::{Args, Scenario};
+use super::arrivals;
 use super::scenario::Outcome;
 use super::stats::Spread;
 
@@ -29,28 +28,10 @@ pub struct Report {
 impl Report {
     /// Computes the figures from what the run observed.
     pub fn new(args: &Args, outcome: &Outcome) -> Self {
-        let due: HashMap<(&str, &str), i64> = outcome
-            .created
-            .iter()
-            .map(|job| ((job.subscriber.as_str(), job.event_id.as_str()), job.due_ms))
-            .collect();
-        let mut seen = HashSet::new();
-        let (mut duplicates, mut unexpected) = (0, 0);
-        let mut lateness = Vec::new();
-        let mut last_arrival_ms = None;
-        for arrival in &outcome.arrivals {
-            let key = (arrival.subscriber.as_str(), arrival.webhook_id.as_str());
-            let Some(due_ms) = due.get(&key) else {
-                unexpected += 1;
-                continue;
-            };
-            if !seen.insert(key) {
-                duplicates += 1;
-                continue;
-            }
-            lateness.push((arrival.at_ms - due_ms) as f64);
-            last_arrival_ms = last_arrival_ms.max(Some(arrival.at_ms));
-        }
+        let matched = arrivals::match_to_jobs(&outcome.created, &outcome.arrivals);
+        let (duplicates, unexpected) = (matched.duplicates, matched.unexpected);
+        let lateness: Vec<f64> = matched.first.iter().map(|(_, late)| *late).collect();
+        let last_arrival_ms = matched.first.iter().map(|(a, _)| a.at_ms).max();
         let accepted: Vec<i64> = outcome.created.iter().map(|j| j.accepted_ms).collect();
         let first_accept = accepted.iter().min().copied();
         let last_accept = accepted.iter().max().copied();
@@ -62,7 +43,7 @@ impl Report {
             settings: settings(args),
             expects_delivery: outcome.expects_delivery,
             jobs: outcome.created.len(),
-            delivered: seen.len(),
+            delivered: lateness.len(),
             duplicates,
             unexpected,
             accepted_per_s: per_second(
@@ -70,7 +51,7 @@ impl Report {
                 Some(outcome.load_started_ms),
                 last_accept,
             ),
-            delivered_per_s: per_second(seen.len(), first_accept, last_arrival_ms),
+            delivered_per_s: per_second(lateness.len(), first_accept, last_arrival_ms),
             lateness_ms: Spread::of(lateness),
             create_latency_ms: Spread::of(outcome.created.iter().map(|j| j.latency_ms).collect()),
             probe_latency_ms: Spread::of(outcome.probe_latencies_ms.clone()),
@@ -216,4 +197,23 @@ pub fn settings(args: &Args) -> Value {
         }
     }
     settings
+}
+
+/// Prints a run's `text`, writes its `json` to `--json` when given, and fails when the
+/// run broke an invariant (`failure`).
+pub fn publish(
+    args: &Args,
+    text: String,
+    json: Value,
+    failure: Option<String>,
+) -> anyhow::Result<()> {
+    println!("{text}");
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)?;
+        println!("JSON written to {}", path.display());
+    }
+    match failure {
+        Some(failure) => anyhow::bail!("the run failed: {failure}"),
+        None => Ok(()),
+    }
 }
