@@ -40,7 +40,9 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// show the variable's value.
 #[derive(Clone, Args)]
 pub struct DatabaseArgs {
-    /// `sqlite://PATH` (created when missing).
+    /// `sqlite://PATH` (the embedded default, created when missing) or
+    /// `postgres://USER@HOST:PORT/DATABASE` (PostgreSQL; needed for several instances).
+    /// Prefer the environment variable when the URL holds a password.
     #[arg(
         long,
         env = "DEFERHOOK_DATABASE_URL",

@@ -11,6 +11,7 @@ use super::extract::AppJson;
 use super::problem::{ApiError, FieldError, Problem};
 use super::views::JobView;
 use crate::domain::job::{JobEvent, TransitionError, transition};
+use crate::domain::schedule::Schedule;
 use crate::domain::{JobState, Timestamp};
 use crate::store::Job;
 
@@ -97,7 +98,8 @@ pub async fn cancel_job(
 pub struct RescheduleRequest {
     /// RFC 3339 with an offset; a past instant means now.
     pub deliver_at: Option<String>,
-    /// RFC 3339 with an offset; must be after `deliver_at`.
+    /// RFC 3339 with an offset; must be after `deliver_at` (the new one, or else the
+    /// job's own). To move a job past its deadline, give both.
     pub deadline: Option<String>,
 }
 
@@ -141,9 +143,16 @@ pub async fn reschedule_job(
     if job.state != JobState::Scheduled {
         return Err(not_waiting(&job, "rescheduled", "scheduled"));
     }
+    let current = Schedule {
+        deliver_at: job.deliver_at,
+        deadline: job.deadline,
+    };
+    let moved = current
+        .moved(deliver_at, deadline, state.clock.now())
+        .map_err(|error| ApiError::Invalid(vec![error]))?;
     let event = JobEvent::Reschedule {
-        deliver_at: deliver_at.unwrap_or(job.deliver_at),
-        deadline: deadline.unwrap_or(job.deadline),
+        deliver_at: moved.deliver_at,
+        deadline: moved.deadline,
     };
     apply(&state, job, event, "rescheduled", "scheduled").await
 }

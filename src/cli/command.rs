@@ -14,7 +14,15 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Log format: `text` for people, `json` for log shippers.
-    #[arg(long, env = "DEFERHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    // Global: under its own heading, not among a subcommand's filters.
+    #[arg(
+        long,
+        env = "DEFERHOOK_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true,
+        help_heading = "Logging"
+    )]
     pub log_format: LogFormat,
 }
 

@@ -40,6 +40,8 @@ pub struct AttemptContext {
 pub struct Executed {
     /// The job's event id, for the log.
     pub event_id: String,
+    /// The job's subscriber, for the log.
+    pub subscriber_id: String,
     /// The attempt row and the job's transition, fenced by `record.lease`.
     pub record: OutcomeRecord,
 }
@@ -140,11 +142,11 @@ pub async fn execute(
         ),
     };
     if let Ok(Received::Response { status, .. }) = &answer {
-        tracing::info!(job_id = %job.job_id, event_id = %job.event_id, attempt = job.attempt,
-            status, outcome = %result.outcome, "attempt finished");
+        tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
+            event_id = %job.event_id, attempt = job.attempt, status, outcome = %result.outcome, "attempt finished");
     } else {
-        tracing::info!(job_id = %job.job_id, event_id = %job.event_id, attempt = job.attempt,
-            outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
+        tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
+            event_id = %job.event_id, attempt = job.attempt, outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
             "attempt finished");
     }
     metrics::attempt_finished(
@@ -169,6 +171,7 @@ pub async fn execute(
     }
     Some(Executed {
         event_id: job.event_id,
+        subscriber_id: job.subscriber_id.to_string(),
         record: OutcomeRecord {
             lease,
             attempt: job.attempt,

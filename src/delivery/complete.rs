@@ -38,7 +38,11 @@ pub async fn complete(
     executed: Executed,
     hard_stop: &CancellationToken,
 ) -> Completed {
-    let Executed { event_id, record } = executed;
+    let Executed {
+        event_id,
+        subscriber_id,
+        record,
+    } = executed;
     let job_id = record.lease.job_id;
     let transition = record.transition;
     let stored = record_until_stored(ctx, &record, hard_stop).await;
@@ -47,7 +51,7 @@ pub async fn complete(
         Some(Fenced::Applied) if transition.to.is_terminal() => {
             metrics::job_finished(transition.attempts, transition.dead_reason);
             if let Some(reason) = transition.dead_reason {
-                tracing::warn!(%job_id, %event_id, reason = reason.as_str(),
+                tracing::warn!(%job_id, %subscriber_id, %event_id, reason = reason.as_str(),
                     "job is a dead letter");
             }
         }

@@ -1,7 +1,9 @@
 //! When a new job is first delivered and when it gives up (docs/DESIGN.md §5): `deliver_at`
 //! or `delay_ms` (neither: now), and `deadline` or `ttl_ms` (neither: `deliver_at` +
 //! the server's default TTL). A past `deliver_at` means now; the deadline must come
-//! after `deliver_at`. Pure: `now` and the default TTL are given.
+//! after `deliver_at`, and a deadline counted from `deliver_at` must fit before
+//! [`Timestamp::MAX`] rather than be cut short there. Also how `PATCH /v1/jobs/{id}`
+//! moves a scheduled job ([`Schedule::moved`]). Pure: `now` and the default TTL are given.
 
 use super::Timestamp;
 use super::field_error::FieldError;
@@ -85,10 +87,11 @@ fn deadline(
         (Some(text), None) => Timestamp::parse_rfc3339(text)
             .map_err(|e| FieldError::new("deadline", e.to_string()))
             .and_then(|deadline| after(deadline, deliver_at, "deadline")),
-        (None, Some(ttl)) => after(deliver_at.plus_ms(ttl), deliver_at, "ttl_ms"),
-        // Near the end of time the default deadline saturates onto deliver_at.
-        (None, None) => after(
-            deliver_at.plus_ms(default_ttl_ms),
+        (None, Some(ttl)) => counted_from(deliver_at, ttl, "ttl_ms", "ttl_ms"),
+        // At the end of time no deadline after deliver_at exists: the field that chose
+        // deliver_at is at fault. Short of it, an explicit deadline can fix it.
+        (None, None) if deliver_at >= Timestamp::MAX => after(
+            Timestamp::MAX,
             deliver_at,
             if fields.delay_ms.is_some() {
                 "delay_ms"
@@ -96,6 +99,70 @@ fn deadline(
                 "deliver_at"
             },
         ),
+        (None, None) => counted_from(deliver_at, default_ttl_ms, "the default TTL", "deadline"),
+    }
+}
+
+/// `deliver_at + ttl_ms`, refused (naming `field`) when it would pass
+/// [`Timestamp::MAX`]: [`Timestamp::plus_ms`] clamps there, and a deadline silently cut
+/// to a few milliseconds after `deliver_at` would dead-letter the job unnoticed.
+fn counted_from(
+    deliver_at: Timestamp,
+    ttl_ms: u64,
+    what: &str,
+    field: &str,
+) -> Result<Timestamp, FieldError> {
+    let deadline = deliver_at.plus_ms(ttl_ms);
+    if deadline.millis_since(deliver_at) == i64::try_from(ttl_ms).unwrap_or(i64::MAX) {
+        return after(deadline, deliver_at, field);
+    }
+    Err(FieldError::new(
+        field,
+        format!(
+            "deliver_at ({}) plus {what} ({ttl_ms} ms) is past {}, the last instant the API \
+             can express; give an explicit deadline",
+            deliver_at.to_rfc3339(),
+            Timestamp::MAX.to_rfc3339()
+        ),
+    ))
+}
+
+impl Schedule {
+    /// The schedule of a scheduled job after `PATCH /v1/jobs/{id}`: `deliver_at`
+    /// and/or `deadline` replace the current ones (a past `deliver_at` means now).
+    ///
+    /// # Errors
+    /// When the deadline would not be after `deliver_at`, one [`FieldError`] naming the
+    /// field the request can fix: `deadline` when the request gave one, else
+    /// `deliver_at` (it was moved to or past the job's current deadline).
+    pub fn moved(
+        self,
+        deliver_at: Option<Timestamp>,
+        deadline: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Schedule, FieldError> {
+        let new_deliver_at = deliver_at.unwrap_or(self.deliver_at).max(now);
+        let new_deadline = deadline.unwrap_or(self.deadline);
+        if new_deadline > new_deliver_at {
+            return Ok(Schedule {
+                deliver_at: new_deliver_at,
+                deadline: new_deadline,
+            });
+        }
+        Err(match deadline {
+            Some(_) => FieldError::new(
+                "deadline",
+                format!("must be after deliver_at ({})", new_deliver_at.to_rfc3339()),
+            ),
+            None => FieldError::new(
+                "deliver_at",
+                format!(
+                    "must be before the job's deadline ({}); to move both, give a later \
+                     deadline in the same request",
+                    self.deadline.to_rfc3339()
+                ),
+            ),
+        })
     }
 }
 

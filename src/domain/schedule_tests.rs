@@ -115,3 +115,85 @@ fn each_bad_field_is_named() {
         assert_eq!(invalid_fields(fields), vec![field.to_owned()], "{fields:?}");
     }
 }
+
+/// `deliver_at` at the end of time left the default deadline cut to 999 ms after it
+/// (issue #15): a deadline counted from `deliver_at` that would pass the last
+/// expressible instant is refused, naming the field that can fix it.
+#[test]
+fn a_deadline_counted_past_the_end_of_time_is_refused() {
+    let none = ScheduleFields::default();
+    let last_second = ScheduleFields {
+        deliver_at: Some("9999-12-31T23:59:59Z"),
+        ..none
+    };
+    assert_eq!(invalid_fields(last_second), vec!["deadline".to_owned()]);
+    let with_ttl = ScheduleFields {
+        ttl_ms: Some(2000),
+        ..last_second
+    };
+    assert_eq!(invalid_fields(with_ttl), vec!["ttl_ms".to_owned()]);
+    let fitting = schedule(ScheduleFields {
+        ttl_ms: Some(999),
+        ..last_second
+    });
+    assert_eq!(fitting.deadline, Timestamp::MAX);
+    let explicit = schedule(ScheduleFields {
+        deadline: Some("9999-12-31T23:59:59.500Z"),
+        ..last_second
+    });
+    assert_eq!(explicit.deadline.millis_since(explicit.deliver_at), 500);
+}
+
+fn current() -> Schedule {
+    Schedule {
+        deliver_at: START.plus_ms(10_000),
+        deadline: START.plus_ms(20_000),
+    }
+}
+
+#[test]
+fn moving_replaces_what_is_given_and_keeps_the_rest() {
+    let moved = current()
+        .moved(Some(START.plus_ms(15_000)), None, START)
+        .unwrap();
+    assert_eq!(moved.deliver_at, START.plus_ms(15_000));
+    assert_eq!(moved.deadline, START.plus_ms(20_000));
+    let both = current()
+        .moved(
+            Some(START.plus_ms(30_000)),
+            Some(START.plus_ms(40_000)),
+            START,
+        )
+        .unwrap();
+    assert_eq!(both.deadline, START.plus_ms(40_000));
+    let past = current()
+        .moved(Some(START.minus_ms(5)), None, START)
+        .unwrap();
+    assert_eq!(past.deliver_at, START, "a past deliver_at means now");
+}
+
+/// Moving only `deliver_at` past the deadline names `deliver_at` and says how to move
+/// both; a given deadline before `deliver_at` names `deadline`.
+#[test]
+fn moving_names_the_field_the_request_can_fix() {
+    let late = current()
+        .moved(Some(START.plus_ms(25_000)), None, START)
+        .unwrap_err();
+    assert_eq!(late.field, "deliver_at");
+    assert!(
+        late.message.contains("deadline in the same request"),
+        "{late:?}"
+    );
+    let early = current()
+        .moved(None, Some(START.plus_ms(5_000)), START)
+        .unwrap_err();
+    assert_eq!(early.field, "deadline");
+    let early_both = current()
+        .moved(
+            Some(START.plus_ms(30_000)),
+            Some(START.plus_ms(30_000)),
+            START,
+        )
+        .unwrap_err();
+    assert_eq!(early_both.field, "deadline");
+}

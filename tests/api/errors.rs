@@ -95,6 +95,12 @@ async fn each_invalid_field_is_named() {
             json!({"deliver_at": "9999-12-31T23:59:59.999Z", "ttl_ms": 1}),
             "ttl_ms",
         ),
+        // Short of it, the default TTL is not cut to fit: give a deadline (issue #15).
+        (json!({"deliver_at": "9999-12-31T23:59:59Z"}), "deadline"),
+        (
+            json!({"deliver_at": "9999-12-31T23:59:59Z", "ttl_ms": 1000}),
+            "ttl_ms",
+        ),
         (json!({"deliver_at": "2026-12-01T10:00:00"}), "deliver_at"),
         (json!({"deliver_at": "tomorrow"}), "deliver_at"),
         (json!({"deadline": "2026-12-01T10:00:00"}), "deadline"),

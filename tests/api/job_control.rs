@@ -112,11 +112,28 @@ async fn bad_reschedules_are_named() {
         422,
         &["delay_ms"],
     );
-    expect_fields(
+    // Moving only deliver_at past the deadline names deliver_at and says how to move
+    // both (it used to name `deadline`, with a text about past instants).
+    let late = expect_fields(
         &patch(&app, id, json!({"deliver_at": at(200_000_000)})).await,
+        422,
+        &["deliver_at"],
+    );
+    assert!(
+        late.to_string().contains("deadline in the same request"),
+        "{late}"
+    );
+    expect_fields(
+        &patch(
+            &app,
+            id,
+            json!({"deliver_at": at(200_000_000), "deadline": at(100_000_000)}),
+        )
+        .await,
         422,
         &["deadline"],
     );
+
     let missing = uuid::Uuid::now_v7();
     expect_problem(
         &patch(&app, &missing.to_string(), json!({"deadline": at(5)})).await,
@@ -126,4 +143,7 @@ async fn bad_reschedules_are_named() {
     expect_fields(&cancel(&app, "not-a-uuid").await, 422, &["job_id"]);
     let unchanged = expect_json(&app.get(&format!("/v1/jobs/{id}")).await, 200);
     assert_eq!(unchanged["deliver_at"], created["deliver_at"]);
+    let both = json!({"deliver_at": at(200_000_000), "deadline": at(300_000_000)});
+    let moved = expect_json(&patch(&app, id, both).await, 200);
+    assert_eq!(moved["deliver_at"], at(200_000_000), "both move together");
 }

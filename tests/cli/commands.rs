@@ -183,6 +183,18 @@ fn an_unsupported_database_url_is_a_one_line_error() {
     assert!(text.contains("sqlite://"), "{text}");
 }
 
+/// `serve --help` names both database kinds it takes, not only SQLite (issue #15).
+#[test]
+fn serve_help_names_both_database_kinds() {
+    let output = run(deferhook().args(["serve", "--help"]));
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    let database = &help[help.find("--database-url").expect("the flag")..];
+    let database = &database[..database.find("[env:").expect("its variable")];
+    assert!(database.contains("sqlite://PATH"), "{database}");
+    assert!(database.contains("postgres://"), "{database}");
+}
+
 #[test]
 fn migrate_creates_the_database_and_is_repeatable() {
     let dir = tempfile::tempdir().unwrap();

@@ -345,6 +345,16 @@ fn the_token_is_sent_as_a_bearer_and_never_printed() {
         help.stdout
     );
     assert!(!help.stdout.contains(secret), "{}", help.stdout);
+    // The global --log-format is under its own heading, after the filters and the
+    // server options, not among the filters (issue #15).
+    let filters_end = help.stdout.find("Server options:").expect("server options");
+    let logging = help.stdout.find("Logging:").expect("a logging heading");
+    let log_format = help.stdout.find("--log-format").expect("--log-format");
+    assert!(
+        filters_end < logging && logging < log_format,
+        "{}",
+        help.stdout
+    );
 }
 
 #[test]

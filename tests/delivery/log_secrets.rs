@@ -1,7 +1,8 @@
 //! Secrets never reach the log (issue #7): the real binary runs with verbose logging
 //! while a subscriber's secret and the API token pass through every path that logs —
 //! requests, a failed attempt whose response body echoes them, retries, a refused
-//! token, an invalid secret — and the captured log holds none of them.
+//! token, an invalid secret — and the captured log holds none of them. Attempt and
+//! dead-letter lines name their subscriber.
 
 use std::fs::File;
 use std::process::{Child, Command, Stdio};
@@ -135,6 +136,42 @@ async fn the_log_holds_no_secret_nor_token() {
         assert!(Instant::now() < deadline, "not delivered: {job}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A dead letter: nothing listens on port 1, and one attempt is allowed.
+    let put = client
+        .put(format!("{base}/v1/subscribers/gone"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"url": "http://127.0.0.1:1/hook", "secret": SECRET}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let dead: Value = client
+        .post(format!("{base}/v1/jobs"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"subscriber_id": "gone", "event_id": "e2", "payload": 1, "max_attempts": 1}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let dead_id = dead["id"].as_str().unwrap().to_owned();
+    loop {
+        let job: Value = client
+            .get(format!("{base}/v1/jobs/{dead_id}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if job["state"] == "dead" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not dead: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()
@@ -144,6 +181,21 @@ async fn the_log_holds_no_secret_nor_token() {
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(log.contains("/v1/jobs"), "the log was captured: {log}");
     assert!(log.contains("attempt"), "attempts were logged: {log}");
+    // Which subscriber an attempt or a dead letter belongs to is on its line (issue #15).
+    let attempts: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("attempt finished"))
+        .collect();
+    assert!(attempts.len() >= 3, "{log}");
+    for line in &attempts {
+        assert!(
+            line.contains("subscriber_id=s ") || line.contains("subscriber_id=gone "),
+            "{line}"
+        );
+    }
+    let dead_letter = log.lines().find(|l| l.contains("job is a dead letter"));
+    let dead_letter = dead_letter.unwrap_or_else(|| panic!("no dead-letter line:\n{log}"));
+    assert!(dead_letter.contains("subscriber_id=gone"), "{dead_letter}");
     for secret in [TOKEN, WRONG_TOKEN, SECRET, &SECRET[6..], BAD_SECRET] {
         assert!(!log.contains(secret), "`{secret}` is in the log:\n{log}");
     }
