@@ -27,12 +27,12 @@ fn purged(delivered: u64, cancelled: u64, dead: u64) -> PurgedJobs {
 }
 
 async fn gone(store: &SharedStore, id: Uuid) -> bool {
-    let attempts = store.list_attempts(id).await.unwrap();
-    store.get_job(id).await.unwrap().is_none() && attempts.is_empty()
+    let attempts = store.list_attempts(id, at(0)).await.unwrap();
+    store.get_job(id, at(0)).await.unwrap().is_none() && attempts.is_empty()
 }
 
 async fn kept(store: &SharedStore, id: Uuid) -> bool {
-    store.get_job(id).await.unwrap().is_some()
+    store.get_job(id, at(0)).await.unwrap().is_some()
 }
 
 store_case!(
@@ -57,7 +57,14 @@ store_case!(
         )
         .await
         .id;
-        assert_eq!(store.list_attempts(old_delivered).await.unwrap().len(), 1);
+        assert_eq!(
+            store
+                .list_attempts(old_delivered, at(0))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         // Last updated at the cutoff itself: kept (the bound is exclusive).
         let first = store
@@ -69,7 +76,7 @@ store_case!(
         assert!(gone(&store, old_delivered).await);
         assert!(gone(&store, old_cancelled).await);
         assert!(kept(&store, recent).await);
-        assert_eq!(store.list_attempts(recent).await.unwrap().len(), 1);
+        assert_eq!(store.list_attempts(recent, at(0)).await.unwrap().len(), 1);
         assert!(
             kept(&store, dead).await,
             "dead jobs follow their own setting"
@@ -149,7 +156,10 @@ store_case!(
             (scheduled.id, JobState::Scheduled, 0),
         ];
         for (id, state, attempts) in states {
-            assert_eq!(store.list_attempts(id).await.unwrap().len(), attempts);
+            assert_eq!(
+                store.list_attempts(id, at(0)).await.unwrap().len(),
+                attempts
+            );
             let stored = job(&store, id).await;
             assert_eq!(stored.state, state);
             assert!(stored.updated_at <= at(-DAYS_10 + 1_000), "{stored:?}");
@@ -162,7 +172,10 @@ store_case!(
         assert!(gone(&store, old_done.id).await);
         for (id, state, attempts) in states {
             assert_eq!(job(&store, id).await.state, state);
-            assert_eq!(store.list_attempts(id).await.unwrap().len(), attempts);
+            assert_eq!(
+                store.list_attempts(id, at(0)).await.unwrap().len(),
+                attempts
+            );
         }
         let again = store.purge_finished(everything, everything, 100).await;
         assert_eq!(again.unwrap(), purged(0, 0, 0));
