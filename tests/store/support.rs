@@ -178,9 +178,9 @@ pub async fn create_due(store: &SharedStore, subscriber: &str, deliver_at: Times
     create(store, vec![job]).await.remove(0)
 }
 
-/// The stored job `id`, which must exist, read at [`START`]: before any lease the
-/// cases hand out expires (their claims are at or after it, under [`LEASE_MS`]
-/// leases), so it is as stored (see [`job_at`]).
+/// The stored job `id`, which must exist, read at [`START`]: as stored when its
+/// claims are at or after [`START`] (their [`LEASE_MS`] leases expire later); a case
+/// that claims earlier, or reads after an expiry, reads with [`job_at`].
 pub async fn job(store: &SharedStore, id: Uuid) -> Job {
     job_at(store, id, START).await
 }

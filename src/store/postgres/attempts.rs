@@ -1,4 +1,4 @@
-//! Attempt history in PostgreSQL: the statement (see [`crate::store::attempts`]).
+//! Attempt history in PostgreSQL: the statements (see [`crate::store::attempts`]).
 
 use crate::store::attempts::AttemptStatements;
 use sqlx::PgPool;

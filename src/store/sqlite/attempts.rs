@@ -1,4 +1,4 @@
-//! Attempt history in SQLite: the statement (see [`crate::store::attempts`]).
+//! Attempt history in SQLite: the statements (see [`crate::store::attempts`]).
 
 use super::Pools;
 use crate::store::attempts::AttemptStatements;
