@@ -19,10 +19,11 @@ fn job_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
 }
 
-async fn load(state: &AppState, id: Uuid) -> Result<Job, ApiError> {
+/// Job `id` as read at `now` (a job whose lease has expired is `retrying`).
+async fn load(state: &AppState, id: Uuid, now: Timestamp) -> Result<Job, ApiError> {
     state
         .store
-        .get_job(id)
+        .get_job(id, now)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
 }
@@ -34,16 +35,16 @@ fn not_waiting(job: &Job, action: &str, allowed: &str) -> ApiError {
     ))
 }
 
-/// Applies `event` to the job, conditional on its state not changing meanwhile (e.g.
-/// a worker claiming it); answers the job as it now is.
+/// Applies `event` at `now` to the job read at `now`, conditional on its state not
+/// changing meanwhile (e.g. a worker claiming it); answers the job as it now is.
 async fn apply(
     state: &AppState,
     job: Job,
     event: JobEvent,
+    now: Timestamp,
     action: &str,
     allowed: &str,
 ) -> Result<Json<JobView>, ApiError> {
-    let now = state.clock.now();
     let next = transition(&job.snapshot(), event, now).map_err(|error| match error {
         TransitionError::NotAllowed { .. } => not_waiting(&job, action, allowed),
         TransitionError::DeadlineNotAfterDelivery => ApiError::invalid(
@@ -57,10 +58,10 @@ async fn apply(
         .transition_waiting(job.id, job.version(), next, now)
         .await?
     {
-        let current = load(state, job.id).await?;
+        let current = load(state, job.id, now).await?;
         return Err(not_waiting(&current, action, allowed));
     }
-    let updated = load(state, job.id).await?;
+    let updated = load(state, job.id, now).await?;
     Ok(Json(JobView::new(updated, None, now)))
 }
 
@@ -81,11 +82,13 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Path(raw_id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    let job = load(&state, job_id(&raw_id)?).await?;
+    let now = state.clock.now();
+    let job = load(&state, job_id(&raw_id)?, now).await?;
     apply(
         &state,
         job,
         JobEvent::Cancel,
+        now,
         "cancelled",
         "scheduled or retrying",
     )
@@ -139,7 +142,8 @@ pub async fn reschedule_job(
     if !errors.is_empty() {
         return Err(ApiError::Invalid(errors));
     }
-    let job = load(&state, id).await?;
+    let now = state.clock.now();
+    let job = load(&state, id, now).await?;
     if job.state != JobState::Scheduled {
         return Err(not_waiting(&job, "rescheduled", "scheduled"));
     }
@@ -154,5 +158,5 @@ pub async fn reschedule_job(
         deliver_at: moved.deliver_at,
         deadline: moved.deadline,
     };
-    apply(&state, job, event, "rescheduled", "scheduled").await
+    apply(&state, job, event, now, "rescheduled", "scheduled").await
 }

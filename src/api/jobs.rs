@@ -134,12 +134,13 @@ pub async fn get_job(
     Path(raw_id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = job_id(&raw_id)?;
+    let now = state.clock.now();
     let job = state
         .store
-        .get_job(id)
+        .get_job(id, now)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
-    Ok(Json(job_view(&state, job, state.clock.now()).await?))
+    Ok(Json(job_view(&state, job, now).await?))
 }
 
 /// List jobs, newest first.
@@ -160,6 +161,7 @@ pub async fn list_jobs(
     let limit = pagination::limit(query.limit.as_deref())?;
     let after = pagination::decode_cursor(query.cursor.as_deref(), |k| Uuid::parse_str(k).ok())?;
     let filter = job_filter(&query)?;
+    let now = state.clock.now();
     let fetched = state
         .store
         .list_jobs(
@@ -168,9 +170,9 @@ pub async fn list_jobs(
                 after,
                 limit: limit + 1,
             },
+            now,
         )
         .await?;
-    let now = state.clock.now();
     let (jobs, next_cursor) = pagination::split(fetched, limit, |job| job.id.to_string());
     Ok(Json(Page {
         items: job_views(&state, jobs, now).await?,
@@ -202,10 +204,11 @@ pub async fn list_attempts(
     Path(raw_id): Path<String>,
 ) -> Result<Json<AttemptList>, ApiError> {
     let id = job_id(&raw_id)?;
-    if state.store.get_job(id).await?.is_none() {
+    let now = state.clock.now();
+    if state.store.get_job(id, now).await?.is_none() {
         return Err(ApiError::NotFound(format!("job {id} does not exist")));
     }
-    let attempts = state.store.list_attempts(id).await?;
+    let attempts = state.store.list_attempts(id, now).await?;
     Ok(Json(AttemptList {
         items: attempts.into_iter().map(AttemptView::from).collect(),
     }))

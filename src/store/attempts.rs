@@ -3,27 +3,64 @@
 
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
+use crate::domain::attempt::AttemptOutcome;
+use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
+use crate::store::claims::LEASE_EXPIRED_REASON;
 use crate::store::decode;
 use crate::store::dialect::Query;
 use crate::store::records::Attempt;
 use crate::store::transactions::Transactions;
 
-/// The statement of the attempt history, in the backend's dialect.
+/// The statements of the attempt history, in the backend's dialect.
 pub(crate) trait AttemptStatements: Transactions {
     /// Job `$1`'s attempts ([`AttemptRow`]), oldest first.
     const LIST: &'static str;
+    /// Job `$1`'s state, due time and fencing token ([`LeaseRow`]).
+    const LEASE: &'static str;
 }
 
-/// Job `job_id`'s attempts, oldest first.
+/// A job's lease, as its attempt history needs it.
+#[derive(sqlx::FromRow)]
+pub struct LeaseRow {
+    state: String,
+    due_at: Option<i64>,
+    lease_token: i64,
+}
+
+/// Job `job_id`'s attempts as read at `now`, oldest first, read in one snapshot with
+/// the job. The attempt of a lease that has expired at `now` (the job `in_flight`, its
+/// due time passed, the attempt under its token and still `in_progress`) reads as
+/// `unknown`, for [`LEASE_EXPIRED_REASON`], not finished (no result was recorded):
+/// what a claim or the sweep will record for it (docs/DESIGN.md §2.2).
 pub(crate) async fn list<S: AttemptStatements>(
     db: &S,
     job_id: Uuid,
+    now: Timestamp,
 ) -> Result<Vec<Attempt>, StoreError> {
-    let query = Query::new(S::LIST).text(job_id.to_string());
-    let rows: Vec<AttemptRow> = db.read_all(query).await?;
-    rows.into_iter().map(Attempt::try_from).collect()
+    let mut tx = db.snapshot().await?;
+    let lease: Option<LeaseRow> =
+        S::fetch_optional(&mut tx, Query::new(S::LEASE).text(job_id.to_string())).await?;
+    let rows: Vec<AttemptRow> =
+        S::fetch_all(&mut tx, Query::new(S::LIST).text(job_id.to_string())).await?;
+    S::commit(tx).await?;
+    let expired_token = lease
+        .filter(|l| {
+            l.state == JobState::InFlight.as_str() && l.due_at.is_some_and(|d| d <= now.as_millis())
+        })
+        .map(|l| l.lease_token);
+    rows.into_iter()
+        .map(|row| {
+            let mut attempt = Attempt::try_from(row)?;
+            if attempt.outcome == AttemptOutcome::InProgress
+                && expired_token == Some(attempt.lease_token)
+            {
+                attempt.outcome = AttemptOutcome::Unknown;
+                attempt.reason = Some(LEASE_EXPIRED_REASON.to_owned());
+            }
+            Ok(attempt)
+        })
+        .collect()
 }
 
 /// A row of `attempts`.

@@ -361,7 +361,8 @@ async fn alone_on_failure<S: CreateStatements>(
 fn repeat(stored: Job, stored_payload: String, new: &NewJob) -> Result<CreateOutcome, StoreError> {
     if same_json_value(&stored_payload, &new.payload) {
         Ok(CreateOutcome::Existing {
-            job: stored,
+            // As read when the repeat was made: an expired lease is `retrying`.
+            job: stored.as_of(new.created_at),
             payload: stored_payload,
         })
     } else {

@@ -11,7 +11,7 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, Admissions, CountedRow};
 use crate::store::dialect::Query;
-use crate::store::records::{AttemptFailure, StoreGauges, SubscriberStats};
+use crate::store::records::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 use crate::store::replays::ReplayStatements;
 use crate::store::transactions::Transactions;
 
@@ -23,6 +23,12 @@ pub struct Exists {}
 #[derive(sqlx::FromRow)]
 pub struct StateCount {
     state: String,
+    n: i64,
+}
+
+/// A count (one column `n`).
+#[derive(sqlx::FromRow)]
+pub struct Count {
     n: i64,
 }
 
@@ -68,6 +74,8 @@ pub struct FailureRow {
 pub(crate) trait FigureStatements: Transactions {
     /// Jobs per state ([`StateCount`]).
     const STATE_COUNTS_ALL: &'static str;
+    /// Jobs `in_flight` whose lease has expired at `$1` ([`Count`]).
+    const EXPIRED_LEASES_ALL: &'static str;
     /// The other gauges at `$1` ([`GaugeRow`]); `$2` is `$1` minus the objective.
     const GAUGES: &'static str;
     /// Subscriber `$1`'s limits and their use at `$2` ([`LoadRow`]).
@@ -76,6 +84,8 @@ pub(crate) trait FigureStatements: Transactions {
     const SUBSCRIBER_EXISTS: &'static str;
     /// Subscriber `$1`'s jobs per state ([`StateCount`]).
     const STATE_COUNTS: &'static str;
+    /// Subscriber `$1`'s jobs `in_flight` whose lease has expired at `$2` ([`Count`]).
+    const EXPIRED_LEASES: &'static str;
     /// The earliest due time of subscriber `$1`'s waiting jobs due at `$2`, and its
     /// latest delivered attempt ([`EligibleRow`]).
     const ELIGIBLE_AND_SUCCESS: &'static str;
@@ -111,11 +121,27 @@ pub(crate) async fn gauges<S: FigureStatements>(
     policy: &DestinationPolicy,
 ) -> Result<StoreGauges, StoreError> {
     let mut gauges = StoreGauges::default();
-    let counts: Vec<StateCount> = db.read_all(Query::new(S::STATE_COUNTS_ALL)).await?;
+    // The counts and the expired leases in one snapshot, so that the ones moved to
+    // `retrying` are among the `in_flight` ones counted.
+    let mut tx = db.snapshot().await?;
+    let counts: Vec<StateCount> = S::fetch_all(&mut tx, Query::new(S::STATE_COUNTS_ALL)).await?;
+    let expired: Count = S::fetch_one(
+        &mut tx,
+        Query::new(S::EXPIRED_LEASES_ALL).int(now.as_millis()),
+    )
+    .await?;
+    S::commit(tx).await?;
+    let mut by_state = JobCounts::default();
     for row in counts {
         let state: JobState = decode::named("state", &row.state)?;
-        gauges.jobs_by_state.push((state, decode::count(row.n)));
+        by_state.add(state, decode::count(row.n));
     }
+    by_state.lease_expired(decode::count(expired.n));
+    gauges.jobs_by_state = JobState::ALL
+        .into_iter()
+        .map(|state| (state, by_state.get(state)))
+        .filter(|&(_, n)| n > 0)
+        .collect();
     let slo_cutoff = now
         .as_millis()
         .saturating_sub(i64::try_from(slo_ms).unwrap_or(i64::MAX));
@@ -212,6 +238,9 @@ pub(crate) async fn subscriber_stats<S: FigureStatements>(
         let state: JobState = decode::named("state", &row.state)?;
         stats.jobs.add(state, decode::count(row.n));
     }
+    let query = Query::new(S::EXPIRED_LEASES).text(id).int(now.as_millis());
+    let expired: Count = S::fetch_one(&mut tx, query).await?;
+    stats.jobs.lease_expired(decode::count(expired.n));
     let query = Query::new(S::ELIGIBLE_AND_SUCCESS)
         .text(id)
         .int(now.as_millis());

@@ -1,46 +1,78 @@
 //! Jobs, for both backends: the row a read of a job decodes; reading one, listing
-//! them, and an operator's transition of a waiting one.
+//! them, and an operator's transition of a waiting one. Every read is as of a `now`:
+//! an `in_flight` job whose lease has expired is `retrying` (see [`Job::as_of`]).
 
 use uuid::Uuid;
 
-use crate::domain::{Timestamp, Transition};
+use crate::domain::{JobState, Timestamp, Transition};
 use crate::store::StoreError;
 use crate::store::decode;
-use crate::store::dialect::listing::job_listing;
+use crate::store::dialect::listing::job_listings;
 use crate::store::dialect::{Query, Value};
 use crate::store::records::{Job, JobFilter, JobVersion, LastError, LeaseInfo, PageRequest};
+use crate::store::sweep::{self, SweepStatements};
 use crate::store::transactions::Transactions;
 
 /// The statements of reading and changing one job, in the backend's dialect.
-pub(crate) trait JobStatements: Transactions {
+pub(crate) trait JobStatements: Transactions + SweepStatements {
     /// Job `$1` ([`JobRow`]).
     const GET: &'static str;
     /// An operator's transition of waiting job `$1` to state `$3`, due at `$4`, with
-    /// deadline `$5`, at `$6`; only if it is still as it was read (state `$2`,
-    /// `updated_at` `$7`, and `scheduled` or `retrying`).
+    /// deadline `$5`, at `$6`; only if it is still as it was read (`updated_at` `$7`,
+    /// and state `$2`, `scheduled` or `retrying` — or, read as `retrying`, still
+    /// `in_flight` with its lease expired at `$6`). Ends the lease, if any.
     const TRANSITION_WAITING: &'static str;
 }
 
-/// Job `id`, or `None`.
-pub(crate) async fn get<S: JobStatements>(db: &S, id: Uuid) -> Result<Option<Job>, StoreError> {
+/// Job `id` as read at `now`, or `None`.
+pub(crate) async fn get<S: JobStatements>(
+    db: &S,
+    id: Uuid,
+    now: Timestamp,
+) -> Result<Option<Job>, StoreError> {
     let query = Query::new(S::GET).text(id.to_string());
     let row: Option<JobRow> = db.read_optional(query).await?;
-    row.map(Job::try_from).transpose()
+    Ok(row
+        .map(Job::try_from)
+        .transpose()?
+        .map(|job| job.as_of(now)))
 }
 
-/// The jobs `filter` matches, newest first, strictly older than `page.after` (see
-/// [`job_listing`]).
+/// The jobs `filter` matches as read at `now`, newest first, strictly older than
+/// `page.after`, at most `page.limit` (see [`job_listings`]; its listings are read
+/// in one snapshot and merged).
 pub(crate) async fn list<S: Transactions>(
     db: &S,
     filter: &JobFilter,
     page: PageRequest<Uuid>,
+    now: Timestamp,
 ) -> Result<Vec<Job>, StoreError> {
-    let query = Query::from(job_listing(S::DIALECT, filter, &page));
-    let rows: Vec<JobRow> = db.read_all(query).await?;
-    rows.into_iter().map(Job::try_from).collect()
+    let mut listings = job_listings(S::DIALECT, filter, &page, now);
+    let rows: Vec<JobRow> = if listings.len() == 1 {
+        db.read_all(Query::from(listings.remove(0))).await?
+    } else {
+        let mut tx = db.snapshot().await?;
+        let mut rows = Vec::new();
+        for listing in listings {
+            rows.extend(S::fetch_all::<JobRow>(&mut tx, Query::from(listing)).await?);
+        }
+        S::commit(tx).await?;
+        rows
+    };
+    let mut jobs = rows
+        .into_iter()
+        .map(|row| Ok(Job::try_from(row)?.as_of(now)))
+        .collect::<Result<Vec<Job>, StoreError>>()?;
+    jobs.sort_by_key(|job| std::cmp::Reverse(job.id));
+    jobs.truncate(usize::try_from(page.limit).unwrap_or(usize::MAX));
+    Ok(jobs)
 }
 
-/// Applies `transition` to waiting job `id` if it is still as `seen`; whether it did.
+/// Applies `transition` to waiting job `id` at `now` if it is still as `seen`; whether
+/// it did. A job read as `retrying` because its lease had expired is still `in_flight`
+/// in the store: the write also ends that lease (so its worker's late result is
+/// fenced out, docs/DESIGN.md §2.2) and records its attempt as `unknown`, in the same
+/// transaction.
 pub(crate) async fn transition_waiting<S: JobStatements>(
     db: &S,
     id: Uuid,
@@ -48,15 +80,26 @@ pub(crate) async fn transition_waiting<S: JobStatements>(
     transition: Transition,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
+    let job_id = id.to_string();
     let query = Query::new(S::TRANSITION_WAITING)
-        .text(id.to_string())
+        .text(&job_id)
         .text(seen.state.as_str())
         .text(transition.to.as_str())
         .bind(Value::OptInt(transition.due_at.map(Timestamp::as_millis)))
         .int(transition.deadline.as_millis())
         .int(now.as_millis())
         .int(seen.updated_at.as_millis());
-    Ok(db.write_alone(query).await? == 1)
+    if seen.state != JobState::Retrying {
+        return Ok(db.write_alone(query).await? == 1);
+    }
+    let mut tx = db.write().await?;
+    let applied = S::execute(&mut tx, query).await? == 1;
+    if applied {
+        // An attempt is in progress only if the job's expired lease was just ended.
+        sweep::mark_attempt_unknown::<S>(&mut tx, &job_id, now).await?;
+    }
+    S::commit(tx).await?;
+    Ok(applied)
 }
 
 /// The columns [`JobRow`] reads, from `jobs j JOIN subscribers s`.

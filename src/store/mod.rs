@@ -101,21 +101,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// writes nothing. Outcomes are in the order of `jobs`.
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError>;
 
-    /// One job, or `None`.
-    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError>;
+    /// One job as read at `now` (see [`Job::as_of`]: a job whose lease has expired is
+    /// `retrying`), or `None`.
+    async fn get_job(&self, id: Uuid, now: Timestamp) -> Result<Option<Job>, StoreError>;
 
-    /// Jobs matching `filter`, newest first (descending id), strictly older than
-    /// `page.after`.
+    /// Jobs matching `filter` as read at `now` (see [`Job::as_of`]: `state = retrying`
+    /// includes the jobs whose lease has expired, `in_flight` excludes them), newest
+    /// first (descending id), strictly older than `page.after`.
     async fn list_jobs(
         &self,
         filter: &JobFilter,
         page: PageRequest<Uuid>,
+        now: Timestamp,
     ) -> Result<Vec<Job>, StoreError>;
 
     /// Applies an operator's `transition` (cancel, reschedule) to a waiting job, only if
     /// it is still as it was read (`seen`: same state, `scheduled` or `retrying`, and
-    /// unchanged since): a job claimed meanwhile is left alone. Returns whether it
-    /// applied.
+    /// unchanged since): a job claimed meanwhile is left alone. A job read as
+    /// `retrying` because its lease had expired must still have that expired lease at
+    /// `now`; the write ends it (the worker's late result is then fenced out) and
+    /// records its attempt as `unknown`. Returns whether it applied.
     async fn transition_waiting(
         &self,
         id: Uuid,
@@ -124,8 +129,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<bool, StoreError>;
 
-    /// The attempt history of a job, oldest first.
-    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError>;
+    /// The attempt history of a job as read at `now`, oldest first: the attempt of a
+    /// lease that has expired reads as `unknown` (docs/DESIGN.md §2.2).
+    async fn list_attempts(&self, job_id: Uuid, now: Timestamp)
+    -> Result<Vec<Attempt>, StoreError>;
 
     /// Atomically selects up to `limit` due jobs (`scheduled`/`retrying` whose due time
     /// has come, and `in_flight` whose lease expired) of enabled subscribers, before
@@ -260,7 +267,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     // --- operator queries and retention (ops) ---
 
     /// Subscriber `id`'s figures at `now` (see [`SubscriberStats`]): its jobs per
-    /// state, the earliest due time of its `scheduled`/`retrying` jobs due at `now`, its
+    /// state (a job whose lease has expired counts as `retrying`), the earliest due
+    /// time of its `scheduled`/`retrying` jobs due at `now`, its
     /// latest delivered attempt and its latest failed one (`retryable`, `terminal`,
     /// `blocked`), read in one snapshot; `None` when it does not exist.
     async fn subscriber_stats(

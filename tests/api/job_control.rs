@@ -4,6 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::app::metric;
 use crate::support::{TestApp, at, expect_fields, expect_json, expect_problem, job, spawn_app};
 
 async fn cancel(app: &TestApp, id: &str) -> crate::support::Reply {
@@ -146,4 +147,87 @@ async fn bad_reschedules_are_named() {
     let both = json!({"deliver_at": at(200_000_000), "deadline": at(300_000_000)});
     let moved = expect_json(&patch(&app, id, both).await, 200);
     assert_eq!(moved["deliver_at"], at(200_000_000), "both move together");
+}
+
+/// docs/DESIGN.md §2.2: a job whose lease expired (its worker died) is `retrying`,
+/// due at the lease's expiry, its attempt's outcome unknown, to every read (the job,
+/// listings and their filters, the attempts, the subscriber's stats, the metrics)
+/// before any claim or sweep takes it over; it can be cancelled, not moved.
+#[tokio::test]
+async fn a_job_whose_lease_expired_reads_retrying_and_can_be_cancelled() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app.create_job(&job("s", "e", json!({}))).await;
+    let id = created["id"].as_str().unwrap();
+    let path = format!("/v1/jobs/{id}");
+    let listed = |body: Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(app.claim().await.len(), 1, "claimed under a 30 s lease");
+    app.advance(29_999);
+    let live = expect_json(&app.get(&path).await, 200);
+    assert_eq!(live["state"], "in_flight", "{live}");
+
+    app.advance(1);
+    let expired = expect_json(&app.get(&path).await, 200);
+    assert_eq!(expired["state"], "retrying", "{expired}");
+    assert_eq!(expired["lease"], Value::Null, "{expired}");
+    assert_eq!(
+        expired["next_attempt_at"],
+        at(30_000),
+        "due at the lease's expiry"
+    );
+    assert_eq!(
+        expired["waiting_reason"],
+        Value::Null,
+        "due, waiting for a worker"
+    );
+    assert_eq!(expired["attempts"], 1);
+    let retrying = app.get_json("/v1/jobs?state=retrying").await;
+    assert_eq!(listed(retrying), [id]);
+    let in_flight = app.get_json("/v1/jobs?state=in_flight").await;
+    assert!(listed(in_flight).is_empty());
+    let attempts = app.attempts(&created).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["outcome"], "unknown", "{attempts:?}");
+    assert_eq!(
+        attempts[0]["reason"],
+        "the lease expired before a result was recorded"
+    );
+    let stats = app.get_json("/v1/subscribers/s/stats").await;
+    assert_eq!(stats["jobs"]["retrying"], 1, "{stats}");
+    assert_eq!(stats["jobs"]["in_flight"], 0, "{stats}");
+    let metrics = app.metrics().await;
+    assert_eq!(metric(&metrics, "deferhook_jobs{state=\"retrying\"}"), 1.0);
+    assert_eq!(metric(&metrics, "deferhook_jobs{state=\"in_flight\"}"), 0.0);
+
+    let moved = expect_problem(
+        &patch(&app, id, json!({"deliver_at": at(60_000)})).await,
+        409,
+    );
+    assert!(
+        moved["detail"].as_str().unwrap().contains("retrying"),
+        "{moved}"
+    );
+    let cancelled = expect_json(&cancel(&app, id).await, 200);
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["lease"], Value::Null);
+    let read = expect_json(&app.get(&path).await, 200);
+    assert_eq!(read["state"], "cancelled");
+    let attempts = app.attempts(&created).await;
+    assert_eq!(attempts[0]["outcome"], "unknown", "{attempts:?}");
+    assert_eq!(
+        attempts[0]["finished_at"],
+        at(30_000),
+        "recorded by the cancel"
+    );
+    assert!(
+        app.claim().await.is_empty(),
+        "a cancelled job is never claimed"
+    );
 }

@@ -73,17 +73,18 @@ impl Store for Outage {
         self.check()?;
         self.inner.create_jobs(jobs).await
     }
-    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+    async fn get_job(&self, id: Uuid, now: Timestamp) -> Result<Option<Job>, StoreError> {
         self.check()?;
-        self.inner.get_job(id).await
+        self.inner.get_job(id, now).await
     }
     async fn list_jobs(
         &self,
         filter: &JobFilter,
         page: PageRequest<Uuid>,
+        now: Timestamp,
     ) -> Result<Vec<Job>, StoreError> {
         self.check()?;
-        self.inner.list_jobs(filter, page).await
+        self.inner.list_jobs(filter, page, now).await
     }
     async fn transition_waiting(
         &self,
@@ -97,9 +98,13 @@ impl Store for Outage {
             .transition_waiting(id, seen, transition, now)
             .await
     }
-    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
+    async fn list_attempts(
+        &self,
+        job_id: Uuid,
+        now: Timestamp,
+    ) -> Result<Vec<Attempt>, StoreError> {
         self.check()?;
-        self.inner.list_attempts(job_id).await
+        self.inner.list_attempts(job_id, now).await
     }
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
         self.check()?;
@@ -262,7 +267,7 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
     let stored_after = answered.elapsed();
     assert_eq!(ran.attempted(), 1);
     assert_eq!(ran.completed[0].stored, Some(Fenced::Applied));
-    let job = inner.get_job(id).await.unwrap().unwrap();
+    let job = inner.get_job(id, app.now()).await.unwrap().unwrap();
     assert_eq!(job.state, deferhook::domain::JobState::Delivered);
     assert!(
         stored_after >= outage - Duration::from_millis(200),
@@ -277,7 +282,7 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
     app.advance(3_600_000);
     assert_eq!(app.run_pending().await.attempted(), 0);
     assert_eq!(receiver.requests().len(), 1, "the job was sent again");
-    let attempts = inner.list_attempts(id).await.unwrap();
+    let attempts = inner.list_attempts(id, app.now()).await.unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(
         attempts[0].outcome,

@@ -178,22 +178,39 @@ pub async fn create_due(store: &SharedStore, subscriber: &str, deliver_at: Times
     create(store, vec![job]).await.remove(0)
 }
 
-/// The stored job `id`, which must exist.
+/// The stored job `id`, which must exist, read at [`START`]: as stored when its
+/// claims are at or after [`START`] (their [`LEASE_MS`] leases expire later); a case
+/// that claims earlier, or reads after an expiry, reads with [`job_at`].
 pub async fn job(store: &SharedStore, id: Uuid) -> Job {
+    job_at(store, id, START).await
+}
+
+/// Job `id`, which must exist, as read at `now` (a job whose lease has expired is
+/// `retrying`).
+pub async fn job_at(store: &SharedStore, id: Uuid, now: Timestamp) -> Job {
     store
-        .get_job(id)
+        .get_job(id, now)
         .await
         .expect("get_job")
         .expect("the job exists")
 }
 
-/// Every job matching `filter`, newest first (one page of 1,000).
+/// Every job matching `filter`, newest first (one page of 1,000), read at [`START`]
+/// (see [`job`]).
 pub async fn list(store: &SharedStore, filter: JobFilter) -> Vec<Job> {
+    list_at(store, filter, START).await
+}
+
+/// Every job matching `filter` as read at `now`, newest first (one page of 1,000).
+pub async fn list_at(store: &SharedStore, filter: JobFilter, now: Timestamp) -> Vec<Job> {
     let page = PageRequest {
         after: None,
         limit: 1_000,
     };
-    store.list_jobs(&filter, page).await.expect("list_jobs")
+    store
+        .list_jobs(&filter, page, now)
+        .await
+        .expect("list_jobs")
 }
 
 /// Claims up to `limit` jobs at `now` as `owner` under a [`LEASE_MS`] lease.

@@ -4,16 +4,53 @@
 use uuid::Uuid;
 
 use super::{Dialect, Statement, Value};
-use crate::domain::JobState;
+use crate::domain::{JobState, Timestamp};
 use crate::store::jobs::JOB_COLUMNS;
 use crate::store::records::{JobFilter, PageRequest, uuid_v7_floor};
 
-/// The listing of jobs matching `filter`, newest first, strictly older than
-/// `page.after`.
-pub fn job_listing(dialect: Dialect, filter: &JobFilter, page: &PageRequest<Uuid>) -> Statement {
-    let mut query = Statement::new(dialect, "");
-    push_job_listing(&mut query, filter, page);
-    query
+/// Which `in_flight` rows a listing reads, by their lease at an instant: a job whose
+/// lease has expired reads as `retrying` (docs/DESIGN.md §2.2). A lease expires at the
+/// job's due time while it is in flight (`due_at`, which the claim and renewals set
+/// to the lease's expiry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseCondition {
+    /// Rows whose lease is live at the instant (`due_at` after it).
+    Live(Timestamp),
+    /// Rows whose lease expired at or before the instant (`due_at` at or before it).
+    Expired(Timestamp),
+}
+
+/// The listings whose rows together are the jobs `filter` matches as read at `now`,
+/// each newest first, strictly older than `page.after` and at most `page.limit`: one
+/// statement, except for `state = retrying`, which is the stored `retrying` jobs and
+/// the `in_flight` ones whose lease has expired — two statements, each read in id
+/// order through the state's index (one `OR` would sort every retrying job), which
+/// the caller merges by id. `state = in_flight` reads only live leases.
+pub fn job_listings(
+    dialect: Dialect,
+    filter: &JobFilter,
+    page: &PageRequest<Uuid>,
+    now: Timestamp,
+) -> Vec<Statement> {
+    let listing = |filter: &JobFilter, lease: Option<LeaseCondition>| {
+        let mut query = Statement::new(dialect, "");
+        push_job_listing(&mut query, filter, page, lease);
+        query
+    };
+    match filter.state {
+        Some(JobState::InFlight) => vec![listing(filter, Some(LeaseCondition::Live(now)))],
+        Some(JobState::Retrying) => {
+            let expired = JobFilter {
+                state: Some(JobState::InFlight),
+                ..filter.clone()
+            };
+            vec![
+                listing(filter, None),
+                listing(&expired, Some(LeaseCondition::Expired(now))),
+            ]
+        }
+        _ => vec![listing(filter, None)],
+    }
 }
 
 /// The index SQLite must use for `filter`: its planner has no statistics and, given a
@@ -35,14 +72,22 @@ fn listing_index(filter: &JobFilter) -> Option<&'static str> {
     }
 }
 
-/// Appends the [`job_listing`] query to `query` (e.g. after `EXPLAIN QUERY PLAN`).
+/// Appends one listing of [`job_listings`] to `query` (e.g. after `EXPLAIN QUERY
+/// PLAN`): the rows `filter` matches as stored (its `state` is the stored state), and
+/// with `lease` (given with `state = in_flight`), only those whose lease is live, or
+/// expired.
 ///
 /// Each filter is written so an index serves it: a state as a literal (SQLite uses a
 /// partial index only when the query's text implies its predicate), `dead_reason`
 /// through `jobs_dead_reason (dead_reason, id)`, `dead_at` bounds through
 /// `jobs_dead_at`, and creation bounds as bounds on the UUIDv7 id (the primary key and
-/// the `(…, id)` indexes).
-pub fn push_job_listing(query: &mut Statement, filter: &JobFilter, page: &PageRequest<Uuid>) {
+/// the `(…, id)` indexes); the lease is a condition on the rows read.
+pub fn push_job_listing(
+    query: &mut Statement,
+    filter: &JobFilter,
+    page: &PageRequest<Uuid>,
+    lease: Option<LeaseCondition>,
+) {
     let hint = listing_index(filter)
         .map(|index| query.dialect().index_hint(index))
         .unwrap_or_default();
@@ -51,6 +96,19 @@ pub fn push_job_listing(query: &mut Statement, filter: &JobFilter, page: &PageRe
          WHERE 1 = 1"
     ));
     push_job_conditions(query, filter);
+    match lease {
+        Some(LeaseCondition::Live(now)) => {
+            query
+                .push(" AND j.due_at > ")
+                .bind(Value::Int(now.as_millis()));
+        }
+        Some(LeaseCondition::Expired(now)) => {
+            query
+                .push(" AND j.due_at <= ")
+                .bind(Value::Int(now.as_millis()));
+        }
+        None => {}
+    }
     if let Some(after) = page.after {
         query
             .push(" AND j.id < ")

@@ -241,16 +241,17 @@ impl Store for PostgresStore {
         self.creates.submit(jobs).await
     }
 
-    async fn get_job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        shared::jobs::get(&self.db, id).await
+    async fn get_job(&self, id: Uuid, now: Timestamp) -> Result<Option<Job>, StoreError> {
+        shared::jobs::get(&self.db, id, now).await
     }
 
     async fn list_jobs(
         &self,
         filter: &JobFilter,
         page: PageRequest<Uuid>,
+        now: Timestamp,
     ) -> Result<Vec<Job>, StoreError> {
-        shared::jobs::list(&self.db, filter, page).await
+        shared::jobs::list(&self.db, filter, page, now).await
     }
 
     async fn transition_waiting(
@@ -263,8 +264,12 @@ impl Store for PostgresStore {
         shared::jobs::transition_waiting(&self.db, id, seen, transition, now).await
     }
 
-    async fn list_attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        shared::attempts::list(&self.db, job_id).await
+    async fn list_attempts(
+        &self,
+        job_id: Uuid,
+        now: Timestamp,
+    ) -> Result<Vec<Attempt>, StoreError> {
+        shared::attempts::list(&self.db, job_id, now).await
     }
 
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {

@@ -7,11 +7,14 @@ use crate::domain::{JobState, Timestamp};
 /// Figures for the gauges an on-call engineer alerts on (docs/DESIGN.md §7), read at one `now`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreGauges {
-    /// Jobs per state; states with no job are absent.
+    /// Jobs per state as read at `now` (a job whose lease has expired counts as
+    /// `retrying`, docs/DESIGN.md §2.2); states with no job are absent.
     pub jobs_by_state: Vec<(crate::domain::JobState, u64)>,
-    /// The earliest due time among due, unclaimed jobs of enabled subscribers.
+    /// The earliest due time among due, unclaimed jobs of enabled subscribers (a job
+    /// whose lease has expired is due since the expiry).
     pub oldest_eligible_since: Option<Timestamp>,
-    /// The earliest `deliver_at` among `retrying` jobs (retry age counts from it).
+    /// The earliest `deliver_at` among `retrying` jobs, those whose lease has expired
+    /// included (retry age counts from it).
     pub oldest_retrying_since: Option<Timestamp>,
     /// Non-terminal jobs eligible for longer than the delivery objective.
     pub past_slo: u64,
@@ -55,6 +58,27 @@ impl JobCounts {
         };
         *slot += n;
     }
+
+    /// Counts `n` of the `in_flight` jobs as `retrying`: their lease has expired, so a
+    /// reader sees them `retrying` (docs/DESIGN.md §2.2). At most the `in_flight`
+    /// count moves.
+    pub fn lease_expired(&mut self, n: u64) {
+        let n = n.min(self.in_flight);
+        self.in_flight -= n;
+        self.retrying += n;
+    }
+
+    /// The count of `state`.
+    pub fn get(&self, state: JobState) -> u64 {
+        match state {
+            JobState::Scheduled => self.scheduled,
+            JobState::InFlight => self.in_flight,
+            JobState::Retrying => self.retrying,
+            JobState::Delivered => self.delivered,
+            JobState::Dead => self.dead,
+            JobState::Cancelled => self.cancelled,
+        }
+    }
 }
 
 /// A failed attempt, as [`SubscriberStats::last_failure`] shows it.
@@ -76,10 +100,11 @@ pub struct AttemptFailure {
 /// ([`crate::store::Store::subscriber_stats`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubscriberStats {
-    /// Its jobs per state.
+    /// Its jobs per state (a job whose lease has expired counts as `retrying`).
     pub jobs: JobCounts,
     /// The earliest due time among its `scheduled`/`retrying` jobs whose due time has
-    /// come (`due_at <= now`); `None` when none is due.
+    /// come (`due_at <= now`; a job whose lease has expired is due since the expiry);
+    /// `None` when none is due.
     pub oldest_eligible_since: Option<Timestamp>,
     /// `finished_at` of its latest `delivered` attempt.
     pub last_success_at: Option<Timestamp>,

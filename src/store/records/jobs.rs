@@ -129,6 +129,25 @@ impl Job {
         }
     }
 
+    /// The job as a reader sees it at `now` (docs/DESIGN.md §2.2): an `in_flight` job
+    /// whose lease has expired (its due time, the lease's expiry, is at or before
+    /// `now`) is `retrying`, due at that expiry, with no lease, until a claim or the
+    /// sweep moves it; any other job is as stored. Every read of the store returns
+    /// jobs through this.
+    pub fn as_of(mut self, now: Timestamp) -> Job {
+        if self.lease_expired(now) {
+            self.state = JobState::Retrying;
+            self.lease = None;
+        }
+        self
+    }
+
+    /// True when the job is stored `in_flight` and its lease has expired at `now`
+    /// (a lease expires at its `expires_at`, the job's due time while in flight).
+    pub fn lease_expired(&self, now: Timestamp) -> bool {
+        self.state == JobState::InFlight && self.due_at.is_some_and(|due| due <= now)
+    }
+
     /// `next_attempt_at`: the due time of a retrying job.
     pub fn next_attempt_at(&self) -> Option<Timestamp> {
         (self.state == JobState::Retrying)

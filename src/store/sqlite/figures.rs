@@ -60,11 +60,16 @@ const NEXT_WAKE: &str = "SELECT \
 const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
 
 /// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
+/// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
+/// `retrying` (docs/DESIGN.md §2.2).
 const GAUGES: &str = "SELECT \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-             WHERE j.state IN ('scheduled', 'retrying') AND j.due_at <= ?1 \
+             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
              AND s.enabled = 1) AS oldest_eligible, \
-           (SELECT MIN(deliver_at) FROM jobs WHERE state = 'retrying') AS oldest_retrying, \
+           (SELECT MIN(deliver_at) FROM ( \
+             SELECT deliver_at FROM jobs WHERE state = 'retrying' \
+             UNION ALL SELECT deliver_at FROM jobs INDEXED BY jobs_in_flight_subscriber \
+             WHERE state = 'in_flight' AND due_at <= ?1) AS r) AS oldest_retrying, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
              AND deliver_at <= ?2) AS past_slo, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
@@ -82,6 +87,15 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
           AND a.started_at > ?2 - 1000) END AS last_started_at \
          FROM subscribers s WHERE s.id = ?1";
 
+/// Jobs `in_flight` whose lease has expired at `?1` (read as `retrying`).
+pub(super) const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \
+    INDEXED BY jobs_in_flight_subscriber WHERE state = 'in_flight' AND due_at <= ?1";
+
+/// Jobs of subscriber `?1` `in_flight` whose lease has expired at `?2`.
+pub(super) const EXPIRED_LEASES: &str = "SELECT COUNT(*) AS n FROM jobs \
+    INDEXED BY jobs_in_flight_subscriber \
+    WHERE subscriber_id = ?1 AND state = 'in_flight' AND due_at <= ?2";
+
 /// Whether subscriber `?1` exists.
 pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
 
@@ -89,11 +103,13 @@ pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id =
 pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
     INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
 
-/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2`, and its latest
+/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2` (an expired
+/// lease's included: its job is `retrying`, due at the expiry), and its latest
 /// delivered attempt (`attempts_subscriber_finished`, newest first).
 pub(super) const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
     (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
-     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying') AND due_at <= ?2) \
+     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying', 'in_flight') \
+     AND due_at <= ?2) \
      AS oldest_eligible, \
     (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
      WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
@@ -130,10 +146,12 @@ impl FigureStatements for Pools {
           OR d.key IN (SELECT destination FROM jobs INDEXED BY jobs_in_flight_destination \
                        WHERE state = 'in_flight' AND due_at > ?1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const EXPIRED_LEASES_ALL: &'static str = EXPIRED_LEASES_ALL;
     const GAUGES: &'static str = GAUGES;
     const LOAD: &'static str = LOAD;
     const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
     const STATE_COUNTS: &'static str = STATE_COUNTS;
+    const EXPIRED_LEASES: &'static str = EXPIRED_LEASES;
     const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
     const LAST_FAILURE: &'static str = LAST_FAILURE;
 

@@ -142,7 +142,7 @@ mod tests {
         let again = store.record_outcome(record(0), finished).await.unwrap();
         assert_eq!(again, Fenced::Late);
         for job in &claimed {
-            let stored = store.get_job(job.job_id).await.unwrap().unwrap();
+            let stored = store.get_job(job.job_id, finished).await.unwrap().unwrap();
             assert_eq!(stored.state, JobState::Delivered);
         }
     }

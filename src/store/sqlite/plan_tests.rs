@@ -9,8 +9,8 @@ use uuid::Uuid;
 use super::{SqliteStore, binds, figures, maintenance};
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::Sealer;
-use crate::store::dialect::listing::push_job_listing;
-use crate::store::dialect::{Dialect, Query, Statement};
+use crate::store::dialect::listing::job_listings;
+use crate::store::dialect::{Dialect, Part, Query, Statement};
 use crate::store::records::{JobFilter, PageRequest};
 
 async fn store() -> SqliteStore {
@@ -22,6 +22,27 @@ async fn store() -> SqliteStore {
 /// `EXPLAIN QUERY PLAN `, to which a statement is appended.
 fn explain() -> Statement {
     Statement::new(Dialect::Sqlite, "EXPLAIN QUERY PLAN ")
+}
+
+/// The statements a listing of `filter` runs at `now`, each after `EXPLAIN QUERY PLAN`.
+fn explained_listings(
+    filter: &JobFilter,
+    page: &PageRequest<Uuid>,
+    now: Timestamp,
+) -> Vec<Statement> {
+    job_listings(Dialect::Sqlite, filter, page, now)
+        .into_iter()
+        .map(|listing| {
+            let mut query = explain();
+            for part in listing.parts() {
+                match part {
+                    Part::Sql(sql) => query.push(sql),
+                    Part::Bind(value) => query.bind(value.clone()),
+                };
+            }
+            query
+        })
+        .collect()
 }
 
 /// The `detail` column of `EXPLAIN QUERY PLAN` for `query`.
@@ -59,17 +80,19 @@ fn uses_an_index(line: &str) -> bool {
         || line.contains(" USING INTEGER PRIMARY KEY")
 }
 
-/// Every combination of the listing's filters (each one on or off), with and without a
-/// cursor.
+/// Every combination of the listing's filters (each one on or off, the state `dead`,
+/// `retrying` — stored, and expired leases — or `in_flight`), with and without a cursor.
 fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
     let at = Timestamp::from_millis(1_796_040_000_000);
     let mut cases = Vec::new();
-    for bits in 0u32..(1 << 7) {
+    for (bits, state) in (0u32..(1 << 7)).flat_map(|bits| {
+        [JobState::Dead, JobState::Retrying, JobState::InFlight].map(|state| (bits, state))
+    }) {
         let on = |bit: u32| bits & (1 << bit) != 0;
         let filter = JobFilter {
             event_id: on(0).then(|| "e".to_owned()),
             subscriber_id: on(1).then(|| "s".to_owned()),
-            state: on(2).then_some(JobState::Dead),
+            state: on(2).then_some(state),
             dead_reason: on(3).then_some(DeadReason::MaxAttempts),
             created_after: on(4).then_some(at),
             created_before: on(4).then_some(at.plus_ms(60_000)),
@@ -88,26 +111,27 @@ fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
 #[tokio::test]
 async fn every_listing_reads_jobs_through_an_index() {
     let store = store().await;
+    let now = Timestamp::from_millis(1_796_040_000_000);
     for (name, filter, page) in every_filter() {
-        let mut query = explain();
-        push_job_listing(&mut query, &filter, &page);
-        let plan = plan(&store, query).await;
-        let jobs = reads(&plan, "jobs", "j");
-        assert!(!jobs.is_empty(), "{name}: no read of jobs in {plan:?}");
-        for line in &jobs {
-            assert!(uses_an_index(line), "{name}: `{line}` in {plan:?}");
-        }
-        // A selective filter searches; only an unfiltered or state-only listing may
-        // walk an index from its end (newest first, stopping at the page's size).
-        let selective = filter.event_id.is_some()
-            || filter.subscriber_id.is_some()
-            || filter.implies_dead()
-            || filter.created_after.is_some();
-        if selective {
-            assert!(
-                jobs.iter().all(|line| line.starts_with("SEARCH ")),
-                "{name}: {plan:?}"
-            );
+        for query in explained_listings(&filter, &page, now) {
+            let plan = plan(&store, query).await;
+            let jobs = reads(&plan, "jobs", "j");
+            assert!(!jobs.is_empty(), "{name}: no read of jobs in {plan:?}");
+            for line in &jobs {
+                assert!(uses_an_index(line), "{name}: `{line}` in {plan:?}");
+            }
+            // A selective filter searches; only an unfiltered or state-only listing may
+            // walk an index from its end (newest first, stopping at the page's size).
+            let selective = filter.event_id.is_some()
+                || filter.subscriber_id.is_some()
+                || filter.implies_dead()
+                || filter.created_after.is_some();
+            if selective {
+                assert!(
+                    jobs.iter().all(|line| line.starts_with("SEARCH ")),
+                    "{name}: {plan:?}"
+                );
+            }
         }
     }
 }
@@ -126,16 +150,19 @@ async fn a_listing_by_any_state_searches_jobs_state() {
                 after: None,
                 limit: 101,
             };
-            let mut query = explain();
-            push_job_listing(&mut query, &filter, &page);
-            let plan = plan(&store, query).await;
-            let jobs = reads(&plan, "jobs", "j");
-            assert_eq!(jobs.len(), 1, "{filter:?}: {plan:?}");
-            assert!(jobs[0].starts_with("SEARCH "), "{filter:?}: {plan:?}");
-            assert!(
-                !plan.iter().any(|line| line.contains("TEMP B-TREE")),
-                "{filter:?}: sorts instead of reading in id order: {plan:?}"
-            );
+            // `retrying` is two listings (stored; expired leases), each read in id
+            // order.
+            let now = Timestamp::from_millis(1_796_040_000_000);
+            for query in explained_listings(&filter, &page, now) {
+                let plan = plan(&store, query).await;
+                let jobs = reads(&plan, "jobs", "j");
+                assert_eq!(jobs.len(), 1, "{filter:?}: {plan:?}");
+                assert!(jobs[0].starts_with("SEARCH "), "{filter:?}: {plan:?}");
+                assert!(
+                    !plan.iter().any(|line| line.contains("TEMP B-TREE")),
+                    "{filter:?}: sorts instead of reading in id order: {plan:?}"
+                );
+            }
         }
     }
 }
@@ -158,9 +185,9 @@ async fn dead_letter_filters_use_their_indexes() {
         limit: 10,
     };
     for (filter, index) in [(by_reason, "jobs_dead_reason"), (by_time, "jobs_dead_at")] {
-        let mut query = explain();
-        push_job_listing(&mut query, &filter, &page);
-        let plan = plan(&store, query).await;
+        let mut queries = explained_listings(&filter, &page, at);
+        assert_eq!(queries.len(), 1);
+        let plan = plan(&store, queries.remove(0)).await;
         assert!(
             reads(&plan, "jobs", "j")
                 .iter()
@@ -175,6 +202,12 @@ async fn operator_queries_read_through_indexes() {
     let store = store().await;
     for (sql, table, index) in [
         (figures::STATE_COUNTS, "jobs", "jobs_subscriber_state"),
+        (
+            figures::EXPIRED_LEASES_ALL,
+            "jobs",
+            "jobs_in_flight_subscriber",
+        ),
+        (figures::EXPIRED_LEASES, "jobs", "jobs_in_flight_subscriber"),
         (
             figures::ELIGIBLE_AND_SUCCESS,
             "jobs",

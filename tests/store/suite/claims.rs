@@ -90,7 +90,7 @@ store_case!(
         assert_eq!(stored.lease, Some(lease));
         assert_eq!(stored.snapshot(), snapshot);
 
-        let attempts = store.list_attempts(new.id).await.unwrap();
+        let attempts = store.list_attempts(new.id, at(0)).await.unwrap();
         let in_progress = Attempt {
             number: 1,
             started_at: at(0),
@@ -194,7 +194,10 @@ store_case!(
         let expected: HashSet<Uuid> = jobs.iter().map(|j| j.id).collect();
         assert_eq!(unique, expected);
         for created in &jobs {
-            assert_eq!(store.list_attempts(created.id).await.unwrap().len(), 1);
+            assert_eq!(
+                store.list_attempts(created.id, at(0)).await.unwrap().len(),
+                1
+            );
         }
     }
 );

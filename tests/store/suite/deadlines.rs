@@ -114,7 +114,7 @@ store_case!(
         let dead = job(&store, jobs[0].id).await;
         assert_deadline_dead(&dead, expiry);
         assert_eq!(dead.attempts, 1);
-        let attempts = store.list_attempts(jobs[0].id).await.unwrap();
+        let attempts = store.list_attempts(jobs[0].id, at(0)).await.unwrap();
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].outcome, AttemptOutcome::Unknown);
         assert_eq!(attempts[0].finished_at, Some(expiry));
@@ -128,7 +128,7 @@ store_case!(
         let fenced = store.record_outcomes(&[late], at(30_500)).await.unwrap();
         assert_eq!(fenced, [Fenced::Late]);
         assert_eq!(job(&store, jobs[0].id).await, dead);
-        let attempts = store.list_attempts(jobs[0].id).await.unwrap();
+        let attempts = store.list_attempts(jobs[0].id, at(0)).await.unwrap();
         assert_eq!(attempts[0].outcome, AttemptOutcome::Delivered);
     }
 );
@@ -209,7 +209,7 @@ store_case!(
         assert_eq!(waiting.due_at, Some(claimed.lease_expires_at));
         assert_eq!(waiting.lease, None);
         assert_eq!(waiting.dead_reason, None);
-        let attempts = store.list_attempts(jobs[0].id).await.unwrap();
+        let attempts = store.list_attempts(jobs[0].id, at(0)).await.unwrap();
         assert_eq!(attempts[0].outcome, AttemptOutcome::Unknown);
         // Resumed, the next claim is a possible duplicate.
         set_enabled(&store, "paused", true, claimed.lease_expires_at).await;

@@ -35,7 +35,7 @@ store_case!(
         assert_eq!(stored.updated_at, at(450));
         assert_eq!((stored.dead_at, stored.dead_reason), (None, None));
         assert_eq!(stored.last_error, None);
-        let attempts = store.list_attempts(created.id).await.unwrap();
+        let attempts = store.list_attempts(created.id, at(0)).await.unwrap();
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].outcome, AttemptOutcome::Delivered);
         assert_eq!(attempts[0].status, Some(204));
@@ -80,7 +80,7 @@ store_case!(
             body_excerpt: Some("try later".into()),
         };
         assert_eq!(stored.last_error, Some(last_error.clone()));
-        let attempt = &store.list_attempts(created.id).await.unwrap()[0];
+        let attempt = &store.list_attempts(created.id, at(0)).await.unwrap()[0];
         assert_eq!(attempt.outcome, AttemptOutcome::Retryable);
         assert_eq!(attempt.status, Some(503));
         assert_eq!(attempt.error_class, Some(ErrorClass::Http5xx));
@@ -198,7 +198,7 @@ store_case!(
             before,
             "the job did not move"
         );
-        let attempts = store.list_attempts(created.id).await.unwrap();
+        let attempts = store.list_attempts(created.id, at(0)).await.unwrap();
         assert_eq!(
             attempts[0].outcome,
             AttemptOutcome::Delivered,
@@ -276,7 +276,7 @@ store_case!(
             before,
             "nothing of the batch applied"
         );
-        let attempts = store.list_attempts(created.id).await.unwrap();
+        let attempts = store.list_attempts(created.id, at(0)).await.unwrap();
         assert_eq!(attempts[0].outcome, AttemptOutcome::InProgress);
     }
 );
@@ -352,7 +352,7 @@ store_case!(
 
         assert_eq!(fenced, [Fenced::Applied, Fenced::Late]);
         assert_eq!(job(&store, job_a.id).await.state, JobState::Delivered);
-        let attempts = store.list_attempts(job_a.id).await.unwrap();
+        let attempts = store.list_attempts(job_a.id, at(0)).await.unwrap();
         assert_eq!(attempts[0].outcome, AttemptOutcome::Delivered);
     }
 );

@@ -240,7 +240,7 @@ async fn pages(store: &SharedStore, filter: &JobFilter, limit: u32) -> Vec<Vec<U
     // Bounded, so a cursor that repeats fails the case instead of hanging it.
     for _ in 0..10 {
         let page = PageRequest { after, limit };
-        let items = store.list_jobs(filter, page).await.unwrap();
+        let items = store.list_jobs(filter, page, at(0)).await.unwrap();
         let Some(last) = items.last() else {
             return pages;
         };

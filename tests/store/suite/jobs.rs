@@ -58,7 +58,7 @@ store_case!(
             subscriber_enabled: true,
         };
         assert_eq!(expect_created(&outcomes[0]), &expected);
-        assert_eq!(store.get_job(new.id).await.unwrap(), Some(expected));
+        assert_eq!(store.get_job(new.id, at(0)).await.unwrap(), Some(expected));
     }
 );
 
@@ -87,7 +87,7 @@ store_case!(
         let (job, payload) = expect_existing(&outcomes[0]);
         assert_eq!(job, &created);
         assert_eq!(payload.as_bytes(), C07.as_bytes());
-        assert_eq!(store.get_job(repeat.id).await.unwrap(), None);
+        assert_eq!(store.get_job(repeat.id, at(0)).await.unwrap(), None);
         assert_eq!(ids(&list(&store, JobFilter::default()).await), [first.id]);
         assert_eq!(job.deliver_at, at(0));
         // The bytes that go out are the ones that came in.
@@ -127,7 +127,7 @@ store_case!(
             other => panic!("expected PayloadConflict, got {other:?}"),
         }
         assert_eq!(
-            store.get_job(fresh.id).await.unwrap(),
+            store.get_job(fresh.id, at(0)).await.unwrap(),
             None,
             "nothing written"
         );
@@ -148,7 +148,7 @@ store_case!(
             Err(StoreError::UnknownSubscriber(id)) => assert_eq!(id, "ghost"),
             other => panic!("expected UnknownSubscriber, got {other:?}"),
         }
-        assert_eq!(store.get_job(known.id).await.unwrap(), None);
+        assert_eq!(store.get_job(known.id, at(0)).await.unwrap(), None);
         assert!(list(&store, JobFilter::default()).await.is_empty());
         // Nothing was half-written: the same job can now be created as new.
         let outcomes = store.create_jobs(vec![known.clone()]).await.unwrap();
@@ -203,7 +203,7 @@ store_case!(
         let (again, payload) = expect_existing(&outcomes[2]);
         assert_eq!(again.id, fresh.id);
         assert_eq!(payload, fresh.payload);
-        assert_eq!(store.get_job(fresh_again.id).await.unwrap(), None);
+        assert_eq!(store.get_job(fresh_again.id, at(0)).await.unwrap(), None);
         assert_eq!(list(&store, JobFilter::default()).await.len(), 2);
     }
 );

@@ -119,7 +119,7 @@ store_case!(
         assert_eq!(stored.lease, None);
         assert_eq!(stored.attempts, 1);
         assert_eq!(stored.last_error, None);
-        let first = &store.list_attempts(created.id).await.unwrap()[0];
+        let first = &store.list_attempts(created.id, at(0)).await.unwrap()[0];
         assert_eq!(first.outcome, AttemptOutcome::Unknown);
         assert_eq!(first.finished_at, Some(at(2_000)));
         assert_eq!(first.reason.as_deref(), Some("released at shutdown"));
@@ -131,7 +131,7 @@ store_case!(
         assert!(!next.reclaimed_expired_lease);
         assert!(next.lease_token > claimed.lease_token);
         assert_eq!(next.lease_expires_at, at(2_000).plus_ms(LEASE_MS));
-        let attempts = store.list_attempts(created.id).await.unwrap();
+        let attempts = store.list_attempts(created.id, at(0)).await.unwrap();
         assert_eq!(attempts.len(), 2);
         assert!(attempts[1].possible_duplicate);
         assert_eq!(attempts[1].outcome, AttemptOutcome::InProgress);
@@ -169,7 +169,7 @@ store_case!(
         assert_eq!(third.attempt, 3);
         assert!(!third.possible_duplicate);
         let flags: Vec<bool> = store
-            .list_attempts(created.id)
+            .list_attempts(created.id, at(0))
             .await
             .unwrap()
             .iter()

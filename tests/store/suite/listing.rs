@@ -19,8 +19,8 @@ fn filter(event: Option<&str>, subscriber: Option<&str>, state: Option<JobState>
 store_case!(get_unknown_job_is_none, async |store: SharedStore| {
     add_subscriber(&store, "orders").await;
     create(&store, vec![new_job("orders", "e", at(0), at(60_000))]).await;
-    assert_eq!(store.get_job(fresh_id()).await.unwrap(), None);
-    assert_eq!(store.get_job(Uuid::nil()).await.unwrap(), None);
+    assert_eq!(store.get_job(fresh_id(), at(0)).await.unwrap(), None);
+    assert_eq!(store.get_job(Uuid::nil(), at(0)).await.unwrap(), None);
 });
 
 store_case!(
@@ -114,7 +114,7 @@ store_case!(
         // Bounded, so a cursor that repeats fails the test instead of hanging it.
         for _ in 0..10 {
             let page = PageRequest { after, limit: 10 };
-            let items = store.list_jobs(&only_s1, page).await.unwrap();
+            let items = store.list_jobs(&only_s1, page, at(0)).await.unwrap();
             sizes.push(items.len());
             let Some(last) = items.last() else { break };
             after = Some(last.id);

@@ -6,6 +6,7 @@ pub mod claims;
 pub mod control;
 pub mod deadlines;
 pub mod destinations;
+pub mod expired_leases;
 pub mod fencing;
 pub mod filters;
 pub mod jobs;

@@ -30,7 +30,10 @@ store_case!(
             stored.lease.map(|l| (l.owner, l.token)),
             Some((OWNER.into(), first.lease_token))
         );
-        assert_eq!(store.list_attempts(created.id).await.unwrap().len(), 1);
+        assert_eq!(
+            store.list_attempts(created.id, at(0)).await.unwrap().len(),
+            1
+        );
     }
 );
 
@@ -51,7 +54,7 @@ store_case!(an_expired_lease_is_reclaimed, async |store: SharedStore| {
     assert_eq!(second.lease_expires_at, expiry.plus_ms(LEASE_MS));
     assert_eq!(second.snapshot.attempts, 2);
 
-    let attempts = store.list_attempts(created.id).await.unwrap();
+    let attempts = store.list_attempts(created.id, at(0)).await.unwrap();
     assert_eq!(attempts.len(), 2);
     let (old, new) = (&attempts[0], &attempts[1]);
     assert_eq!(old.number, 1);
@@ -121,7 +124,7 @@ store_case!(
             Some(deferhook::domain::DeadReason::MaxAttempts)
         );
         assert_eq!(dead.attempts, 1);
-        let attempts = store.list_attempts(new.id).await.unwrap();
+        let attempts = store.list_attempts(new.id, at(0)).await.unwrap();
         assert_eq!(
             attempts[0].outcome,
             deferhook::domain::attempt::AttemptOutcome::Unknown

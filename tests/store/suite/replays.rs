@@ -197,7 +197,10 @@ store_case!(
         assert_eq!((requeued.dead_reason, requeued.dead_at), (None, None));
         assert_eq!(requeued.event_id, "tried");
         assert_eq!(requeued.attempts, 1, "the attempt count is history");
-        assert_eq!(store.list_attempts(first[0].id).await.unwrap().len(), 1);
+        assert_eq!(
+            store.list_attempts(first[0].id, at(0)).await.unwrap().len(),
+            1
+        );
 
         assert_eq!(store.advance_replays(at(10_199)).await.unwrap().requeued, 0);
         // Once the requeued job is taken, the worker's next wake-up is the next burst.
@@ -392,7 +395,7 @@ store_case!(
             assert_eq!(dead.attempts, 2 + 2 * round);
             assert_eq!(dead.dead_reason, Some(DeadReason::MaxAttempts));
             assert_eq!(
-                store.list_attempts(id).await.unwrap().len() as u32,
+                store.list_attempts(id, at(0)).await.unwrap().len() as u32,
                 2 + 2 * round
             );
             now = now.plus_ms(10);
@@ -426,7 +429,7 @@ store_case!(
             (ReplayState::Done, 3, 1, 0)
         );
         assert_eq!(job(&store, dead[0].id).await.state, JobState::InFlight);
-        assert!(store.get_job(dead[1].id).await.unwrap().is_none());
+        assert!(store.get_job(dead[1].id, at(0)).await.unwrap().is_none());
     }
 );
 

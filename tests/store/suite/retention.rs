@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::finish::{Fate, finish, job_created_at};
-use crate::support::{add_subscriber, at, claim, create, delivered, job, new_job};
+use crate::support::{add_subscriber, at, claim, create, delivered, job_at, new_job};
 
 /// Ten days, in milliseconds.
 const DAYS_10: i64 = 864_000_000;
@@ -27,12 +27,12 @@ fn purged(delivered: u64, cancelled: u64, dead: u64) -> PurgedJobs {
 }
 
 async fn gone(store: &SharedStore, id: Uuid) -> bool {
-    let attempts = store.list_attempts(id).await.unwrap();
-    store.get_job(id).await.unwrap().is_none() && attempts.is_empty()
+    let attempts = store.list_attempts(id, at(0)).await.unwrap();
+    store.get_job(id, at(0)).await.unwrap().is_none() && attempts.is_empty()
 }
 
 async fn kept(store: &SharedStore, id: Uuid) -> bool {
-    store.get_job(id).await.unwrap().is_some()
+    store.get_job(id, at(0)).await.unwrap().is_some()
 }
 
 store_case!(
@@ -57,7 +57,14 @@ store_case!(
         )
         .await
         .id;
-        assert_eq!(store.list_attempts(old_delivered).await.unwrap().len(), 1);
+        assert_eq!(
+            store
+                .list_attempts(old_delivered, at(0))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         // Last updated at the cutoff itself: kept (the bound is exclusive).
         let first = store
@@ -69,7 +76,7 @@ store_case!(
         assert!(gone(&store, old_delivered).await);
         assert!(gone(&store, old_cancelled).await);
         assert!(kept(&store, recent).await);
-        assert_eq!(store.list_attempts(recent).await.unwrap().len(), 1);
+        assert_eq!(store.list_attempts(recent, at(0)).await.unwrap().len(), 1);
         assert!(
             kept(&store, dead).await,
             "dead jobs follow their own setting"
@@ -148,9 +155,11 @@ store_case!(
             (in_flight.id, JobState::InFlight, 1),
             (scheduled.id, JobState::Scheduled, 0),
         ];
+        // Read while the in-flight job's lease is live (later it reads `retrying`).
+        let seen = at(-DAYS_10 + 1_000);
         for (id, state, attempts) in states {
-            assert_eq!(store.list_attempts(id).await.unwrap().len(), attempts);
-            let stored = job(&store, id).await;
+            assert_eq!(store.list_attempts(id, seen).await.unwrap().len(), attempts);
+            let stored = job_at(&store, id, seen).await;
             assert_eq!(stored.state, state);
             assert!(stored.updated_at <= at(-DAYS_10 + 1_000), "{stored:?}");
         }
@@ -161,8 +170,8 @@ store_case!(
         assert_eq!(swept.unwrap(), purged(1, 0, 0));
         assert!(gone(&store, old_done.id).await);
         for (id, state, attempts) in states {
-            assert_eq!(job(&store, id).await.state, state);
-            assert_eq!(store.list_attempts(id).await.unwrap().len(), attempts);
+            assert_eq!(job_at(&store, id, seen).await.state, state);
+            assert_eq!(store.list_attempts(id, seen).await.unwrap().len(), attempts);
         }
         let again = store.purge_finished(everything, everything, 100).await;
         assert_eq!(again.unwrap(), purged(0, 0, 0));
