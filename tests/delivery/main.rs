@@ -30,6 +30,7 @@ mod replay;
 mod retry_after;
 mod secrets;
 mod signing;
+mod skewed_clocks;
 mod store_outage;
 mod targets;
 mod worker_slots;
