@@ -85,6 +85,8 @@ impl ClockSync {
         base: Arc<dyn Clock>,
         settings: ClockSyncSettings,
     ) -> Option<ClockSync> {
+        // The recorder first, so that the offset set here is not lost.
+        metrics::install();
         let mut sync = ClockSync {
             clock: Arc::new(OffsetClock::new(base)),
             store,

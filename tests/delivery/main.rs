@@ -15,6 +15,7 @@ mod receiver;
 mod setup;
 
 mod basics;
+mod black_box_clocks;
 mod burst;
 mod destinations_circuit;
 mod destinations_limit;
