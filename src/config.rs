@@ -16,6 +16,7 @@ pub use crate::cli::command::{Cli, Command, LogFormat};
 
 use crate::api::ApiSettings;
 use crate::api::auth::{ApiToken, ApiTokens};
+use crate::clock_sync::ClockSyncSettings;
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::retention::RetentionSettings;
@@ -188,6 +189,13 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
     pub delivery_slo_ms: u64,
+    /// Warn in the log when this machine's clock and the database's differ by more
+    /// than this, in milliseconds. On PostgreSQL each instance measures the offset at
+    /// start and every 30 s and works on the database's time
+    /// (`deferhook_clock_offset_seconds`); SQLite shares this machine's clock.
+    #[arg(long, env = "DEFERHOOK_CLOCK_OFFSET_WARN_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub clock_offset_warn_ms: u64,
     /// Most jobs requeued per second by all running replays together, across all
     /// instances (a replay's `rate_per_second` counts against it until it ends).
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
@@ -316,6 +324,14 @@ impl ServeArgs {
         Duration::from_millis(self.shutdown_grace_ms)
     }
 
+    /// How the instance's clock is set by the database's (docs/DESIGN.md §12).
+    pub fn clock_sync_settings(&self) -> ClockSyncSettings {
+        ClockSyncSettings {
+            warn_ms: self.clock_offset_warn_ms,
+            ..ClockSyncSettings::default()
+        }
+    }
+
     /// The retention task's settings (`0` in a flag: keep that kind forever).
     pub fn retention_settings(&self) -> RetentionSettings {
         RetentionSettings {
@@ -411,6 +427,8 @@ mod tests {
         assert_eq!(args.max_in_flight, None);
         assert_eq!(args.memory_budget_mb, 512);
         assert_eq!(args.delivery_slo_ms, 60_000);
+        assert_eq!(args.clock_offset_warn_ms, 1_000);
+        assert_eq!(args.clock_sync_settings().warn_ms, 1_000);
         assert_eq!(args.retain_finished_ms, 604_800_000);
         assert_eq!(args.retain_dead_ms, 2_592_000_000);
         let retention = args.retention_settings();
@@ -523,6 +541,8 @@ mod tests {
             ["deferhook", "serve", "--max-in-flight", "0"],
             ["deferhook", "serve", "--max-in-flight", "100001"],
             ["deferhook", "serve", "--memory-budget-mb", "0"],
+            ["deferhook", "serve", "--clock-offset-warn-ms", "0"],
+            ["deferhook", "serve", "--clock-offset-warn-ms", "-1"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod clock_sync;
 pub mod config;
 pub mod delivery;
 pub mod domain;

@@ -155,6 +155,11 @@ fn register() {
         "deferhook_worker_slots_free",
         "Slots of this instance's worker not running an attempt."
     );
+    describe_gauge!(
+        "deferhook_clock_offset_seconds",
+        metrics::Unit::Seconds,
+        "The database's clock minus this machine's, as last measured (0 on SQLite)."
+    );
 
     for name in [
         "deferhook_jobs_accepted_total",
@@ -187,6 +192,7 @@ fn register() {
         "deferhook_destinations_at_limit",
         "deferhook_worker_slots_busy",
         "deferhook_worker_slots_free",
+        "deferhook_clock_offset_seconds",
     ] {
         gauge!(name).set(0.0);
     }
@@ -295,6 +301,12 @@ pub fn worker_slot_taken() {
 pub fn worker_slot_freed() {
     gauge!("deferhook_worker_slots_busy").decrement(1.0);
     gauge!("deferhook_worker_slots_free").increment(1.0);
+}
+
+/// The database's clock was measured `offset_ms` milliseconds ahead of this machine's
+/// (negative: behind), docs/DESIGN.md §12.
+pub fn clock_offset(offset_ms: i64) {
+    gauge!("deferhook_clock_offset_seconds").set(offset_ms as f64 / 1000.0);
 }
 
 /// Sets the store-derived gauges as of `now`.

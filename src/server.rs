@@ -9,11 +9,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
+use crate::clock_sync::ClockSync;
 use crate::config::ServeArgs;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::slots::WorkerSlots;
 use crate::delivery::{DeliverySettings, Worker, retention};
-use crate::domain::{Clock, SystemClock};
+use crate::domain::{Clock, SteadyClock, SystemClock};
 use crate::open_files;
 use crate::store::{self, SharedStore};
 
@@ -26,6 +27,7 @@ pub struct Server {
     pub store: SharedStore,
     /// Where the API listens (`None` with `--no-api`).
     pub api_addr: Option<SocketAddr>,
+    clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
     tasks: JoinSet<anyhow::Result<()>>,
     worker: Option<Worker>,
@@ -42,12 +44,28 @@ pub enum WorkerMode {
     Stepped,
 }
 
+/// Where a server's `now` comes from: the one source of the API, the worker and
+/// retention.
+#[derive(Clone, Debug)]
+pub enum ServerClock {
+    /// As `deferhook serve` runs: where the store has a clock of its own (PostgreSQL),
+    /// this machine's steady clock set by the database's ([`ClockSync`],
+    /// docs/DESIGN.md §12); otherwise (SQLite) the system clock.
+    System,
+    /// This clock (a test's skewed one) set by the database's as
+    /// [`ServerClock::System`] sets this machine's; as it is where the store has no
+    /// clock of its own.
+    SetByDatabase(Arc<dyn Clock>),
+    /// This clock as it is (a test's manual clock).
+    AsIs(Arc<dyn Clock>),
+}
+
 /// What a server is started with beside its flags ([`Server::start_with`]).
 pub struct Wiring {
     /// The store it serves from.
     pub store: SharedStore,
     /// The source of `now` for the API, the worker and retention.
-    pub clock: Arc<dyn Clock>,
+    pub clock: ServerClock,
     /// Where the API listens (a test binds 127.0.0.1:0).
     pub listener: TcpListener,
     /// Looks subscriber host names up before the target policy filters the addresses.
@@ -58,7 +76,7 @@ pub struct Wiring {
 
 impl Server {
     /// Opens the store, binds `args.listen` (unless `--no-api`) and starts the API and
-    /// the worker (unless `--no-worker`) with the system clock.
+    /// the worker (unless `--no-worker`) with [`ServerClock::System`].
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
         let slots = prepare_worker(args)?;
         let sealer = args.sealer()?;
@@ -102,7 +120,7 @@ impl Server {
             args,
             slots,
             store,
-            Arc::new(SystemClock),
+            ServerClock::System,
             listener,
             Resolver::system(),
             WorkerMode::Background,
@@ -132,19 +150,21 @@ impl Server {
         self.worker.take()
     }
 
-    /// Starts the API (unless `--no-api`) and, with `slots` (`None` under
-    /// `--no-worker`), the worker and retention.
+    /// Sets the clock (by the database's, as `clock` says), then starts the API
+    /// (unless `--no-api`) and, with `slots` (`None` under `--no-worker`), the worker
+    /// and retention.
     async fn launch(
         args: &ServeArgs,
         slots: Option<WorkerSlots>,
         store: SharedStore,
-        clock: Arc<dyn Clock>,
+        clock: ServerClock,
         listener: Option<TcpListener>,
         resolver: Resolver,
         mode: WorkerMode,
     ) -> anyhow::Result<Server> {
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        let clock = set_clock(args, &store, clock, &shutdown, &mut tasks).await;
         let mut api_addr = None;
         let mut stepped = None;
         if let Some(listener) = listener.filter(|_| !args.no_api) {
@@ -193,7 +213,7 @@ impl Server {
             // Maintenance runs where the worker runs: purging finished jobs.
             let retention = retention::run(
                 store.clone(),
-                clock,
+                clock.clone(),
                 args.retention_settings(),
                 shutdown.clone(),
             );
@@ -205,10 +225,16 @@ impl Server {
         Ok(Server {
             store,
             api_addr,
+            clock,
             shutdown,
             tasks,
             worker: stepped,
         })
+    }
+
+    /// The clock the server runs on (for a test to read the instance's `now`).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 
     /// A token that stops the server when cancelled.
@@ -235,6 +261,32 @@ impl Server {
         }
         outcome
     }
+}
+
+/// The clock `clock` names: one set by the store's clock is measured once here, and
+/// kept set by a task in `tasks` until `shutdown`.
+async fn set_clock(
+    args: &ServeArgs,
+    store: &SharedStore,
+    clock: ServerClock,
+    shutdown: &CancellationToken,
+    tasks: &mut JoinSet<anyhow::Result<()>>,
+) -> Arc<dyn Clock> {
+    let (base, otherwise): (Arc<dyn Clock>, Arc<dyn Clock>) = match clock {
+        ServerClock::AsIs(clock) => return clock,
+        ServerClock::System => (Arc::new(SteadyClock::new()), Arc::new(SystemClock)),
+        ServerClock::SetByDatabase(clock) => (clock.clone(), clock),
+    };
+    let Some(sync) = ClockSync::start(store.clone(), base, args.clock_sync_settings()).await else {
+        return otherwise;
+    };
+    let clock = sync.clock();
+    let stop = shutdown.clone();
+    tasks.spawn(async move {
+        sync.run(stop).await;
+        Ok(())
+    });
+    clock
 }
 
 /// For an instance that runs the worker (`None` under `--no-worker`): raises the

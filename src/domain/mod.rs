@@ -2,6 +2,7 @@
 
 pub mod attempt;
 pub mod circuit;
+pub mod clock_offset;
 pub mod destination;
 pub mod destination_state;
 pub mod field_error;
@@ -19,5 +20,6 @@ pub mod time;
 pub mod validate;
 pub mod waiting;
 
+pub use clock_offset::OffsetClock;
 pub use job::{DeadReason, JobEvent, JobSnapshot, JobState, Transition, TransitionError};
-pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use time::{Clock, ManualClock, SteadyClock, SystemClock, Timestamp};

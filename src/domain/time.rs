@@ -127,6 +127,40 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system's wall clock read once, then moved by the monotonic clock
+/// (`std::time::Instant`): setting the wall clock (an NTP step, an operator) does not
+/// move it, while NTP's rate corrections do. The base of the clock that a database's
+/// clock sets (`crate::clock_sync`), whose periodic measurement corrects the drift and
+/// catches up with a step.
+#[derive(Debug, Clone, Copy)]
+pub struct SteadyClock {
+    anchor: Timestamp,
+    started: std::time::Instant,
+}
+
+impl SteadyClock {
+    /// A clock standing at the system clock's `now`.
+    pub fn new() -> Self {
+        SteadyClock {
+            anchor: SystemClock.now(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for SteadyClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SteadyClock {
+    fn now(&self) -> Timestamp {
+        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.anchor.plus_ms(elapsed)
+    }
+}
+
 /// A clock that only moves when told to; cloning shares the same time.
 #[derive(Debug, Clone)]
 pub struct ManualClock(Arc<AtomicI64>);
@@ -188,6 +222,19 @@ mod tests {
     fn plus_saturates() {
         assert_eq!(Timestamp::MAX.plus_ms(u64::MAX), Timestamp::MAX);
         assert_eq!(Timestamp::from_millis(1).plus_ms(2).as_millis(), 3);
+    }
+
+    #[test]
+    fn steady_clock_starts_at_the_system_clock_and_moves_with_it() {
+        let before = SystemClock.now();
+        let steady = SteadyClock::new();
+        let first = steady.now();
+        let after = SystemClock.now();
+        assert!(
+            before <= first && first <= after,
+            "{first:?} not in {before:?}..{after:?}"
+        );
+        assert!(steady.now() >= first);
     }
 
     #[test]

@@ -64,6 +64,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Succeeds when the store answers a trivial query (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// The database server's clock, read as the call runs: the timeline that instances
+    /// sharing the database work on (docs/DESIGN.md §12; `crate::clock_sync` measures
+    /// this instance's offset to it). `None` for a store without a clock of its own:
+    /// SQLite is embedded and reads this machine's clock, as the instance does. A store
+    /// that wraps another forwards its store's.
+    async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError>;
+
     /// Creates the subscriber, or updates it keeping what `put` leaves out.
     async fn put_subscriber(
         &self,

@@ -304,6 +304,7 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_circuits", "gauge"),
         ("deferhook_worker_slots_busy", "gauge"),
         ("deferhook_worker_slots_free", "gauge"),
+        ("deferhook_clock_offset_seconds", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} {kind}\n")),
@@ -313,6 +314,8 @@ fn a_fresh_instance_shows_every_metric() {
     assert!(text.contains("deferhook_jobs_accepted_total 0\n"));
     assert!(text.contains("deferhook_circuits{state=\"open\"} 0\n"));
     assert!(text.contains("deferhook_destinations_at_limit 0\n"));
+    // SQLite shares this machine's clock: no offset (docs/DESIGN.md §12).
+    assert!(text.contains("deferhook_clock_offset_seconds 0\n"));
     assert!(text.contains("deferhook_dead_letters_total{reason=\"deadline_exceeded\"} 0\n"));
     for state in ["delivered", "cancelled", "dead"] {
         let series = format!("deferhook_jobs_purged_total{{state=\"{state}\"}} 0\n");

@@ -33,7 +33,7 @@ use deferhook::config::{Cli, Command, ServeArgs};
 use deferhook::delivery::resolve::Resolver;
 use deferhook::delivery::{Pending, Worker};
 use deferhook::domain::{Clock, ManualClock, SystemClock, Timestamp};
-use deferhook::server::{Server, Wiring, WorkerMode};
+use deferhook::server::{Server, ServerClock, Wiring, WorkerMode};
 use deferhook::store::{ClaimRequest, ClaimedJob, SharedStore};
 use deferhook::testing::START;
 
@@ -107,6 +107,19 @@ enum ClockKind {
     Manual,
     /// The system clock (a test whose other party reads the real time).
     System,
+    /// The system clock this many milliseconds off (a machine whose clock is wrong),
+    /// set by the database's clock as `deferhook serve` sets this machine's.
+    Skewed(i64),
+}
+
+/// The system clock `.0` milliseconds off.
+#[derive(Debug)]
+struct SkewedClock(i64);
+
+impl Clock for SkewedClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(SystemClock.now().as_millis() + self.0)
+    }
 }
 
 /// How the instance's delivery worker runs.
@@ -217,6 +230,15 @@ impl AppBuilder {
         self
     }
 
+    /// The system clock `skew_ms` milliseconds off (negative: behind), set by the
+    /// database's clock as `deferhook serve` sets this machine's (docs/DESIGN.md §12):
+    /// an instance on a machine whose clock is wrong. [`TestApp::now`] reads the set
+    /// clock.
+    pub fn skewed_clock(mut self, skew_ms: i64) -> Self {
+        self.clock = ClockKind::Skewed(skew_ms);
+        self
+    }
+
     /// The worker is stepped by the test (the default).
     pub fn stepped_worker(mut self) -> Self {
         self.worker = WorkerKind::Stepped;
@@ -294,14 +316,15 @@ impl AppBuilder {
             }
         };
         let manual = self.manual.unwrap_or_else(|| ManualClock::new(START));
-        let clock: Arc<dyn Clock> = match self.clock {
-            ClockKind::Manual => Arc::new(manual.clone()),
-            ClockKind::System => Arc::new(SystemClock),
+        let clock = match self.clock {
+            ClockKind::Manual => ServerClock::AsIs(Arc::new(manual.clone())),
+            ClockKind::System => ServerClock::AsIs(Arc::new(SystemClock)),
+            ClockKind::Skewed(ms) => ServerClock::SetByDatabase(Arc::new(SkewedClock(ms))),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let wiring = Wiring {
             store: store.clone(),
-            clock: clock.clone(),
+            clock,
             listener,
             resolver: self.resolver,
             worker: match self.worker {
@@ -315,7 +338,7 @@ impl AppBuilder {
             database_url,
             client: reqwest::Client::new(),
             manual: (self.clock == ClockKind::Manual).then_some(manual),
-            clock,
+            clock: server.clock(),
             store,
             worker: server.take_worker(),
             server: Some(server),

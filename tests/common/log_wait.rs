@@ -15,7 +15,13 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// drained in the background so the child never blocks on a full pipe. A child that
 /// does not print the marker within 30 s is killed, so the test fails instead of
 /// hanging.
-pub fn spawn_until(mut command: Command, marker: &str) -> (Child, String) {
+pub fn spawn_until(command: Command, marker: &str) -> (Child, String) {
+    let (child, after, _) = spawn_until_logged(command, marker);
+    (child, after)
+}
+
+/// [`spawn_until`], also returning the lines logged before the marker's.
+pub fn spawn_until_logged(mut command: Command, marker: &str) -> (Child, String, Vec<String>) {
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -30,6 +36,7 @@ pub fn spawn_until(mut command: Command, marker: &str) -> (Child, String) {
         }
     });
     let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let mut before = Vec::new();
     let after = loop {
         let line = lines
             .next()
@@ -39,7 +46,8 @@ pub fn spawn_until(mut command: Command, marker: &str) -> (Child, String) {
             found.store(true, Ordering::SeqCst);
             break line[at + marker.len()..].to_owned();
         }
+        before.push(line);
     };
     std::thread::spawn(move || for _ in lines {});
-    (child, after)
+    (child, after, before)
 }

@@ -15,6 +15,7 @@ mod receiver;
 mod setup;
 
 mod basics;
+mod black_box_clocks;
 mod burst;
 mod destinations_circuit;
 mod destinations_limit;
@@ -30,6 +31,7 @@ mod replay;
 mod retry_after;
 mod secrets;
 mod signing;
+mod skewed_clocks;
 mod store_outage;
 mod targets;
 mod worker_slots;

@@ -42,6 +42,10 @@ impl Store for Outage {
         self.check()?;
         self.inner.ping().await
     }
+    async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.check()?;
+        self.inner.database_clock().await
+    }
     async fn put_subscriber(
         &self,
         put: SubscriberPut,

@@ -13,6 +13,7 @@
 mod attempts;
 mod binds;
 mod claims;
+mod clock;
 mod creates;
 mod destinations;
 mod figures;
@@ -208,6 +209,10 @@ impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.db).await?;
         Ok(())
+    }
+
+    async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(Some(clock::now(&self.db).await?))
     }
 
     async fn put_subscriber(

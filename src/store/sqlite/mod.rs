@@ -11,6 +11,7 @@
 mod attempts;
 mod binds;
 mod claims;
+mod clock;
 mod creates;
 mod destinations;
 mod figures;
@@ -253,6 +254,10 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.db.readers).await?;
         Ok(())
+    }
+
+    async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(clock::now())
     }
 
     async fn put_subscriber(

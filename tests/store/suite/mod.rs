@@ -3,6 +3,7 @@
 //! fresh, empty, migrated store.
 
 pub mod claims;
+pub mod clock;
 pub mod control;
 pub mod deadlines;
 pub mod destinations;
