@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use clap::Parser;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -53,8 +53,9 @@ async fn main() -> anyhow::Result<()> {
         .secret
         .strip_prefix("whsec_")
         .ok_or_else(|| anyhow::anyhow!("--secret must start with whsec_"))?;
-    let key = STANDARD
-        .decode(encoded)
+    // The `=` padding is optional in a secret, as in the Standard Webhooks libraries.
+    let key = STANDARD_NO_PAD
+        .decode(encoded.trim_end_matches('='))
         .map_err(|_| anyhow::anyhow!("--secret is not whsec_ followed by base64"))?;
     let receiver = Receiver {
         key: Arc::new(key),

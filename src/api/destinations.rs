@@ -96,7 +96,7 @@ pub struct PutDestinationRequest {
 #[into_params(parameter_in = Query)]
 pub struct ListDestinationsQuery {
     /// Items per page, 1–1000 (default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -95,14 +95,17 @@ pub async fn cancel_job(
     .await
 }
 
-/// New times for a scheduled job; a field left out keeps its value.
+/// New times for a scheduled job; a field left out keeps its value. Give at least one.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct RescheduleRequest {
     /// RFC 3339 with an offset; a past instant means now.
+    #[schema(format = DateTime)]
     pub deliver_at: Option<String>,
     /// RFC 3339 with an offset; must be after `deliver_at` (the new one, or else the
     /// job's own). To move a job past its deadline, give both.
+    #[schema(format = DateTime)]
     pub deadline: Option<String>,
 }
 

@@ -25,13 +25,15 @@ pub struct CreateJobRequest {
     #[schema(min_length = 1, max_length = 256)]
     pub event_id: String,
     /// Any JSON value but `null`; delivered byte for byte as sent.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = super::doc::rules::json_payload)]
     pub payload: Box<RawValue>,
     /// RFC 3339 with an offset; a past instant means now.
+    #[schema(format = DateTime)]
     pub deliver_at: Option<String>,
     /// Milliseconds from now until delivery.
     pub delay_ms: Option<u64>,
     /// RFC 3339 with an offset; must be after `deliver_at`.
+    #[schema(format = DateTime)]
     pub deadline: Option<String>,
     /// Milliseconds from `deliver_at` until the deadline; must be positive.
     #[schema(minimum = 1)]

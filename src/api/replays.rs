@@ -39,8 +39,11 @@ pub struct CreateReplayRequest {
     /// Only jobs dead for this reason.
     pub dead_reason: Option<DeadReason>,
     /// Only jobs that became dead at or after this instant (RFC 3339 with an offset).
+    #[schema(format = DateTime)]
     pub dead_after: Option<String>,
-    /// Only jobs that became dead before this instant (RFC 3339 with an offset).
+    /// Only jobs that became dead before this instant (RFC 3339 with an offset); must be
+    /// after `dead_after`.
+    #[schema(format = DateTime)]
     pub dead_before: Option<String>,
     /// `true` replays every dead job; not combined with other filters.
     pub all: Option<bool>,

@@ -32,8 +32,9 @@ pub struct RotateSecretRequest {
     /// 0–604800 (7 days). 0 drops it at once.
     #[schema(minimum = 0, maximum = 604800)]
     pub grace_seconds: i64,
-    /// The new secret, `whsec_<base64 of 24–64 bytes>`; generated (32 random bytes)
-    /// when absent.
+    /// The new secret, `whsec_<base64 of 24–64 bytes>`, padded or not; generated (32
+    /// random bytes) when absent.
+    #[schema(schema_with = super::doc::rules::signing_secret)]
     pub secret: Option<String>,
 }
 

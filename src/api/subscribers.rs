@@ -40,8 +40,8 @@ pub struct PutSubscriberRequest {
     /// (loopback, private, link-local, …) is refused unless the server allows it.
     #[schema(format = "uri", min_length = 1, max_length = 2048)]
     pub url: String,
-    /// `whsec_<base64 of 24–64 bytes>`; generated on create when absent.
-    #[schema(pattern = "^whsec_[A-Za-z0-9+/]+={0,2}$")]
+    /// `whsec_<base64 of 24–64 bytes>`, padded or not; generated on create when absent.
+    #[schema(schema_with = super::doc::rules::signing_secret)]
     pub secret: Option<String>,
     /// Most attempts open at once (1–10000, default 16).
     #[schema(minimum = 1, maximum = 10000)]
@@ -80,7 +80,7 @@ pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 #[into_params(parameter_in = Query)]
 pub struct ListSubscribersQuery {
     /// Items per page, 1–1000 (default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

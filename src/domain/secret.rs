@@ -1,10 +1,12 @@
 //! Signing secrets in the Standard Webhooks form `whsec_<base64 of 24–64 bytes>`.
 //!
-//! The HMAC-SHA256 key (RFC 2104) is the decoded bytes. A secret is write-only: its
+//! The base64 is the standard alphabet (RFC 4648 §4), with its `=` padding or without
+//! it, as the official Standard Webhooks libraries accept both. The HMAC-SHA256 key
+//! (RFC 2104) is the decoded bytes. A secret is write-only: its
 //! `Debug` output is redacted and it has no `Display`, so it cannot slip into a log.
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use rand::RngCore;
 
 use crate::domain::Timestamp;
@@ -17,6 +19,21 @@ pub const MIN_KEY_BYTES: usize = 24;
 pub const MAX_KEY_BYTES: usize = 64;
 /// Key bytes in a generated secret (256 bits).
 pub const GENERATED_KEY_BYTES: usize = 32;
+
+/// The texts [`SigningSecret::parse`] accepts, as a regular expression (ECMA-262, for
+/// the OpenAPI document's `pattern`): `whsec_` and the canonical base64 of 24 to 64
+/// bytes, padded or not. The base64 is whole groups of four characters (three bytes
+/// each), then optionally a tail of two characters (one more byte, its last character
+/// one whose low four bits are zero, then `==` or nothing) or three characters (two
+/// more bytes, the last character's low two bits zero, then `=` or nothing): 8 to 20
+/// groups take either tail, 21 groups (63 bytes) only the one-byte tail.
+pub const PATTERN: &str = concat!(
+    "^whsec_(?:",
+    "(?:[A-Za-z0-9+/]{4}){8,20}",
+    "(?:[A-Za-z0-9+/][AQgw](?:==)?|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=?)?",
+    "|(?:[A-Za-z0-9+/]{4}){21}(?:[A-Za-z0-9+/][AQgw](?:==)?)?",
+    ")$"
+);
 
 /// A subscriber's signing secret.
 #[derive(Clone, PartialEq, Eq)]
@@ -31,8 +48,8 @@ pub enum SecretError {
     /// It does not start with `whsec_`.
     #[error("must start with `whsec_`")]
     MissingPrefix,
-    /// What follows the prefix is not standard base64.
-    #[error("must be `whsec_` followed by standard base64")]
+    /// What follows the prefix is not standard base64 (padded or not).
+    #[error("must be `whsec_` followed by standard base64, with or without `=` padding")]
     NotBase64,
     /// The key is shorter or longer than allowed.
     #[error("the key must decode to 24 to 64 bytes, found {0}")]
@@ -48,14 +65,20 @@ impl SigningSecret {
         SigningSecret { text, key }
     }
 
-    /// Parses `whsec_<base64>`; the key must be 24 to 64 bytes.
+    /// Parses `whsec_<base64>`: standard base64 (RFC 4648 §4), canonical (unused
+    /// trailing bits zero), either with its full `=` padding or with none; the key must
+    /// be 24 to 64 bytes. Exactly the texts that [`PATTERN`] matches.
     pub fn parse(text: &str) -> Result<Self, SecretError> {
         let encoded = text
             .strip_prefix(PREFIX)
             .ok_or(SecretError::MissingPrefix)?;
-        let key = STANDARD
-            .decode(encoded)
-            .map_err(|_| SecretError::NotBase64)?;
+        // Padding is all or nothing: `=` present means the padded form.
+        let engine = if encoded.ends_with('=') {
+            &STANDARD
+        } else {
+            &STANDARD_NO_PAD
+        };
+        let key = engine.decode(encoded).map_err(|_| SecretError::NotBase64)?;
         if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.len()) {
             return Err(SecretError::KeyLength(key.len()));
         }
@@ -141,6 +164,111 @@ mod tests {
     fn the_standard_webhooks_example_secret_parses() {
         let secret = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
         assert_eq!(secret.key().len(), 24);
+    }
+
+    #[test]
+    fn unpadded_base64_gives_the_same_key_as_padded() {
+        // 25 bytes: the padded form ends in `==`, the unpadded one does not.
+        let key: Vec<u8> = (1..=25).collect();
+        let padded = format!("{PREFIX}{}", STANDARD.encode(&key));
+        let unpadded = format!("{PREFIX}{}", STANDARD_NO_PAD.encode(&key));
+        assert!(padded.ends_with("==") && !unpadded.ends_with('='));
+        assert_eq!(SigningSecret::parse(&padded).unwrap().key(), key);
+        let secret = SigningSecret::parse(&unpadded).unwrap();
+        assert_eq!(secret.key(), key);
+        // The text is kept as given.
+        assert_eq!(secret.expose(), unpadded);
+        // 26 bytes: one `=`.
+        let key: Vec<u8> = (1..=26).collect();
+        let unpadded = format!("{PREFIX}{}", STANDARD_NO_PAD.encode(&key));
+        assert_eq!(SigningSecret::parse(&unpadded).unwrap().key(), key);
+    }
+
+    #[test]
+    fn padding_is_all_or_nothing_and_trailing_bits_are_zero() {
+        let key: Vec<u8> = (1..=25).collect();
+        let padded = format!("{PREFIX}{}", STANDARD.encode(&key));
+        let partial = padded.strip_suffix('=').unwrap();
+        assert_eq!(SigningSecret::parse(partial), Err(SecretError::NotBase64));
+        assert_eq!(
+            SigningSecret::parse(&format!("{padded}=")),
+            Err(SecretError::NotBase64)
+        );
+        // The last byte's two characters carry 12 bits, 8 used: the last character
+        // must be one of `AQgw` (low four bits zero); `B` sets an unused bit.
+        let unpadded = format!("{PREFIX}{}", STANDARD_NO_PAD.encode(&key));
+        assert!(unpadded.ends_with(['A', 'Q', 'g', 'w']), "{unpadded}");
+        let noncanonical = format!("{}B", &unpadded[..unpadded.len() - 1]);
+        assert_eq!(
+            SigningSecret::parse(&noncanonical),
+            Err(SecretError::NotBase64)
+        );
+    }
+
+    /// Texts on both sides of every rule: each key length around the limits, padded
+    /// and not, with partial or extra padding, a non-canonical last character, a
+    /// character outside the alphabet, the URL-safe alphabet, no prefix.
+    fn edge_texts() -> Vec<String> {
+        let mut texts = Vec::new();
+        for len in 0..=70u8 {
+            let key: Vec<u8> = (0..len)
+                .map(|i| i.wrapping_mul(37).wrapping_add(250))
+                .collect();
+            let padded = STANDARD.encode(&key);
+            let unpadded = STANDARD_NO_PAD.encode(&key);
+            for body in [&padded, &unpadded] {
+                texts.push(format!("{PREFIX}{body}"));
+                texts.push(format!("{PREFIX}{body}="));
+                texts.push(format!("{PREFIX}{body}A"));
+                texts.push(body.to_string());
+                texts.push(format!(
+                    "{PREFIX}{}",
+                    body.replace('+', "-").replace('/', "_")
+                ));
+                if let Some(stripped) = body.strip_suffix('=') {
+                    texts.push(format!("{PREFIX}{stripped}"));
+                }
+                let unpadded_body = body.trim_end_matches('=');
+                if let Some(last) = unpadded_body.chars().last() {
+                    for swap in ['B', 'f', '9', '/', '!', ' ', 'é'] {
+                        if swap != last {
+                            let head = &unpadded_body[..unpadded_body.len() - 1];
+                            let tail = &body[unpadded_body.len()..];
+                            texts.push(format!("{PREFIX}{head}{swap}{tail}"));
+                        }
+                    }
+                }
+            }
+        }
+        texts.push(PREFIX.to_owned());
+        texts.push("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned());
+        texts.push("WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned());
+        texts.push("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".to_owned());
+        texts
+    }
+
+    #[test]
+    fn the_pattern_matches_exactly_what_parse_accepts() {
+        let pattern = regex::Regex::new(PATTERN).unwrap();
+        let mut accepted = 0;
+        for text in edge_texts() {
+            let parsed = SigningSecret::parse(&text).is_ok();
+            assert_eq!(pattern.is_match(&text), parsed, "{text:?}");
+            accepted += usize::from(parsed);
+        }
+        // Both forms of each of the 41 allowed lengths (one form when no padding is
+        // needed), and the spec's example.
+        assert!(accepted > 60, "{accepted}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_pattern_agrees_with_parse_on_random_texts(
+            text in "whsec_[A-Za-z0-9+/]{30,90}={0,3}"
+        ) {
+            let pattern = regex::Regex::new(PATTERN).unwrap();
+            proptest::prop_assert_eq!(pattern.is_match(&text), SigningSecret::parse(&text).is_ok());
+        }
     }
 
     #[test]

@@ -143,3 +143,36 @@ async fn the_reference_verifier_accepts_either_secret_during_a_rotation() {
     let other = deferhook::domain::secret::SigningSecret::generate();
     assert!(reference_verify(&python, other.expose(), request).is_err());
 }
+
+/// Secrets in unpadded base64 (accepted by the official libraries, issue #15): a
+/// subscriber created with one, then rotated to another, signs requests that the
+/// reference verifier accepts with either text as given.
+#[tokio::test]
+async fn the_reference_verifier_accepts_unpadded_secrets() {
+    use base64::engine::general_purpose::STANDARD_NO_PAD;
+    let Some(python) = python() else { return };
+    let receiver = Receiver::ok().await;
+    let app = verified_instance().start().await;
+    // 25 and 32 bytes: padded, these would end in `==` and `=`.
+    let first = format!("whsec_{}", STANDARD_NO_PAD.encode([7u8; 25]));
+    let second = format!("whsec_{}", STANDARD_NO_PAD.encode([9u8; 32]));
+    assert!(!first.ends_with('=') && !second.ends_with('='));
+    app.subscriber("s", &receiver.url("/"), Some(&first)).await;
+    let rotated = app
+        .post_json(
+            "/v1/subscribers/s/secret/rotate",
+            &json!({"grace_seconds": 3600, "secret": second}),
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    assert_eq!(rotated.json()["secret"], second.as_str());
+    let job = app
+        .job("s", "evt-unpadded", json!({"payload": [1, 2, 3]}))
+        .await;
+    assert_eq!(app.run_pending().await.attempted(), 1);
+    assert_eq!(app.job_now(&job).await["state"], "delivered");
+    let request = &receiver.requests()[0];
+    assert_eq!(&request.body[..], b"[1,2,3]");
+    assert_eq!(reference_verify(&python, &second, request), Ok(()));
+    assert_eq!(reference_verify(&python, &first, request), Ok(()));
+}

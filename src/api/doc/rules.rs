@@ -1,0 +1,142 @@
+//! The server's rules for what a request carries, written as JSON Schema for the
+//! OpenAPI document: patterns of ids, destinations and cursors (added by name, see
+//! [`constrain`]), and the schemas that utoipa's attributes cannot write (a JSON
+//! payload, a signing secret), for `#[schema(schema_with = …)]`. Patterns are ECMA-262
+//! regular expressions, as JSON Schema's `pattern` is; the tests hold each to the
+//! server's own check.
+
+use serde_json::json;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::extensions::Extensions;
+use utoipa::openapi::schema::{ArrayItems, Object, ObjectBuilder, Schema, SchemaType, Type};
+
+use crate::domain::secret;
+use crate::domain::validate::{self, MAX_EVENT_ID_LEN, MAX_SUBSCRIBER_ID_LEN};
+
+/// Subscriber ids as [`crate::domain::validate::subscriber_id`] accepts them (ECMA-262,
+/// as JSON Schema's `pattern`): `A–Z a–z 0–9 . _ : -`; the length is `minLength` /
+/// `maxLength`.
+pub const SUBSCRIBER_ID_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
+/// Event ids as [`crate::domain::validate::event_id`] accepts them: visible ASCII,
+/// 0x21–0x7E (they are sent as the `webhook-id` header).
+pub const EVENT_ID_PATTERN: &str = "^[!-~]+$";
+/// Cursors are unpadded base64url (RFC 4648 §5) of the last key of a page.
+pub const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]+$";
+/// Adds the rule of what a parameter or request field named `name` carries, as the
+/// server checks it: `subscriber_id` and `event_id` their pattern and lengths;
+/// `subscriber_ids` (a fan-out) the subscriber id's rule on each item, which must be
+/// distinct; `destination` the `host:port` forms of [`destination_pattern`]; `cursor`
+/// its alphabet (a cursor is opaque: only one a listing returned is valid).
+pub(super) fn constrain(name: &str, schema: &mut Schema) {
+    match (name, schema) {
+        ("subscriber_id", Schema::Object(id)) => subscriber_id_rule(id),
+        ("event_id", Schema::Object(id)) => {
+            string_rule(id, EVENT_ID_PATTERN, MAX_EVENT_ID_LEN);
+        }
+        ("subscriber_ids", Schema::Array(ids)) => {
+            if let ArrayItems::RefOrSchema(item) = &mut ids.items
+                && let RefOr::T(Schema::Object(id)) = item.as_mut()
+            {
+                subscriber_id_rule(id);
+            }
+            ids.unique_items = true;
+        }
+        ("destination", Schema::Object(destination)) => {
+            destination.pattern = Some(destination_pattern());
+        }
+        ("cursor", Schema::Object(cursor)) => {
+            cursor.pattern = Some(CURSOR_PATTERN.to_owned());
+            cursor.min_length = Some(1);
+        }
+        _ => {}
+    }
+}
+
+fn string_rule(schema: &mut Object, pattern: &str, max_length: usize) {
+    schema.pattern = Some(pattern.to_owned());
+    schema.min_length = Some(1);
+    schema.max_length = Some(max_length);
+}
+
+/// [`SUBSCRIBER_ID_PATTERN`] and the length, and `not` the ids among `.` and `..`
+/// (dot segments, which clients resolve in a URL path) that
+/// [`crate::domain::validate::subscriber_id`] refuses: the document follows the
+/// server's own rule.
+fn subscriber_id_rule(schema: &mut Object) {
+    string_rule(schema, SUBSCRIBER_ID_PATTERN, MAX_SUBSCRIBER_ID_LEN);
+    let refused: Vec<&str> = [".", ".."]
+        .into_iter()
+        .filter(|id| validate::subscriber_id(id).is_err())
+        .collect();
+    if !refused.is_empty() {
+        let not: Extensions = [("not", json!({ "enum": refused }))].into_iter().collect();
+        schema
+            .extensions
+            .get_or_insert_with(Default::default)
+            .merge(not);
+    }
+}
+
+/// The `host:port` forms a destination path parameter takes (ECMA-262):
+/// - a DNS name of letters, digits and hyphens (labels of 1–63, not starting or ending
+///   with a hyphen, the last starting with a letter, as a name whose last label is a
+///   number is read as an IPv4 address), an optional trailing dot; any case;
+/// - a dotted-quad IPv4 address;
+/// - an IPv6 address in brackets (RFC 4291 §2.2 forms 1 and 2, hexadecimal);
+///
+/// then `:` and a port from 1 to 65535 without leading zeros. Each is a form that
+/// [`crate::domain::destination::Destination::parse`] accepts; it also accepts other
+/// spellings (an internationalised name, an IPv4-embedding IPv6 address) that the
+/// listing shows in one of these forms (IDNA-encoded).
+pub fn destination_pattern() -> String {
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let last_label = "[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let name = format!("(?:{label}\\.)*{last_label}\\.?");
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let ipv4 = format!("(?:{octet}\\.){{3}}{octet}");
+    let h = "[0-9A-Fa-f]{1,4}";
+    let ipv6 = [
+        format!("(?:{h}:){{7}}{h}"),
+        format!("(?:{h}:){{1,7}}:"),
+        format!("(?:{h}:){{1,6}}:{h}"),
+        format!("(?:{h}:){{1,5}}(?::{h}){{1,2}}"),
+        format!("(?:{h}:){{1,4}}(?::{h}){{1,3}}"),
+        format!("(?:{h}:){{1,3}}(?::{h}){{1,4}}"),
+        format!("(?:{h}:){{1,2}}(?::{h}){{1,5}}"),
+        format!("{h}:(?::{h}){{1,6}}"),
+        format!(":(?:(?::{h}){{1,7}}|:)"),
+    ]
+    .join("|");
+    let port =
+        "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])";
+    format!("^(?:{name}|{ipv4}|\\[(?:{ipv6})\\]):{port}$")
+}
+
+/// The schema of a webhook payload: any JSON value but `null` (`not: {type: null}`;
+/// utoipa's schema type has no `not`, so it is written as an extension field, which
+/// serialises at the schema's top level).
+pub fn json_payload() -> Object {
+    let not_null: Extensions = [("not", json!({ "type": "null" }))].into_iter().collect();
+    ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .description(Some(
+            "Any JSON value but `null` (object, array, string, number or boolean); \
+             delivered byte for byte as sent.",
+        ))
+        .extensions(Some(not_null))
+        .build()
+}
+
+/// The schema of a chosen signing secret: [`secret::PATTERN`] (`whsec_` and the
+/// canonical base64 of 24–64 bytes, padded or not); `null` or absent: generated.
+pub fn signing_secret() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .pattern(Some(secret::PATTERN))
+        .description(Some(
+            "`whsec_` and the standard base64 (with or without `=` padding) of 24–64 \
+             random bytes; generated (32 bytes) when absent or null. Write-only: never \
+             shown again after the response that creates it.",
+        ))
+        .build()
+}
