@@ -229,15 +229,16 @@ mod tests {
                 timestamp_s: 0,
                 timeout: Duration::from_secs(2),
             };
-            let received = sender.send(&outgoing).await;
+            let sent = sender.send(&outgoing).await;
             assert_eq!(
-                received,
+                sent.received,
                 Received::Failed {
                     failure: TransportFailure::Blocked,
                     reason: reason.to_owned(),
                 },
                 "{url}"
             );
+            assert_eq!(sent.resent, None, "{url}");
         }
         let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
         assert!(accepted.is_err(), "a refused address was connected to");
