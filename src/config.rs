@@ -235,13 +235,15 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_SECRET_KEY_FILE", value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
     /// Deliver to internal addresses too: loopback, private (RFC 1918), link-local
-    /// (cloud metadata), carrier-grade NAT, IPv6 unique local, unspecified, multicast
-    /// and reserved. Off by default: such subscriber URLs are refused (422) and such
+    /// (cloud metadata), carrier-grade NAT, IPv6 unique local and site-local,
+    /// unspecified, multicast, reserved and special-purpose. Off by default: such subscriber URLs are refused (422) and such
     /// targets are blocked before connecting.
     #[arg(long, env = "DEFERHOOK_ALLOW_PRIVATE_TARGETS")]
     pub allow_private_targets: bool,
     /// Permit targets in this range although it is internal (e.g. `10.20.0.0/16`, or
-    /// one address); repeatable, comma-separated in the variable.
+    /// one address); repeatable, comma-separated in the variable. An IPv4 range also
+    /// permits the IPv4-mapped forms of its addresses, not their NAT64, 6to4 or
+    /// IPv4-compatible forms (other hosts).
     #[arg(long = "allow-target-cidr", value_name = "CIDR", env = "DEFERHOOK_ALLOW_TARGET_CIDRS",
           value_delimiter = ',', value_parser = parse_cidr)]
     pub allow_target_cidrs: Vec<IpNet>,

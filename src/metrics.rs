@@ -108,7 +108,8 @@ fn register() {
     );
     describe_counter!(
         "deferhook_possible_duplicates_total",
-        "Attempts started after an attempt whose outcome is unknown."
+        "Attempts started after an attempt whose outcome is unknown, and requests resent \
+         on a fresh connection after the first one's closed before an answer."
     );
     describe_counter!(
         "deferhook_late_results_total",
@@ -234,6 +235,12 @@ pub fn claimed(seconds: f64, possible_duplicate: bool, reclaimed_expired_lease: 
     if reclaimed_expired_lease {
         counter!("deferhook_lease_expirations_total").increment(1);
     }
+}
+
+/// A request was sent a second time within its attempt, on a fresh connection, after
+/// the first one's connection closed before an answer: the receiver may have read both.
+pub fn resent() {
+    counter!("deferhook_possible_duplicates_total").increment(1);
 }
 
 /// `n` leases were renewed.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::held_leases::HeldLeases;
-use super::outcome::{judge, unsigned};
-use super::sender::{Outgoing, Received, Sender};
+use super::outcome::{judge, note_resend, unsigned};
+use super::sender::{Outgoing, Received, Sender, Sent};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::transition;
@@ -124,13 +124,20 @@ pub async fn execute(
     ctx.leases.recording(job.job_id);
     let finished_at = ctx.clock.now();
     let (result, event) = match &answer {
-        Ok(received) => judge(
-            received,
-            job.attempt,
-            finished_at,
-            &ctx.settings.backoff,
-            rand::random::<f64>(),
-        ),
+        Ok(sent) => {
+            let (mut result, event) = judge(
+                &sent.received,
+                job.attempt,
+                finished_at,
+                &ctx.settings.backoff,
+                rand::random::<f64>(),
+            );
+            if let Some(resent) = &sent.resent {
+                note_resend(&mut result, resent);
+                metrics::resent();
+            }
+            (result, event)
+        }
         Err(Interrupted::LeaseLost) => unknown("the lease was lost while the attempt was open"),
         Err(Interrupted::Shutdown) => unknown("interrupted by shutdown; outcome unknown"),
         Err(Interrupted::Unsigned(why)) => unsigned(
@@ -141,9 +148,14 @@ pub async fn execute(
             rand::random::<f64>(),
         ),
     };
-    if let Ok(Received::Response { status, .. }) = &answer {
+    if let Ok(Sent {
+        received: Received::Response { status, .. },
+        ..
+    }) = &answer
+    {
         tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
-            event_id = %job.event_id, attempt = job.attempt, status, outcome = %result.outcome, "attempt finished");
+            event_id = %job.event_id, attempt = job.attempt, status, outcome = %result.outcome,
+            "attempt finished");
     } else {
         tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
             event_id = %job.event_id, attempt = job.attempt, outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
@@ -164,7 +176,8 @@ pub async fn execute(
         }
     };
     let pause_subscriber = matches!(&answer,
-        Ok(Received::Response { status, .. }) if pauses_subscriber(*status));
+        Ok(Sent { received: Received::Response { status, .. }, .. })
+            if pauses_subscriber(*status));
     if pause_subscriber {
         tracing::warn!(subscriber_id = %job.subscriber_id,
             "the receiver answered 410 Gone; pausing the subscriber");

@@ -1,7 +1,7 @@
 //! What an attempt's answer means: the attempt row to record and the event for the
 //! state machine (docs/DESIGN.md §3). Pure: `now` and the jitter are parameters.
 
-use super::sender::Received;
+use super::sender::{Received, Resent};
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::{
     BackoffPolicy, ErrorClass, Verdict, classify_status, classify_transport, next_attempt_at,
@@ -90,6 +90,17 @@ pub fn unsigned(
     };
     let retry_at = next_attempt_at(now, attempt, backoff, None, jitter);
     (result, JobEvent::RetryableFailure { retry_at })
+}
+
+/// Notes on `result` that its request was sent twice (docs/DESIGN.md §3): the note
+/// `resent once on a fresh connection: …` is its reason when it has none (a delivered
+/// attempt), else follows it after `; `. Outcome, class and status are those of the
+/// second answer, which decided the attempt.
+pub fn note_resend(result: &mut AttemptResult, resent: &Resent) {
+    result.reason = Some(match result.reason.take() {
+        Some(reason) => format!("{reason}; {resent}"),
+        None => resent.to_string(),
+    });
 }
 
 /// The attempt outcome, error class and job event of a verdict; a terminal verdict
@@ -233,6 +244,27 @@ mod tests {
         // The same backoff as any retryable failure.
         let (_, expected) = judge(&response(503, None, ""), 1, NOW, &BACKOFF, 0.0);
         assert_eq!(event, expected);
+    }
+
+    #[test]
+    fn a_resend_is_noted_after_the_reason_of_the_answer_that_decided() {
+        let resent = Resent {
+            first_failure: "connection closed before message completed".into(),
+        };
+        let note = "resent once on a fresh connection: the first closed before an answer \
+                    (connection closed before message completed)";
+        let (mut delivered, _) = judge(&response(200, None, ""), 1, NOW, &BACKOFF, 0.0);
+        note_resend(&mut delivered, &resent);
+        assert_eq!(delivered.outcome, AttemptOutcome::Delivered);
+        assert_eq!(delivered.error_class, None);
+        assert_eq!(delivered.reason.as_deref(), Some(note));
+        let (mut failed, _) = judge(&response(503, None, ""), 1, NOW, &BACKOFF, 0.0);
+        note_resend(&mut failed, &resent);
+        assert_eq!(failed.error_class, Some(ErrorClass::Http5xx));
+        assert_eq!(
+            failed.reason.as_deref(),
+            Some(&*format!("HTTP 503 Service Unavailable; {note}"))
+        );
     }
 
     #[test]

@@ -54,8 +54,10 @@ impl Resolve for SystemResolver {
     }
 }
 
-/// Every address `host` resolved to was refused; the error names the host and the
-/// first refusal (no URL, so no path or query that could carry a token).
+/// Every address `host` resolved to was refused. Its `Display`, which becomes the
+/// attempt's `reason` that any API token holder can read, names the host only: the
+/// addresses and their ranges would let a token holder map internal DNS (issue #15,
+/// part 5.4). The fields, for the operator's log, keep them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockedTarget {
     /// The name that was resolved.
@@ -68,11 +70,12 @@ pub struct BlockedTarget {
 
 impl fmt::Display for BlockedTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} resolves only to refused addresses", self.host)?;
-        if self.addresses > 1 {
-            write!(f, " ({}; the first)", self.addresses)?;
-        }
-        write!(f, ": {}", self.refusal)
+        write!(
+            f,
+            "{} is refused by the outbound-target policy: it resolves to no permitted \
+             address (the server log names them)",
+            self.host
+        )
     }
 }
 
@@ -112,12 +115,16 @@ impl Resolve for GuardedResolver {
                 })
                 .collect();
             match first_refusal {
-                Some(refusal) if permitted.is_empty() => Err(Box::new(BlockedTarget {
-                    host,
-                    refusal,
-                    addresses,
-                })
-                    as Box<dyn std::error::Error + Send + Sync>),
+                Some(refusal) if permitted.is_empty() => {
+                    tracing::info!(%host, addresses, first_refusal = %refusal,
+                        "refusing a target: every address of the name is refused");
+                    Err(Box::new(BlockedTarget {
+                        host,
+                        refusal,
+                        addresses,
+                    })
+                        as Box<dyn std::error::Error + Send + Sync>)
+                }
                 Some(refusal) => {
                     tracing::debug!(%host, %refusal, "skipping a refused address");
                     Ok(Box::new(permitted.into_iter()) as Addrs)
@@ -172,10 +179,11 @@ mod tests {
             ["93.184.216.34:0".parse::<SocketAddr>().unwrap()]
         );
         let internal = GuardedResolver::new(fixed(&["127.0.0.1:0", "[::1]:0"]), policy);
+        // The reason names the host, never the addresses or their ranges.
         assert_eq!(
             resolve(&internal).await.unwrap_err(),
-            "evil.test resolves only to refused addresses (2; the first): 127.0.0.1 is a \
-             loopback address (127.0.0.0/8)"
+            "evil.test is refused by the outbound-target policy: it resolves to no \
+             permitted address (the server log names them)"
         );
     }
 
@@ -200,8 +208,8 @@ mod tests {
         for (url, reason) in [
             (
                 format!("http://evil.test:{port}/hook?token=s3cret"),
-                "blocked before connecting: evil.test resolves only to refused addresses: \
-                 127.0.0.1 is a loopback address (127.0.0.0/8)",
+                "blocked before connecting: evil.test is refused by the outbound-target \
+                 policy: it resolves to no permitted address (the server log names them)",
             ),
             (
                 format!("http://0x7f000001:{port}/hook?token=s3cret"),
@@ -221,15 +229,16 @@ mod tests {
                 timestamp_s: 0,
                 timeout: Duration::from_secs(2),
             };
-            let received = sender.send(&outgoing).await;
+            let sent = sender.send(&outgoing).await;
             assert_eq!(
-                received,
+                sent.received,
                 Received::Failed {
                     failure: TransportFailure::Blocked,
                     reason: reason.to_owned(),
                 },
                 "{url}"
             );
+            assert_eq!(sent.resent, None, "{url}");
         }
         let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
         assert!(accepted.is_err(), "a refused address was connected to");

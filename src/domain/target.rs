@@ -25,6 +25,9 @@ pub enum RangeKind {
     SharedCgnat,
     /// `fc00::/7`, IPv6 unique local addresses (RFC 4193).
     UniqueLocal,
+    /// `fec0::/10`, IPv6 site-local addresses: deprecated (RFC 3879) but still routed
+    /// inside some networks as their private range.
+    SiteLocal,
     /// `0.0.0.0/8` (RFC 1122 §3.2.1.3, "this network"; Linux connects `0.0.0.0` to
     /// this host), `::` (RFC 4291 §2.5.2).
     Unspecified,
@@ -37,8 +40,9 @@ pub enum RangeKind {
     /// assignments `192.0.0.0/24`, benchmarking `198.18.0.0/15` (RFC 2544),
     /// documentation `192.0.2.0/24`, `198.51.100.0/24`, `203.0.113.0/24` (RFC 5737) and
     /// `2001:db8::/32` (RFC 3849), discard-only `100::/64` (RFC 6666), Teredo
-    /// `2001::/32` (RFC 4380, tunnels to addresses it hides) and local-use NAT64
-    /// `64:ff9b:1::/48` (RFC 8215).
+    /// `2001::/32` (RFC 4380, tunnels to addresses it hides), local-use NAT64
+    /// `64:ff9b:1::/48` (RFC 8215) and IPv4-translated `::ffff:0:0:0/96` (RFC 2765
+    /// §2.1, SIIT; obsoleted by RFC 6145, no public host has one).
     SpecialPurpose,
 }
 
@@ -51,6 +55,7 @@ impl RangeKind {
             RangeKind::LinkLocal => "a link-local address",
             RangeKind::SharedCgnat => "a carrier-grade NAT address (RFC 6598)",
             RangeKind::UniqueLocal => "an IPv6 unique local address (RFC 4193)",
+            RangeKind::SiteLocal => "a deprecated IPv6 site-local address (RFC 3879)",
             RangeKind::Unspecified => "an unspecified address",
             RangeKind::Multicast => "a multicast address",
             RangeKind::Reserved => "a reserved or broadcast address",
@@ -145,6 +150,7 @@ const REFUSED_V6: &[(u128, u8, RangeKind, &str)] = &[
     (1, 128, RangeKind::Loopback, "::1/128"),
     (0xfe80 << 112, 10, RangeKind::LinkLocal, "fe80::/10"),
     (0xfc00 << 112, 7, RangeKind::UniqueLocal, "fc00::/7"),
+    (0xfec0 << 112, 10, RangeKind::SiteLocal, "fec0::/10"),
     (0xff00 << 112, 8, RangeKind::Multicast, "ff00::/8"),
     (0x0100 << 112, 64, RangeKind::SpecialPurpose, "100::/64"),
     (
@@ -164,6 +170,12 @@ const REFUSED_V6: &[(u128, u8, RangeKind, &str)] = &[
         48,
         RangeKind::SpecialPurpose,
         "64:ff9b:1::/48",
+    ),
+    (
+        0xffff_0000 << 32,
+        96,
+        RangeKind::SpecialPurpose,
+        "::ffff:0:0:0/96",
     ),
 ];
 
@@ -216,8 +228,12 @@ pub fn embedded_v4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
 pub struct TargetPolicy {
     /// `--allow-private-targets`: permit every address (the check is off).
     pub allow_private: bool,
-    /// `--allow-target-cidr`: ranges permitted even though internal. An IPv6 form of
-    /// an IPv4 address is permitted when either form is in one of them.
+    /// `--allow-target-cidr`: ranges permitted even though internal. An address is
+    /// permitted when one of them contains it; an IPv4 range also permits the
+    /// IPv4-mapped forms `::ffff:a.b.c.d` of its addresses, which a dual-stack socket
+    /// connects to the IPv4 address itself. It does not permit their IPv4-compatible,
+    /// NAT64 or 6to4 forms ([`Embedding`]): those reach another host (a translator or a
+    /// tunnel relay) and are permitted only by an IPv6 range that contains them.
     pub allowed: Vec<IpNet>,
 }
 
@@ -254,9 +270,13 @@ impl TargetPolicy {
         let Some(refusal) = refusal else {
             return Ok(());
         };
-        let embedded = refusal.embedded.map(|(_, v4)| IpAddr::V4(v4));
+        // Only the mapped form is the same host as its IPv4 address.
+        let same_host = match refusal.embedded {
+            Some((Embedding::Mapped, v4)) => Some(IpAddr::V4(v4)),
+            _ => None,
+        };
         let allowed = |candidate: IpAddr| self.allowed.iter().any(|net| net.contains(&candidate));
-        if allowed(ip) || embedded.is_some_and(allowed) {
+        if allowed(ip) || same_host.is_some_and(allowed) {
             Ok(())
         } else {
             Err(refusal)

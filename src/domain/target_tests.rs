@@ -101,7 +101,15 @@ fn refused_ranges_edge_by_edge() {
             "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
             RangeKind::LinkLocal,
             "fe80::/10",
+            "",
+        ),
+        (
+            "",
             "fec0::",
+            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            RangeKind::SiteLocal,
+            "fec0::/10",
+            "",
         ),
         (
             "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
@@ -112,7 +120,7 @@ fn refused_ranges_edge_by_edge() {
             "fe00::",
         ),
         (
-            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "",
             "ff00::",
             "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
             RangeKind::Multicast,
@@ -379,4 +387,88 @@ fn six_to_four_forms_of_refused_ipv4_addresses_are_refused() {
     assert_eq!(refusal.kind, RangeKind::Loopback);
     assert_eq!(refused("2002:a9fe:a9fe::").kind, RangeKind::LinkLocal);
     assert!(permitted("2002:808:808::1"), "6to4 of a public address");
+}
+
+/// RFC 3879 deprecated site-local addresses, yet some networks still route `fec0::/10`
+/// as their private range; `fe80::/10` below it and `ff00::/8` above it are refused too.
+#[test]
+fn site_local_addresses_are_refused() {
+    for (address, url) in [
+        ("fec0::1", "http://[fec0::1]/"),
+        ("feff::", "http://[feff::]:80/"),
+    ] {
+        let refusal = refused(address);
+        assert_eq!(refusal.kind, RangeKind::SiteLocal, "{address}");
+        assert_eq!(refusal.range, "fec0::/10", "{address}");
+        let policy = TargetPolicy::default();
+        let refusal = policy
+            .permits_url(&Url::parse(url).unwrap())
+            .expect_err(url);
+        assert_eq!(refusal.kind, RangeKind::SiteLocal, "{url}");
+    }
+    assert_eq!(
+        refused("fec0::1").to_string(),
+        "fec0::1 is a deprecated IPv6 site-local address (RFC 3879) (fec0::/10)"
+    );
+    assert!(permitted("fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff"));
+}
+
+/// `::ffff:0:a.b.c.d` (RFC 2765 §2.1) is refused whatever IPv4 address it carries; its
+/// neighbours, the IPv4-mapped `::ffff:a.b.c.d` of a public address and `::1:0:0:0`,
+/// are not.
+#[test]
+fn ipv4_translated_addresses_are_refused() {
+    for address in [
+        "::ffff:0:0:0",
+        "::ffff:0:127.0.0.1",
+        "::ffff:0:8.8.8.8",
+        "::ffff:0:ffff:ffff",
+    ] {
+        let refusal = refused(address);
+        assert_eq!(refusal.kind, RangeKind::SpecialPurpose, "{address}");
+        assert_eq!(refusal.range, "::ffff:0:0:0/96", "{address}");
+        assert_eq!(refusal.embedded, None, "{address}");
+    }
+    let url = Url::parse("http://[::ffff:0:808:808]/").unwrap();
+    assert!(TargetPolicy::default().permits_url(&url).is_err());
+    for neighbour in ["::fffe:ffff:ffff:ffff", "::ffff:1:0:0", "::ffff:8.8.8.8"] {
+        assert!(permitted(neighbour), "{neighbour}");
+    }
+}
+
+/// An allowed IPv4 range admits its addresses and their IPv4-mapped forms (the same
+/// host through a dual-stack socket), never the IPv4-compatible, NAT64, 6to4 or
+/// IPv4-translated forms, which reach a translator or relay: another host.
+#[test]
+fn an_allowed_ipv4_range_admits_only_its_addresses_and_their_mapped_forms() {
+    let policy = TargetPolicy {
+        allow_private: false,
+        allowed: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "127.0.0.1/32".parse().unwrap(),
+        ],
+    };
+    for same_host in ["10.1.2.3", "::ffff:10.1.2.3", "127.0.0.1", "::ffff:7f00:1"] {
+        assert!(policy.permits(ip(same_host)).is_ok(), "{same_host}");
+    }
+    for (other_host, embedding) in [
+        ("::10.1.2.3", Some(Embedding::Compatible)),
+        ("::127.0.0.1", Some(Embedding::Compatible)),
+        ("64:ff9b::10.1.2.3", Some(Embedding::Nat64)),
+        ("64:ff9b::7f00:1", Some(Embedding::Nat64)),
+        ("2002:a01:203::1", Some(Embedding::SixToFour)),
+        ("2002:7f00:1::", Some(Embedding::SixToFour)),
+        ("64:ff9b:1::a01:203", None),
+        ("::ffff:0:10.1.2.3", None),
+    ] {
+        let refusal = policy.permits(ip(other_host)).expect_err(other_host);
+        assert_eq!(refusal.embedded.map(|(e, _)| e), embedding, "{other_host}");
+    }
+    // An IPv6 range that contains such a form permits it.
+    let nat64 = TargetPolicy {
+        allow_private: false,
+        allowed: vec!["64:ff9b::a00:0/104".parse().unwrap()],
+    };
+    assert!(nat64.permits(ip("64:ff9b::10.1.2.3")).is_ok());
+    assert!(nat64.permits(ip("10.1.2.3")).is_err());
 }

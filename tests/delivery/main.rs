@@ -28,6 +28,7 @@ mod outcomes;
 mod pg_restart;
 mod process;
 mod replay;
+mod resend;
 mod retry_after;
 mod secrets;
 mod signing;

@@ -39,8 +39,9 @@ fn evil_url(receiver: &Receiver) -> String {
     local.replace("127.0.0.1", "evil.test")
 }
 
-/// Runs the job's attempt and checks it was blocked.
-async fn assert_blocked(app: &TestApp, job: &Value, host: &str) {
+/// Runs the job's attempt and checks it was blocked, with a reason that contains
+/// `names` (the host, and for a literal address its range), never the URL's query.
+async fn assert_blocked(app: &TestApp, job: &Value, names: &str) {
     assert_eq!(app.run_pending().await.attempted(), 1);
     let dead = app.job_now(job).await;
     assert_eq!(dead["state"], "dead", "{dead}");
@@ -53,15 +54,31 @@ async fn assert_blocked(app: &TestApp, job: &Value, host: &str) {
     assert_eq!(attempts[0]["error_class"], "blocked");
     assert_eq!(attempts[0]["status"], Value::Null);
     let reason = attempts[0]["reason"].as_str().unwrap();
-    assert!(reason.contains(host), "{reason}");
-    assert!(
-        reason.contains("127.0.0.1 is a loopback address (127.0.0.0/8)"),
-        "{reason}"
-    );
+    assert!(reason.contains(names), "{reason}");
     assert!(
         !reason.contains("s3cret"),
         "the URL's query leaked: {reason}"
     );
+}
+
+/// The reason of an attempt blocked because `evil.test` resolves to refused addresses.
+const NAME_REFUSED: &str = "blocked before connecting: evil.test is refused by the \
+    outbound-target policy: it resolves to no permitted address";
+
+/// Issue #15 part 5.4: the attempt and the job's last error say that the name was
+/// refused by policy, without the addresses it resolves to or their ranges, which
+/// would let any token holder map internal DNS.
+async fn assert_no_address_shown(app: &TestApp, job: &Value) {
+    let attempts = app.attempts(job).await;
+    let shown = [
+        attempts[0]["reason"].to_string(),
+        app.job_now(job).await["last_error"].to_string(),
+    ];
+    for text in shown {
+        for address in ["127.0.0.1", "127.0.0.0/8", "loopback"] {
+            assert!(!text.contains(address), "{address} shown: {text}");
+        }
+    }
 }
 
 async fn c08_a_name_resolving_to_loopback_is_never_connected(db: Db) {
@@ -74,7 +91,8 @@ async fn c08_a_name_resolving_to_loopback_is_never_connected(db: Db) {
     // A host name is accepted at registration: it is checked when it is resolved.
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-rebind", json!({})).await;
-    assert_blocked(&app, &job, "evil.test").await;
+    assert_blocked(&app, &job, NAME_REFUSED).await;
+    assert_no_address_shown(&app, &job).await;
     // No retry follows, and the receiver never saw a connection's request.
     app.advance(3_600_000);
     assert_eq!(app.run_pending().await.attempted(), 0);
@@ -139,7 +157,8 @@ async fn c08_another_allowed_cidr_does_not_permit_loopback() {
         .await;
     app.subscriber("s", &evil_url(&receiver), None).await;
     let job = app.job("s", "evt-cidr", json!({})).await;
-    assert_blocked(&app, &job, "evil.test").await;
+    assert_blocked(&app, &job, NAME_REFUSED).await;
+    assert_no_address_shown(&app, &job).await;
     assert_eq!(receiver.requests().len(), 0);
 }
 
@@ -164,6 +183,12 @@ async fn c08_a_literal_address_is_checked_at_send_time_too() {
         .start()
         .await;
     after.advance(1500);
-    assert_blocked(&after, &job, "blocked before connecting: 127.0.0.1").await;
+    // The address is the URL's own host: naming it and its range reveals nothing.
+    assert_blocked(
+        &after,
+        &job,
+        "blocked before connecting: 127.0.0.1 is a loopback address (127.0.0.0/8)",
+    )
+    .await;
     assert_eq!(receiver.requests().len(), 0);
 }

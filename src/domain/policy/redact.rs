@@ -31,9 +31,14 @@ const SECRET_KEY_PARTS: [&str; 14] = [
 /// substrings they would hit `author` or `unauthorized`.
 const SECRET_KEY_SEGMENTS: [&str; 3] = ["auth", "pwd", "pass"];
 
-/// Prefixes of well-known credentials (Stripe, GitHub, Slack), matched at the start of a
-/// word in any case; the token that follows is hidden with its prefix.
-const TOKEN_PREFIXES: [&str; 17] = [
+/// Prefixes of well-known credentials (Stripe, GitHub, Slack, OpenAI, Anthropic),
+/// matched at the start of a word in any case; the token that follows is hidden with
+/// its prefix.
+const TOKEN_PREFIXES: [&str; 21] = [
+    "sk-proj-",
+    "sk-svcacct-",
+    "sk-admin-",
+    "sk-ant-",
     "sk_live_",
     "sk_test_",
     "rk_live_",
@@ -52,6 +57,12 @@ const TOKEN_PREFIXES: [&str; 17] = [
     "xoxr-",
     "xoxs-",
 ];
+
+/// Short hyphenated prefixes of credentials, hidden (from the start of a word, any case)
+/// only when at least this many token bytes follow, so that words like `sk-learn` stay:
+/// OpenAI's older `sk-` keys (48 characters after the prefix) and GitLab's `glpat-`
+/// personal access tokens (20).
+const LONG_TOKEN_PREFIXES: [(&str, usize); 2] = [("sk-", 20), ("glpat-", 20)];
 
 /// Prefixes of AWS access key ids, followed by 16 or more of `A-Z 0-9`.
 const AWS_KEY_ID_PREFIXES: [&[u8]; 2] = [b"AKIA", b"ASIA"];
@@ -88,15 +99,26 @@ const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
 ///   unless they are prose: `Bearer token`, `Basic auth` (a lowercase or capitalised
 ///   word that is not the base64 of `user:pass`);
 /// - JWT-like tokens: a word starting with `eyJ` (base64 of `{"`);
+/// - OpenAI/Anthropic-style hyphenated keys: `sk-proj-`, `sk-svcacct-`, `sk-admin-`,
+///   `sk-ant-` and what follows, and `sk-` or GitLab's `glpat-` followed by 20 or more
+///   token bytes;
+/// - the body of a PEM private key (`-----BEGIN … PRIVATE KEY-----` to `-----END`);
+/// - the content of an XML element named like a secret (`<password>…</password>`,
+///   `<wsse:Password …>`);
+/// - the password of a URL's userinfo in any scheme (`postgres://user:[redacted]@db`);
+/// - the quoted value of an HTTP Digest `response="…"` (RFC 7616);
 /// - the value of a key named like a secret (`secret`, `token`, `password`, `api_key`,
 ///   `authorization`, `cookie`, … see `SECRET_KEY_PARTS` and `SECRET_KEY_SEGMENTS`) in
-///   `key=value` (up to a blank or `& ; ,`), `key: value` (to the end of the line or
-///   `, ; &`; a cookie header to the end of the line) and `"key": value` forms (JSON,
+///   `key=value` (up to a blank or `& ; ,`), `key%3Dvalue` (percent-encoded, up to an
+///   encoded or plain delimiter), `key: value` (to the end of the line or `, ; &`; a
+///   cookie or signature header to the end of the line) and `"key": value` forms (JSON,
 ///   also with `'` quotes or `\"` inside a JSON string; any whitespace around the `:`).
 ///   A quoted value loses its content, an array or object value is hidden whole (to the
-///   matching bracket or the end of the text), a scalar to the next delimiter. A
-///   `key: value` inside a sentence (`error: invalid token: E42`) is only hidden when the
-///   value does not read as a word or short code.
+///   matching bracket or the end of the text), a scalar to the next delimiter, and the
+///   comma-separated items that follow a scalar with it (`sig=v1,<MAC>`) unless an item
+///   is a pair of its own or reads as prose. A `key: value` inside a sentence
+///   (`error: invalid token: E42`) is only hidden when the value does not read as a
+///   word or short code.
 ///
 /// The result is cut again to `max_bytes` bytes on a character boundary, so it never
 /// exceeds `max_bytes` even when `[redacted]` is longer than what it replaced. A NUL
@@ -161,8 +183,12 @@ fn redact(text: &str) -> String {
 /// scheme word, a key and its separator) is kept. Every position is an ASCII byte, so
 /// both are character boundaries.
 fn secret_at(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
-    let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
-    let key_start = at == 0 || !is_key_byte(bytes[at - 1]);
+    // A `%XX` escape (`%26`, `%3F`, …) ends a word or key like the byte it encodes; its
+    // hex digits start none.
+    let after_escape = at >= 3 && is_escape(bytes, at - 3);
+    let in_escape = (at >= 1 && is_escape(bytes, at - 1)) || (at >= 2 && is_escape(bytes, at - 2));
+    let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric() || after_escape;
+    let key_start = !in_escape && (at == 0 || !is_key_byte(bytes[at - 1]) || after_escape);
     let whole = |end| (at, end);
     whsec_token(bytes, at)
         .map(whole)
@@ -170,7 +196,27 @@ fn secret_at(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         .or_else(|| word_start.then(|| aws_key_id(bytes, at).map(whole))?)
         .or_else(|| word_start.then(|| scheme_credentials(bytes, at))?)
         .or_else(|| word_start.then(|| jwt(bytes, at).map(whole))?)
+        .or_else(|| pem_private_key(bytes, at))
+        .or_else(|| xml_secret_element(bytes, at))
+        .or_else(|| url_password(bytes, at))
+        .or_else(|| key_start.then(|| digest_response(bytes, at))?)
         .or_else(|| key_start.then(|| secret_value(bytes, at))?)
+}
+
+/// True when a `%XX` escape (two hex digits) starts at `at`.
+fn is_escape(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at) == Some(&b'%')
+        && bytes
+            .get(at + 1..at + 3)
+            .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+}
+
+/// The byte a `%XX` escape at `at` encodes.
+fn escaped_byte(bytes: &[u8], at: usize) -> Option<u8> {
+    let hex = std::str::from_utf8(bytes.get(at + 1..at + 3)?).ok()?;
+    is_escape(bytes, at)
+        .then(|| u8::from_str_radix(hex, 16).ok())
+        .flatten()
 }
 
 /// A byte of a credential (RFC 6750 `b64token` and base64).
@@ -226,11 +272,122 @@ fn whsec_token(bytes: &[u8], at: usize) -> Option<usize> {
     token_after(bytes, at, b"whsec_")
 }
 
-/// The end of a token with one of the [`TOKEN_PREFIXES`] starting at `at`.
+/// The end of a token with one of the [`TOKEN_PREFIXES`] (or a long enough one with one
+/// of the [`LONG_TOKEN_PREFIXES`]) starting at `at`.
 fn prefixed_token(bytes: &[u8], at: usize) -> Option<usize> {
     TOKEN_PREFIXES
         .iter()
         .find_map(|prefix| token_after(bytes, at, prefix.as_bytes()))
+        .or_else(|| {
+            LONG_TOKEN_PREFIXES.iter().find_map(|(prefix, least)| {
+                let end = token_after(bytes, at, prefix.as_bytes())?;
+                (end - at - prefix.len() >= *least).then_some(end)
+            })
+        })
+}
+
+/// The body of a PEM private key (RFC 7468: `-----BEGIN … PRIVATE KEY-----`, any label
+/// with `PRIVATE KEY`, as `RSA`, `EC`, `ENCRYPTED`, `OPENSSH` and PGP's `PRIVATE KEY
+/// BLOCK`) starting at `at`: from after the BEGIN line to its `-----END`, or the end of
+/// the text when it is cut. The two boundary lines are kept; certificates and public
+/// keys are not secrets and stay.
+fn pem_private_key(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    let label_from = at + BEGIN.len();
+    bytes.get(at..label_from).filter(|found| *found == BEGIN)?;
+    let label_end = run_end(bytes, label_from, |b| b.is_ascii_uppercase() || b == b' ');
+    let label = &bytes[label_from..label_end];
+    let private = label.windows(11).any(|w| w == b"PRIVATE KEY");
+    let start = label_end + 5;
+    if !private || bytes.get(label_end..start) != Some(b"-----") {
+        return None;
+    }
+    let end = find(bytes, start, b"-----END").unwrap_or(bytes.len());
+    (end > start).then_some((start, end))
+}
+
+/// The first `needle` at or after `from`.
+fn find(bytes: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    bytes[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| from + i)
+}
+
+/// The content of an XML element named like a secret (`<password>`, `<wsse:Password
+/// Type="…">`, `<apiKey>`; the local name, after any `ns:` prefix, is judged as a key)
+/// whose start tag opens at `at`: everything up to its end tag (`</password>`, any
+/// case), nested elements included. Without an end tag (the excerpt cut it), content
+/// that runs to the end of the text is hidden when it has no blank or `<`, as a cut
+/// secret; otherwise (`use <token> here`) it is prose and stays.
+fn xml_secret_element(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    (bytes.get(at) == Some(&b'<')).then_some(())?;
+    let name_end = run_end(bytes, at + 1, |b| is_key_byte(b) || b == b':');
+    let name = &bytes[at + 1..name_end];
+    let local = name.rsplit(|b| *b == b':').next().unwrap_or(name);
+    if local.is_empty() || !is_secret_key(local) {
+        return None;
+    }
+    if !matches!(
+        bytes.get(name_end),
+        Some(b' ' | b'\t' | b'\r' | b'\n' | b'>')
+    ) {
+        return None;
+    }
+    let tag_end = name_end + bytes[name_end..].iter().position(|b| *b == b'>')?;
+    if bytes[tag_end - 1] == b'/' {
+        return None;
+    }
+    let start = tag_end + 1;
+    let close = (start..bytes.len()).find(|&i| {
+        bytes[i..].starts_with(b"</") && has_prefix(bytes, i + 2, name) && {
+            let after = skip_whitespace(bytes, i + 2 + name.len());
+            bytes.get(after) == Some(&b'>')
+        }
+    });
+    let end = match close {
+        Some(close) => close,
+        None if bytes[start..].iter().all(|b| !b" \t\r\n<".contains(b)) => bytes.len(),
+        None => return None,
+    };
+    let blank = bytes[start..end].iter().all(u8::is_ascii_whitespace);
+    (!blank).then_some((start, end))
+}
+
+/// The password of a URL's userinfo (`postgres://user:pass@host`, any scheme; also
+/// with the `\/` escapes of some JSON encoders) when `://` starts at `at`: the bytes
+/// between the first `:` and the last `@` of the authority (up to `/ ? #`, a blank, a
+/// quote, `<`, `>` or `\`, RFC 3986 §3.2). The user name is kept.
+fn url_password(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let after = [&b"://"[..], b":\\/\\/"]
+        .iter()
+        .find(|slashes| bytes[at..].starts_with(slashes))
+        .map(|slashes| at + slashes.len())?;
+    let authority_end = run_end(bytes, after, |b| !b"/?#\\\"'<> \t\r\n".contains(&b));
+    let authority = &bytes[after..authority_end];
+    let at_sign = after + authority.iter().rposition(|b| *b == b'@')?;
+    let colon = after + bytes[after..at_sign].iter().position(|b| *b == b':')?;
+    (at_sign > colon + 1).then_some((colon + 1, at_sign))
+}
+
+/// The quoted value of an HTTP Digest `response="…"` parameter (RFC 7616 §3.4: a hash
+/// that proves the password, open to offline guessing) when its key starts at `at`;
+/// also with `\"` quotes inside a JSON string. `response` in other forms (`"response":
+/// …`, `response=ok`) is an ordinary word and stays.
+fn digest_response(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let key_end = run_end(bytes, at, is_key_byte);
+    if !bytes[at..key_end].eq_ignore_ascii_case(b"response") {
+        return None;
+    }
+    let equals = skip_blanks(bytes, key_end);
+    (bytes.get(equals) == Some(&b'=')).then_some(())?;
+    let quote = skip_blanks(bytes, equals + 1);
+    let (start, end) = match &bytes[quote..] {
+        [b'\\', b'"', ..] => (quote + 2, escaped_quote_end(bytes, quote + 2)),
+        [b'"', ..] => (quote + 1, quoted_end(bytes, quote + 1, b'"')),
+        _ => return None,
+    };
+    (end > start).then_some((start, end))
 }
 
 /// The end of an AWS access key id (`AKIA` + 16 or more `A-Z 0-9`) starting at `at`.
@@ -333,18 +490,27 @@ fn secret_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         [b'"' | b'\'', ..] => (true, false, key_end + 1),
         _ => (false, false, key_end),
     };
+    if !quoted && has_prefix(bytes, after_key, b"%3D") {
+        // `password%3Dhunter2`: a pair inside a percent-encoded URL or form.
+        let start = after_key + 3;
+        let end = encoded_value_end(bytes, start);
+        return (end > start).then_some((start, end));
+    }
     let skip = if quoted { skip_whitespace } else { skip_blanks };
     let separator_at = skip(bytes, after_key);
     let separator = *bytes
         .get(separator_at)
         .filter(|b| matches!(b, b'=' | b':'))?;
     let start = skip(bytes, separator_at + 1);
-    let to_line_end = separator == b':' && !quoted && is_cookie_key(key);
+    let to_line_end = separator == b':' && !quoted && is_whole_line_key(key);
     let (start, end) = match &bytes[start..] {
         [b'\\', b'"', ..] if escaped => (start + 2, escaped_quote_end(bytes, start + 2)),
         [quote @ (b'"' | b'\''), ..] => (start + 1, quoted_end(bytes, start + 1, *quote)),
         [b'{' | b'[', ..] => (start, bracketed_end(bytes, start, !escaped)),
-        _ => (start, unquoted_end(bytes, start, separator, to_line_end)),
+        _ => {
+            let end = unquoted_end(bytes, start, separator, to_line_end);
+            (start, list_end(bytes, end, separator))
+        }
     };
     let empty = bytes[start..end].iter().all(|b| b"{}[] \t\r\n".contains(b));
     let phrase = separator == b':'
@@ -366,9 +532,61 @@ fn is_secret_key(key: &[u8]) -> bool {
         })
 }
 
-/// True when `key` names a cookie header, whose `;`-separated value is all secret.
-fn is_cookie_key(key: &[u8]) -> bool {
-    normal_key(key).contains("cookie")
+/// True when `key` names a header whose whole line is secret in its `key: value`
+/// form: a cookie (its `;`-separated pairs) or a signature (Standard Webhooks'
+/// `webhook-signature: v1,<MAC> v1,<MAC>`, GitHub's `sha256=<MAC>`).
+fn is_whole_line_key(key: &[u8]) -> bool {
+    let normal = normal_key(key);
+    normal.contains("cookie") || normal.contains("signature")
+}
+
+/// The end of a secret scalar value that ended at `end`, with the items of a
+/// comma-separated list that follow it (`token=a1b2,c3d4`, `sig: v1,<MAC>`): an item
+/// is part of it unless it is empty, a pair of its own (`code=E42`, `code: E42`) or
+/// reads as prose (`E42`, `and`).
+fn list_end(bytes: &[u8], mut end: usize, separator: u8) -> usize {
+    loop {
+        let comma = skip_blanks(bytes, end);
+        if bytes.get(comma) != Some(&b',') {
+            break;
+        }
+        let item = skip_blanks(bytes, comma + 1);
+        let item_end = unquoted_end(bytes, item, separator, false);
+        if item_end == item || is_pair(bytes, item) || reads_as_prose(first_word(bytes, item)) {
+            break;
+        }
+        end = item_end;
+    }
+    end
+}
+
+/// True when a `key: …` or `key=value` pair starts at `from` (`abc==`, base64 padding,
+/// is not one).
+fn is_pair(bytes: &[u8], from: usize) -> bool {
+    let key_end = run_end(bytes, from, is_key_byte);
+    let separator = skip_blanks(bytes, key_end);
+    key_end > from
+        && match bytes.get(separator) {
+            Some(b':') => true,
+            Some(b'=') => bytes
+                .get(separator + 1)
+                .is_some_and(|b| *b != b'=' && !VALUE_DELIMITERS.contains(b) && *b != b' '),
+            _ => false,
+        }
+}
+
+/// The end of a percent-encoded value from `from`: at a byte that ends an unquoted
+/// value (a blank, `&`, [`VALUE_DELIMITERS`]) or an escape of one (`%26`, `%20`, …).
+fn encoded_value_end(bytes: &[u8], from: usize) -> usize {
+    let ends = |b: u8| VALUE_DELIMITERS.contains(&b) || b == b' ' || b == b'\t';
+    let mut at = from;
+    while let Some(&b) = bytes.get(at) {
+        if ends(b) || escaped_byte(bytes, at).is_some_and(ends) {
+            break;
+        }
+        at += 1;
+    }
+    at
 }
 
 /// `key` lowercased, with `-` and `.` read as `_`.

@@ -381,6 +381,8 @@ fn plain() -> impl Strategy<Value = String> {
             && !lower.contains("bearer")
             && !lower.contains("basic")
             && !lower.contains("xox")
+            && !lower.contains("sk-")
+            && !lower.contains("glpat-")
     })
 }
 
@@ -404,7 +406,7 @@ proptest! {
         before in plain(),
         after in plain(),
         secret in secret(),
-        form in 0usize..9,
+        form in 0usize..16,
     ) {
         let shown = match form {
             0 => format!("whsec_{secret}"),
@@ -415,6 +417,13 @@ proptest! {
             5 => format!(r#"{{"api_key":"{secret}"}}"#),
             6 => format!(r#""client_secret" : "{secret}""#),
             7 => format!("password: {secret}"),
+            8 => format!("webhook-signature: v1,{secret} v1,{secret}"),
+            9 => format!("-----BEGIN EC PRIVATE KEY-----\n{secret}\n-----END EC PRIVATE KEY-----"),
+            10 => format!("<password>{secret}</password>"),
+            11 => format!("postgres://app:{secret}@db/app"),
+            12 => format!(r#"Digest username="u", response="{secret}""#),
+            13 => format!("sk-proj-{secret}"),
+            14 => format!("u%3Fx%26password%3D{secret}%26y"),
             _ => format!("X-Auth-Token={secret}"),
         };
         let text = format!("{before} {shown}\nE42 {after}");
@@ -445,6 +454,230 @@ proptest! {
         let text = format!("{before}{shown}{after}");
         let excerpt = redacted(&text);
         prop_assert!(!excerpt.contains(&secret), "{:?} -> {:?}", text, excerpt);
+    }
+}
+
+/// Issue #15 part 5.3: a signature header's value is a comma-separated list
+/// (`v1,<MAC>`, several during a rotation); every item is hidden, not only the first.
+#[test]
+fn hides_every_comma_separated_value_of_a_secret() {
+    let mac = "K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=";
+    let cases = [
+        (
+            format!("webhook-signature: v1,{mac}\r\nE42"),
+            "webhook-signature: [redacted]\r\nE42".to_owned(),
+        ),
+        (
+            format!("Webhook-Signature: v1,{mac} v1a,{mac}, v1,{mac}\nE42"),
+            "Webhook-Signature: [redacted]\nE42".to_owned(),
+        ),
+        (
+            format!("got signature={mac},{mac}&code=E42"),
+            "got signature=[redacted]&code=E42".to_owned(),
+        ),
+        (
+            format!("token: v1,{mac}, code: E42"),
+            "token: [redacted], code: E42".to_owned(),
+        ),
+        (
+            "api_key=k1AbCdEf99,k2GhIjKl88, E42".to_owned(),
+            "api_key=[redacted], E42".to_owned(),
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(&text), want, "{text}");
+        assert!(!redacted(&text).contains("K5oZ"), "{text}");
+    }
+    // A pair or a word after the comma is not part of the value.
+    for text in [
+        "token=abc123XYZ,code=E42",
+        "sent token: abc123XYZ, E42 next",
+    ] {
+        assert!(redacted(text).contains("E42"), "{text}");
+    }
+}
+
+#[test]
+fn hides_pem_private_keys() {
+    let body = "MIIEpAIBAAKCAQEA75bZ1x2u\nq4SrWN5bl1X0xCk+/3zT==";
+    let cases = [
+        (
+            format!("bad key:\n-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\nE42"),
+            "bad key:\n-----BEGIN RSA PRIVATE KEY-----[redacted]-----END RSA PRIVATE KEY-----\nE42"
+                .to_owned(),
+        ),
+        (
+            format!(r#"{{"pem":"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n","code":"E42"}}"#),
+            r#"{"pem":"-----BEGIN PRIVATE KEY-----[redacted]-----END PRIVATE KEY-----\n","code":"E42"}"#
+                .to_owned(),
+        ),
+        (
+            format!("-----BEGIN OPENSSH PRIVATE KEY-----\r\n{body}"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----[redacted]".to_owned(),
+        ),
+        (
+            format!("-----BEGIN ENCRYPTED PRIVATE KEY-----{body}-----END ENCRYPTED PRIVATE KEY-----"),
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----[redacted]-----END ENCRYPTED PRIVATE KEY-----"
+                .to_owned(),
+        ),
+        (
+            format!("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{body}\n-----END PGP PRIVATE KEY BLOCK-----"),
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----[redacted]-----END PGP PRIVATE KEY BLOCK-----"
+                .to_owned(),
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(&text), want, "{text}");
+    }
+    // Certificates and public keys are not secrets.
+    let certificate = format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----");
+    assert_eq!(redacted(&certificate), certificate);
+    let public = format!("-----BEGIN PUBLIC KEY-----\n{body}\n-----END PUBLIC KEY-----");
+    assert_eq!(redacted(&public), public);
+}
+
+#[test]
+fn hides_xml_elements_named_like_secrets() {
+    let cases = [
+        (
+            "<user>ann</user><password>hunter2</password><code>E42</code>",
+            "<user>ann</user><password>[redacted]</password><code>E42</code>",
+        ),
+        (
+            "<login>\n  <Password>two words</Password>\n</login>",
+            "<login>\n  <Password>[redacted]</Password>\n</login>",
+        ),
+        (
+            r#"<wsse:Password Type="http://x/#PasswordText">pw1</wsse:Password>E42"#,
+            r#"<wsse:Password Type="http://x/#PasswordText">[redacted]</wsse:Password>E42"#,
+        ),
+        (
+            "<apiKey>k-123</apiKey> <auth><user>ann</user><pin>1234</pin></auth> E42",
+            "<apiKey>[redacted]</apiKey> <auth>[redacted]</auth> E42",
+        ),
+        ("<client_secret>abc123", "<client_secret>[redacted]"),
+        ("<token >abc</TOKEN >", "<token >[redacted]</TOKEN >"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+    let plain = [
+        "<token/> <password></password> <secret> </secret>",
+        "send <token> in the header (E42)",
+        "<author>Ann</author> <passage>3</passage>",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_url_userinfo_passwords_in_any_scheme() {
+    let cases = [
+        (
+            "connect postgres://app:hunter2@db.internal:5432/app failed: E42",
+            "connect postgres://app:[redacted]@db.internal:5432/app failed: E42",
+        ),
+        (
+            "redis://:s3cr3t@cache:6379/0",
+            "redis://:[redacted]@cache:6379/0",
+        ),
+        (
+            "amqp://guest:gu%40e:st@mq.internal/vhost",
+            "amqp://guest:[redacted]@mq.internal/vhost",
+        ),
+        (
+            r#"{"url":"https:\/\/bob:pa55@api.example.com\/x","code":"E42"}"#,
+            r#"{"url":"https:\/\/bob:[redacted]@api.example.com\/x","code":"E42"}"#,
+        ),
+        (
+            "mongodb+srv://u:p@cluster0.example.net/?retryWrites=true",
+            "mongodb+srv://u:[redacted]@cluster0.example.net/?retryWrites=true",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+    let plain = [
+        "see https://example.com:8443/x?y=1 (E42)",
+        "ssh://git@github.com/org/repo",
+        "https://example.com/users/@ann",
+        "mailto:ann@example.com",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_digest_responses() {
+    // RFC 7616 §3.9.1's example.
+    let text = r#"Digest username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", nc=00000001, cnonce="f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", response="8ca523f5e9506fed4657c9700eebdbec", opaque="FQhe"; E42"#;
+    let want = r#"Digest username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", nc=00000001, cnonce="f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", response="[redacted]", opaque="FQhe"; E42"#;
+    assert_eq!(redacted(text), want);
+    assert_eq!(
+        redacted(r#"{"echo":"Digest response = \"6629fae4\", qop=auth"}"#),
+        r#"{"echo":"Digest response = \"[redacted]\", qop=auth"}"#
+    );
+    let plain = [
+        r#"{"response": "ok", "code": "E42"}"#,
+        "response=ok&code=E42",
+        "bad response: E42",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_hyphenated_api_key_prefixes() {
+    let tokens = [
+        "sk-proj-AbC123_dEf-456ghiJKL789",
+        "sk-svcacct-AbC123dEf456",
+        "sk-admin-AbC123dEf456",
+        "sk-ant-api03-AbC123_dEf-456ghiJKL789-xyzAA",
+        "sk-AbC123dEf456ghiJKL789mnoPQR012stuVWX345yzAB",
+        "glpat-AbC123dEf456ghiJKL78",
+    ];
+    for token in tokens {
+        assert_eq!(
+            redacted(&format!("key {token} (E42)")),
+            "key [redacted] (E42)",
+            "{token}"
+        );
+        assert_eq!(redacted(&format!("x={token}")), "x=[redacted]", "{token}");
+    }
+    let plain = [
+        "sk-learn failed (E42)",
+        "risk-free",
+        "ask-proj-x",
+        "glpat-short",
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
+}
+
+#[test]
+fn hides_percent_encoded_secret_pairs() {
+    let cases = [
+        (
+            "next=%2Flogin%3Fuser%3Dann%26password%3Dhunter2%26code%3DE42",
+            "next=%2Flogin%3Fuser%3Dann%26password%3D[redacted]%26code%3DE42",
+        ),
+        (
+            "r=%3Fapi_key%3dk%2B1%2F2%3D E42",
+            "r=%3Fapi_key%3d[redacted] E42",
+        ),
+        ("x%26pwd%3Dp%40ss&code=E42", "x%26pwd%3D[redacted]&code=E42"),
+        ("token%3Dabc", "token%3D[redacted]"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(redacted(text), want, "{text}");
+    }
+    let plain = ["q=%2Fauthor%3DAnn", "100%25 done, token%3D E42"];
+    for text in plain {
+        assert_eq!(redacted(text), text);
     }
 }
 
