@@ -20,6 +20,7 @@ mod jobs_read;
 mod limits;
 mod replays;
 mod secret_rotation;
+mod subscriber_ids;
 mod subscriber_stats;
 mod subscribers;
 mod support;
