@@ -17,3 +17,4 @@ mod operator_commands;
 mod operator_support;
 mod replay_commands;
 mod replay_live;
+mod secret_flags;
