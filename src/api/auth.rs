@@ -1,8 +1,9 @@
 //! Bearer-token authentication of `/v1/*` (RFC 6750). With tokens configured
 //! (`--api-token`, `DEFERHOOK_API_TOKENS`), every `/v1/*` request needs
 //! `Authorization: Bearer <token>`; `/healthz`, `/readyz`, `/metrics`, `/openapi.json`
-//! and `/docs` stay open. Without tokens the API is open, and `serve` listens only on
-//! loopback addresses.
+//! and `/docs` stay open. Without tokens the API is open, `serve` listens only on
+//! loopback addresses, and a request addressed to any other host is refused (421, see
+//! [`super::loopback_host`]: a DNS-rebinding page in the operator's browser).
 //!
 //! Tokens are compared in constant time: the presented value and every configured token
 //! are hashed (SHA-256) and all digests are compared with `subtle`, so neither the
@@ -110,13 +111,20 @@ fn protected(path: &str) -> bool {
 }
 
 /// Answers 401 problem+json (with `WWW-Authenticate: Bearer`) to a `/v1/*` request
-/// without one of the tokens; passes everything else on.
+/// without one of the tokens; without tokens, 421 problem+json to any request addressed
+/// to a host that is not loopback; passes everything else on.
 pub async fn require_token(
     State(tokens): State<ApiTokens>,
     request: Request,
     next: Next,
 ) -> Response {
-    if tokens.is_empty() || !protected(request.uri().path()) {
+    if tokens.is_empty() {
+        return match super::loopback_host::refuse_unless_loopback(&request) {
+            Some(refusal) => refusal,
+            None => next.run(request).await,
+        };
+    }
+    if !protected(request.uri().path()) {
         return next.run(request).await;
     }
     let presented = request

@@ -1,14 +1,19 @@
 //! Limits on what a request may carry before any handler reads it: its headers (RFC
-//! 6585 §5, 431) and its target (RFC 9110 §15.5.15, 414). Body sizes are limited by the
-//! body-limit layer (413); list sizes by each resource (`limit` ≤ 1000, 10,000
-//! subscribers per fan-out, 100,000 jobs per replay).
+//! 6585 §5, 431) and its target (RFC 9110 §15.5.15, 414), checked before the request is
+//! logged, so an oversized request writes nothing to the log; and the body length it
+//! declares (RFC 9110 §15.5.14, 413), checked before its body is read. A body sent
+//! without a length (chunked) is limited while it is read, by the body-limit layer
+//! (413). List sizes are limited by each resource (`limit` ≤ 1000, 10,000 subscribers
+//! per fan-out, 100,000 jobs per replay).
 
-use axum::extract::Request;
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use tower_http::request_id::{MakeRequestId, MakeRequestUuid};
 
-use super::problem::{Problem, problem_response};
+use super::REQUEST_ID_HEADER;
+use super::problem::{ApiError, FieldError, Problem, problem_response};
 
 /// Most bytes of all header names and values together.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -18,7 +23,9 @@ pub const MAX_HEADERS: usize = 64;
 pub const MAX_TARGET_BYTES: usize = 8 * 1024;
 
 /// Answers 431 to a request whose headers exceed [`MAX_HEADERS`] fields or
-/// [`MAX_HEADER_BYTES`] bytes, and 414 to a target over [`MAX_TARGET_BYTES`].
+/// [`MAX_HEADER_BYTES`] bytes, and 414 to a target over [`MAX_TARGET_BYTES`]. It runs
+/// before the request is logged or its `x-request-id` read: the refusal carries a fresh
+/// id of its own.
 pub async fn limit_headers(request: Request, next: Next) -> Response {
     let headers = request.headers();
     let bytes: usize = headers
@@ -47,8 +54,35 @@ pub async fn limit_headers(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// Answers 413 to a request whose `Content-Length` exceeds `max_body_bytes`, before
+/// reading any of its body (a client that declares 10 MB and sends nothing is answered
+/// at once, not held until the request timeout).
+pub async fn limit_declared_body(
+    State(max_body_bytes): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max_body_bytes as u64) {
+        return ApiError::TooLarge(FieldError::new("body", "the request body is too large"))
+            .into_response();
+    }
+    next.run(request).await
+}
+
 fn refuse(status: StatusCode, detail: String) -> Response {
     let mut problem = Problem::from_status(status);
     problem.detail = Some(detail);
-    problem_response(problem)
+    let mut response = problem_response(problem);
+    if let Some(id) = MakeRequestUuid.make_request_id(&Request::new(())) {
+        response.headers_mut().insert(
+            HeaderName::from_static(REQUEST_ID_HEADER),
+            id.into_header_value(),
+        );
+    }
+    response
 }

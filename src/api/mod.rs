@@ -13,10 +13,12 @@ pub mod job_input;
 mod jobs;
 mod limits;
 pub mod listener;
+pub mod loopback_host;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
 pub mod replays;
+pub mod request_id;
 pub mod secret_rotation;
 mod subscriber_stats;
 mod subscribers;
@@ -33,7 +35,7 @@ use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tracing::{Level, Span};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
@@ -44,7 +46,8 @@ use crate::domain::replay_plan::ReplayLimits;
 use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
 
-/// The header carrying each request's id (set when the client sent none).
+/// The header carrying each request's id: the client's when [`request_id::acceptable`],
+/// a fresh UUID otherwise.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Room for the fields around the payload when sizing the body limit, in bytes: a
 /// fan-out's 10,000 subscriber ids of up to 128 bytes each, quoted and separated.
@@ -126,8 +129,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     openapi
 }
 
-/// The API's router with its middleware: request ids, tracing, a request timeout,
-/// a body limit sized from the payload limit, and problem+json for every error.
+/// The API's router with its middleware, outermost first: header and target limits
+/// (431, 414; before anything is logged), request ids (a client's unsafe id replaced),
+/// tracing, problem+json for every error, access (tokens, or loopback hosts only), the
+/// declared body length (413 before the body is read), a request timeout, and a body
+/// limit sized from the payload limit.
 pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
     let state = AppState {
         store,
@@ -141,31 +147,25 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
     let (router, mut openapi) = routes().split_for_parts();
     doc::finish(&mut openapi);
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()
+        .layer(axum::middleware::from_fn(limits::limit_headers))
+        .layer(axum::middleware::from_fn(request_id::drop_unsafe_ids))
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(|request: &Request<_>| {
-                    let id = request
-                        .headers()
-                        .get(REQUEST_ID_HEADER)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
-                    tracing::info_span!(
-                        "request",
-                        request_id = %id,
-                        method = %request.method(),
-                        path = %request.uri().path(),
-                    )
-                })
+                .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .layer(PropagateRequestIdLayer::new(request_id))
         .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
-        .layer(axum::middleware::from_fn(limits::limit_headers))
         .layer(axum::middleware::from_fn_with_state(
             settings.tokens.clone(),
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            max_body_bytes,
+            limits::limit_declared_body,
         ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -174,8 +174,24 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
         .with_state(state)
-        .layer(DefaultBodyLimit::max(
-            settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
-        ))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware)
+}
+
+/// The span of a request, whose fields every line logged for it carries. The values
+/// are recorded as strings, which the text log prints quoted and escaped (`path="/v1"`)
+/// and the JSON log as JSON strings: a field cannot forge another. The request id has
+/// been checked (short, safe characters) and the path is at most 8 KiB (414 beyond).
+fn request_span<B>(request: &Request<B>) -> Span {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!(
+        "request",
+        request_id = id,
+        method = request.method().as_str(),
+        path = request.uri().path(),
+    )
 }

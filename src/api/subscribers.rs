@@ -150,7 +150,7 @@ fn validate_put(
     put,
     path = "/v1/subscribers/{subscriber_id}",
     tag = "subscribers",
-    params(("subscriber_id" = String, Path, description = "1–128 of A-Z a-z 0-9 . _ : -")),
+    params(("subscriber_id" = String, Path, description = "1–128 of A-Z a-z 0-9 . _ : -, but not `.` or `..`")),
     request_body = PutSubscriberRequest,
     responses(
         (status = 201, description = "Created; the only response that shows `secret`", body = SubscriberView),

@@ -10,7 +10,9 @@ pub const MAX_EVENT_ID_LEN: usize = 256;
 pub const MAX_URL_LEN: usize = 2048;
 
 /// A subscriber id: 1–128 characters from `A–Z a–z 0–9 . _ : -` (safe in a URL path
-/// segment without escaping).
+/// segment without escaping), but not `.` or `..`: those are dot-segments, which
+/// clients resolve away (RFC 3986 §5.2.4), so `Location: /v1/subscribers/..` would
+/// name another resource.
 pub fn subscriber_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_SUBSCRIBER_ID_LEN {
         return Err(format!(
@@ -22,6 +24,9 @@ pub fn subscriber_id(id: &str) -> Result<(), String> {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
     {
         return Err("may only contain A-Z, a-z, 0-9, '.', '_', ':' and '-'".into());
+    }
+    if id == "." || id == ".." {
+        return Err("must not be `.` or `..` (URL path segments that clients resolve away)".into());
     }
     Ok(())
 }
@@ -72,6 +77,10 @@ mod tests {
         assert!(subscriber_id("slash/inside").is_err());
         assert!(subscriber_id(&"a".repeat(129)).is_err());
         assert!(subscriber_id(&"a".repeat(128)).is_ok());
+        assert!(subscriber_id(".").is_err());
+        assert!(subscriber_id("..").is_err());
+        assert!(subscriber_id("...").is_ok());
+        assert!(subscriber_id(".hidden").is_ok());
     }
 
     #[test]

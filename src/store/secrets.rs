@@ -1,6 +1,9 @@
 //! The start-up check of stored signing secrets, for both backends: secrets sealed
 //! with a key this server cannot open refuse the start; with a key, the plaintext ones
-//! are sealed (see [`Sealer::check_stored`]).
+//! are sealed (see [`Sealer::check_stored`]), and what the database's files still hold
+//! of them is removed (see [`SecretStatements::scrub`]).
+
+use std::future::Future;
 
 use crate::store::dialect::{Query, Value};
 use crate::store::transactions::Transactions;
@@ -16,11 +19,18 @@ pub(crate) trait SecretStatements: Transactions {
     /// Writes subscriber `$1`'s secret `$2` and previous secret `$3` (kept when NULL)
     /// if its secret is still `$4`.
     const RESEAL: &'static str;
+
+    /// Removes from the database's files the old copies of the values the sealing
+    /// replaced (old row versions, free space, the write-ahead log), once it has
+    /// committed. What each backend can reach is in its `secrets.rs`.
+    fn scrub(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// Checks the stored secrets against `sealer` and seals the plaintext ones when it
-/// has a key, in one write transaction. Fails ([`StoreError::Config`]) when sealed
-/// secrets do not open. Returns how many subscribers were sealed.
+/// has a key, in one write transaction, then scrubs the old copies (a failure of that
+/// is logged, not returned: the secrets are sealed, and the operator is told to rotate
+/// them). Fails ([`StoreError::Config`]) when sealed secrets do not open. Returns how
+/// many subscribers were sealed.
 pub(crate) async fn prepare<S: SecretStatements>(
     db: &S,
     sealer: &Sealer,
@@ -40,5 +50,12 @@ pub(crate) async fn prepare<S: SecretStatements>(
         S::execute(&mut tx, query).await?;
     }
     S::commit(tx).await?;
+    if let Err(error) = db.scrub().await {
+        tracing::warn!(
+            %error,
+            "the plaintext signing secrets are sealed, but their old copies could not be \
+             removed from the database's files: rotate the secrets created before the key"
+        );
+    }
     Ok(reseal.len())
 }

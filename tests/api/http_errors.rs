@@ -181,7 +181,8 @@ async fn a_body_that_never_completes_is_a_408_problem() {
     let app = app_with().flag("--request-timeout-ms", 300).start().await;
     app.create_subscriber("s").await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
-    let request = b"POST /v1/jobs HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+    let request =
+        b"POST /v1/jobs HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
                     content-length: 100\r\nx-request-id: slow-1\r\n\r\n{\"subscriber_id\":";
     let (head, body) = tokio::task::spawn_blocking(move || raw_exchange(&addr, request))
         .await

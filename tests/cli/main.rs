@@ -17,3 +17,5 @@ mod operator_commands;
 mod operator_support;
 mod replay_commands;
 mod replay_live;
+mod request_log;
+mod secret_flags;

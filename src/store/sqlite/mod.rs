@@ -181,6 +181,9 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        if !in_memory {
+            create_private(options.get_filename())?;
+        }
         // An in-memory database dies with its last connection: never retire it.
         let lifetime = (!in_memory).then_some(Duration::from_secs(30 * 60));
         let writer = SqlitePoolOptions::new()
@@ -224,6 +227,46 @@ impl SqliteStore {
     pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
         shared::secrets::prepare(&self.db, &self.sealer).await
     }
+}
+
+/// Creates the database file at `path`, empty and readable by its owner only (0600),
+/// unless it exists: SQLite would create it 0644 (less the umask), and it creates the
+/// `-wal` and `-shm` files with the database file's mode. The file holds subscriber
+/// secrets (sealed with a key, in plaintext without one) and every payload. An existing
+/// file keeps its mode; one readable by others is logged.
+fn create_private(path: &std::path::Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match created {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format!("{:o}", mode & 0o777),
+                        "the database file is open to other users; restrict it (chmod 600, \
+                         and its -wal and -shm files)"
+                    );
+                }
+            }
+            Err(error) => {
+                return Err(StoreError::Unavailable(format!(
+                    "cannot open {}: {error}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// A store in memory with subscriber `s`, for this module's tests.

@@ -1,6 +1,7 @@
-//! The start-up check of stored secrets in SQLite.
+//! The start-up check of stored secrets in SQLite, and the scrub after sealing.
 
 use super::Pools;
+use crate::store::StoreError;
 use crate::store::secrets::SecretStatements;
 
 /// Every subscriber's stored secrets.
@@ -11,7 +12,37 @@ const RESEAL: &str = "UPDATE subscribers SET secret = ?2, \
     previous_secret = COALESCE(?3, previous_secret) \
     WHERE id = ?1 AND secret = ?4";
 
+/// Rebuilds the file from its live rows: free pages and the unused space of pages
+/// (where replaced values stay, sealing's and every earlier update's) are gone, and
+/// the file shrinks to what it holds.
+const VACUUM: &str = "VACUUM";
+
+/// Copies the log into the file and truncates the log to zero bytes; answers `(busy,
+/// log frames, frames copied)`, busy 1 when a reader kept it from finishing.
+const CHECKPOINT: &str = "PRAGMA wal_checkpoint(TRUNCATE)";
+
 impl SecretStatements for Pools {
     const STORED: &'static str = STORED;
     const RESEAL: &'static str = RESEAL;
+
+    /// `VACUUM`, then a truncating checkpoint (VACUUM writes the new pages through the
+    /// write-ahead log, whose older frames hold the plaintext rows): afterwards neither
+    /// the file nor the log holds a replaced value. Costs one rewrite of the file, once,
+    /// when a server first starts with a key; it needs free disk space of the file's
+    /// size meanwhile. A reader that keeps the checkpoint from truncating the log (none
+    /// at start, unless another program reads the file) is logged.
+    async fn scrub(&self) -> Result<(), StoreError> {
+        let mut writer = self.writer.acquire().await?;
+        sqlx::query(VACUUM).execute(&mut *writer).await?;
+        let (busy, _, _): (i64, i64, i64) =
+            sqlx::query_as(CHECKPOINT).fetch_one(&mut *writer).await?;
+        if busy != 0 {
+            tracing::warn!(
+                "another connection kept the write-ahead log from being truncated: it may \
+                 hold the replaced plaintext secrets until it is next reused; rotate the \
+                 secrets created before the key"
+            );
+        }
+        Ok(())
+    }
 }

@@ -19,5 +19,6 @@ pub mod replays;
 pub mod retention;
 pub mod rotation;
 pub mod sealing;
+pub mod sealing_leftovers;
 pub mod stats;
 pub mod subscribers;

@@ -1,0 +1,114 @@
+//! Without API tokens the API is open and listens on loopback only (docs/DESIGN.md
+//! §5.7); a page in the operator's browser could still reach it by DNS rebinding
+//! (`attacker.example` re-resolved to 127.0.0.1). Such a request names the attacker's
+//! host in `Host`, so an open server answers only requests addressed to a loopback
+//! host: `localhost`, `127.0.0.0/8` or `[::1]` (an IPv4-mapped loopback too), with any
+//! port. Others get 421 Misdirected Request (RFC 9110 §15.5.20: this server will not
+//! answer for that authority).
+//!
+//! Every authority the request names is checked: the `Host` field (RFC 9110 §7.2) and
+//! the authority of an absolute-form target (RFC 9112 §3.2.2). A request naming none
+//! (HTTP/1.0 without `Host`) is not from a browser and passes.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+
+use super::problem::{Problem, problem_response};
+
+/// True when `authority` (`host[:port]` or `[v6][:port]`) names a loopback host:
+/// `localhost` (any case), a dotted IPv4 address in `127.0.0.0/8`, or `[::1]` (or an
+/// IPv4-mapped loopback address); the port, if any, is up to 5 digits.
+pub fn is_loopback_authority(authority: &str) -> bool {
+    let (loopback, port) = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, port)) => (v6.parse::<Ipv6Addr>().is_ok_and(loopback_v6), port),
+            None => return false,
+        },
+        None => {
+            let (host, port) = authority.split_at(authority.find(':').unwrap_or(authority.len()));
+            let loopback = host.eq_ignore_ascii_case("localhost")
+                || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+            (loopback, port)
+        }
+    };
+    let port_ok = match port.strip_prefix(':') {
+        Some(digits) => digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()),
+        None => port.is_empty(),
+    };
+    loopback && port_ok
+}
+
+fn loopback_v6(ip: Ipv6Addr) -> bool {
+    ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+}
+
+/// `None` when every authority `request` names is a loopback host; otherwise the 421
+/// problem to answer.
+pub fn refuse_unless_loopback(request: &Request) -> Option<Response> {
+    let hosts = request.headers().get_all(header::HOST).iter();
+    let mut named = hosts.map(|value| value.to_str().unwrap_or(""));
+    let target = request.uri().authority().map(|a| a.as_str());
+    if named.all(is_loopback_authority) && target.is_none_or(is_loopback_authority) {
+        return None;
+    }
+    let mut problem = Problem::from_status(StatusCode::MISDIRECTED_REQUEST);
+    problem.detail = Some(
+        "without API tokens, this server answers only requests addressed to a loopback \
+         host (localhost, 127.0.0.1, [::1]): use such an address, or start it with \
+         --api-token"
+            .into(),
+    );
+    Some(problem_response(problem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_with_any_port() {
+        for host in [
+            "localhost",
+            "LocalHost:8080",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.1.2.3:1",
+            "127.0.0.1:",
+            "[::1]",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn other_hosts_are_refused() {
+        for host in [
+            "",
+            "attacker.example",
+            "attacker.example:8080",
+            "localhost.attacker.example",
+            "localhost.",
+            "127.0.0.1.nip.io",
+            "2130706433",
+            "0x7f.1",
+            "10.0.0.1:8080",
+            "0.0.0.0:8080",
+            "[::]:8080",
+            "[fe80::1]",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "127.0.0.1:80:80",
+            "127.0.0.1:port",
+            "user@127.0.0.1",
+            "127.0.0.1:123456",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
+    }
+}
