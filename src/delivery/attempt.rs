@@ -12,7 +12,7 @@ use super::outcome::{judge, note_resend, unsigned};
 use super::sender::{Outgoing, Received, Sender, Sent};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
-use crate::domain::job::transition;
+use crate::domain::job::{Transition, transition};
 use crate::domain::policy::pauses_subscriber;
 use crate::domain::{Clock, JobEvent};
 use crate::metrics;
@@ -167,6 +167,12 @@ pub async fn execute(
         started.elapsed().as_secs_f64(),
     );
     let transition = match transition(&job.snapshot, event, finished_at) {
+        // After a resend the receiver may have had the first request: a next attempt
+        // (or a replay) is a possible duplicate, as after an attempt of unknown outcome.
+        Ok(transition) if result.resent => Transition {
+            possible_duplicate: true,
+            ..transition
+        },
         Ok(transition) => transition,
         Err(error) => {
             // Cannot happen for a job claimed in_flight; keep the lease to expire.
@@ -204,6 +210,7 @@ fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
         error_class: None,
         reason: Some(reason.to_owned()),
         body_excerpt: None,
+        resent: false,
     };
     (result, JobEvent::Released)
 }

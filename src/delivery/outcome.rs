@@ -45,6 +45,7 @@ pub fn judge(
                 error_class: class,
                 reason: class.map(|_| status_reason(*status, retry_after.as_deref())),
                 body_excerpt: (!body.is_empty()).then(|| redact_excerpt(body, EXCERPT_BYTES)),
+                resent: false,
             };
             (result, event)
         }
@@ -62,6 +63,7 @@ pub fn judge(
                 error_class: class,
                 reason: Some(reason.clone()),
                 body_excerpt: None,
+                resent: false,
             };
             (result, event)
         }
@@ -87,6 +89,7 @@ pub fn unsigned(
         error_class: Some(ErrorClass::SecretUnreadable),
         reason: Some(format!("not sent: {why}")),
         body_excerpt: None,
+        resent: false,
     };
     let retry_at = next_attempt_at(now, attempt, backoff, None, jitter);
     (result, JobEvent::RetryableFailure { retry_at })
@@ -97,6 +100,7 @@ pub fn unsigned(
 /// attempt), else follows it after `; `. Outcome, class and status are those of the
 /// second answer, which decided the attempt.
 pub fn note_resend(result: &mut AttemptResult, resent: &Resent) {
+    result.resent = true;
     result.reason = Some(match result.reason.take() {
         Some(reason) => format!("{reason}; {resent}"),
         None => resent.to_string(),

@@ -111,7 +111,7 @@ pub fn check(records: &[OutcomeRecord]) -> Result<(), StoreError> {
 /// The batch as a JSON array of objects with the keys `id`, `token`, `number`,
 /// `finished_at` (ms), `outcome`, `status`, `error_class`, `reason`, `body_excerpt`,
 /// `state`, `due_at` (ms), `attempts`, `dead_reason`, `deadline` (ms),
-/// `possible_duplicate` and `now` (ms). Only the first record of a lease is written: a
+/// `possible_duplicate`, `resent` and `now` (ms). Only the first record of a lease is written: a
 /// set-based update given two rows for one target applies either, so a repeat (which
 /// [`fenced_in_order`] answers `Late`) is left out.
 pub fn to_json(records: &[OutcomeRecord], now: Timestamp) -> String {
@@ -137,6 +137,7 @@ pub fn to_json(records: &[OutcomeRecord], now: Timestamp) -> String {
             "dead_reason": transition.dead_reason.map(DeadReason::as_str),
             "deadline": transition.deadline.as_millis(),
             "possible_duplicate": transition.possible_duplicate,
+            "resent": result.resent,
             "now": now.as_millis(),
         })
     });

@@ -44,6 +44,7 @@ async fn kill(app: &TestApp, reason: DeadReason) -> String {
             error_class: Some(ErrorClass::Http4xx),
             reason: Some("404 Not Found".into()),
             body_excerpt: None,
+            resent: false,
         },
         transition: transition(&claimed.snapshot, JobEvent::TerminalFailure { reason }, now)
             .unwrap(),

@@ -62,6 +62,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         error_class: Some(ErrorClass::Http5xx),
         reason: Some("503 Service Unavailable".into()),
         body_excerpt: None,
+        resent: false,
     };
     let retry_at = app.now().plus_ms(1_000);
     record(
@@ -88,6 +89,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         error_class: None,
         reason: None,
         body_excerpt: None,
+        resent: false,
     };
     record(&app, &claimed, JobEvent::Delivered, success).await;
     let done = stats(&app, "s").await;

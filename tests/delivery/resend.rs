@@ -218,6 +218,7 @@ async fn a_request_on_a_connection_closed_before_answering_is_resent_on_a_fresh_
     assert_eq!(attempts.len(), 1, "{attempts:?}");
     assert_eq!(attempts[0]["outcome"], "delivered");
     assert_eq!(attempts[0]["status"], 200);
+    assert_eq!(attempts[0]["possible_duplicate"], true, "{attempts:?}");
     let reason = first_reason(&attempts).await;
     assert!(
         reason.starts_with("resent once on a fresh connection: the first closed before an answer"),
@@ -247,6 +248,7 @@ async fn a_request_is_resent_once_only(db: Db) {
     let attempts = app.attempts(&job).await;
     assert_eq!(attempts[0]["outcome"], "retryable");
     assert_eq!(attempts[0]["error_class"], "connect");
+    assert_eq!(attempts[0]["possible_duplicate"], true, "{attempts:?}");
     let reason = first_reason(&attempts).await;
     assert!(
         reason.starts_with("the connection broke after the request was sent"),
@@ -271,6 +273,7 @@ async fn a_response_cut_after_its_headers_is_not_resent(db: Db) {
     let attempts = app.attempts(&job).await;
     assert_eq!(attempts[0]["status"], 500);
     assert_eq!(attempts[0]["body_excerpt"], "E42 ");
+    assert_eq!(attempts[0]["possible_duplicate"], false, "{attempts:?}");
     let reason = first_reason(&attempts).await;
     assert_eq!(reason, "HTTP 500 Internal Server Error");
 }

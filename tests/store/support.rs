@@ -296,6 +296,7 @@ pub fn delivered(status: u16) -> AttemptResult {
         error_class: None,
         reason: None,
         body_excerpt: None,
+        resent: false,
     }
 }
 
@@ -313,6 +314,7 @@ pub fn failed(
         error_class: Some(class),
         reason: Some(reason.to_owned()),
         body_excerpt: body.map(str::to_owned),
+        resent: false,
     }
 }
 
@@ -324,5 +326,6 @@ pub fn unknown(reason: &str) -> AttemptResult {
         error_class: None,
         reason: Some(reason.to_owned()),
         body_excerpt: None,
+        resent: false,
     }
 }

@@ -6,14 +6,14 @@ use sqlx::PgPool;
 use crate::store::outcomes::OutcomeStatements;
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
-/// result still lands on its own attempt.
+/// result still lands on its own attempt. A resent request makes it a possible duplicate.
 const FINISH_ATTEMPTS: &str = "UPDATE attempts a SET finished_at = v.finished_at, \
     outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
-    body_excerpt = v.body_excerpt FROM \
+    body_excerpt = v.body_excerpt, possible_duplicate = a.possible_duplicate OR v.resent FROM \
     json_to_recordset($1::json) AS v(id text, token bigint, number bigint, \
       finished_at bigint, outcome text, status bigint, error_class text, reason text, \
       body_excerpt text, state text, due_at bigint, attempts bigint, dead_reason text, \
-      deadline bigint, possible_duplicate boolean, now bigint) \
+      deadline bigint, possible_duplicate boolean, resent boolean, now bigint) \
     WHERE a.job_id = v.id AND a.number = v.number AND a.lease_token = v.token";
 
 /// Applies each transition only while its lease holds (fencing token, `in_flight`);

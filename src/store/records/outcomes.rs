@@ -18,6 +18,10 @@ pub struct AttemptResult {
     pub reason: Option<String>,
     /// At most 1 KiB of the response body, secrets redacted.
     pub body_excerpt: Option<String>,
+    /// True when the request was sent twice within the attempt (a resend after the
+    /// connection closed before any answer, docs/DESIGN.md §3): the receiver may have
+    /// had the first, so the attempt row is marked a possible duplicate.
+    pub resent: bool,
 }
 
 /// A fenced write of an attempt's result and the transition it causes.

@@ -5,10 +5,11 @@ use super::Pools;
 use crate::store::outcomes::OutcomeStatements;
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
-/// result still lands on its own attempt.
+/// result still lands on its own attempt. A resent request makes it a possible duplicate.
 pub(super) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.finished_at, \
     outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
-    body_excerpt = v.body_excerpt FROM \
+    body_excerpt = v.body_excerpt, \
+    possible_duplicate = CASE WHEN v.resent THEN 1 ELSE attempts.possible_duplicate END FROM \
     (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
        json_extract(value, '$.number') AS number, \
        json_extract(value, '$.finished_at') AS finished_at, \
@@ -21,6 +22,7 @@ pub(super) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.fi
        json_extract(value, '$.dead_reason') AS dead_reason, \
        json_extract(value, '$.deadline') AS deadline, \
        json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
+       json_extract(value, '$.resent') AS resent, \
        json_extract(value, '$.now') AS now \
      FROM json_each(?1)) AS v \
     WHERE attempts.job_id = v.id AND attempts.number = v.number \
@@ -126,6 +128,7 @@ mod tests {
                     error_class: None,
                     reason: None,
                     body_excerpt: None,
+                    resent: false,
                 },
                 transition: job::transition(&job.snapshot, JobEvent::Delivered, finished).unwrap(),
                 pause_subscriber: false,

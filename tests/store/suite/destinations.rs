@@ -82,6 +82,7 @@ fn answered(status: u16) -> AttemptResult {
         error_class: (status >= 300).then_some(ErrorClass::Http5xx),
         reason: Some(format!("HTTP {status}")),
         body_excerpt: None,
+        resent: false,
     }
 }
 
