@@ -119,6 +119,14 @@ impl fmt::Display for ProblemDetails {
         for error in &self.errors {
             write!(f, "\n  {}: {}", error.field, error.message)?;
         }
+        if self.status == 401 {
+            // The server reads DEFERHOOK_API_TOKENS; this client, one token, its own.
+            write!(
+                f,
+                "\n  give the token with --token or DEFERHOOK_API_TOKEN (singular: \
+                 the server's DEFERHOOK_API_TOKENS is not read by this command)"
+            )?;
+        }
         Ok(())
     }
 }
@@ -330,6 +338,22 @@ mod tests {
         let body = br#"{"type":"about:blank","title":"Not Found","status":404,"detail":"job x does not exist"}"#;
         let text = error_answer(StatusCode::NOT_FOUND, true, body).to_string();
         assert_eq!(text, "Not Found (404): job x does not exist");
+    }
+
+    /// A newcomer who exported the server's `DEFERHOOK_API_TOKENS` is told which
+    /// variable this command reads.
+    #[test]
+    fn an_unauthorized_answer_says_how_to_give_the_token() {
+        let body = br#"{"type":"about:blank","title":"Unauthorized","status":401,"detail":"send Authorization: Bearer <token>"}"#;
+        let text = error_answer(StatusCode::UNAUTHORIZED, true, body).to_string();
+        assert!(
+            text.starts_with("Unauthorized (401): send Authorization: Bearer <token>\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--token or DEFERHOOK_API_TOKEN (singular"),
+            "{text}"
+        );
     }
 
     #[test]

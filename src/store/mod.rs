@@ -317,7 +317,7 @@ fn log_sealed(count: usize) {
     if count > 0 {
         tracing::info!(
             subscribers = count,
-            "sealed the plaintext signing secrets with --secret-key"
+            "sealed the plaintext signing secrets with the secret key"
         );
     }
 }

@@ -244,8 +244,10 @@ impl Sealer {
                 }
                 if let Err(error) = self.open(id, stored) {
                     let fix = match error {
-                        UnsealError::NoKey => "start it with the --secret-key that sealed them",
-                        _ => "start it with the --secret-key that sealed them (this one does not)",
+                        UnsealError::NoKey => {
+                            "start it with the secret key that sealed them (--secret-key-file or DEFERHOOK_SECRET_KEY)"
+                        }
+                        _ => "start it with the secret key that sealed them (this one does not)",
                     };
                     return Err(format!(
                         "the database holds encrypted signing secrets (subscriber `{id}`: \

@@ -296,7 +296,9 @@ fn the_token_is_sent_as_a_bearer_and_never_printed() {
     assert_eq!(ran.code, Some(1), "{ran:?}");
     assert_eq!(
         ran.stderr.trim_end(),
-        "deferhook: Unauthorized (401): a valid bearer token is required"
+        "deferhook: Unauthorized (401): a valid bearer token is required\n  give the token \
+         with --token or DEFERHOOK_API_TOKEN (singular: the server's DEFERHOOK_API_TOKENS \
+         is not read by this command)"
     );
     let ran = cli(
         Some(&fake.base),
