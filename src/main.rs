@@ -31,8 +31,15 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
-            let signals = ShutdownSignals::register()?;
-            let server = Server::start(&args).await?;
+            let mut signals = ShutdownSignals::register()?;
+            // A start can wait (for the database's clock, §12): a signal meanwhile ends it.
+            let server = tokio::select! {
+                server = Server::start(&args) => server?,
+                () = signals.recv() => {
+                    tracing::info!("stopped before the server started");
+                    return Ok(());
+                }
+            };
             let stop = server.shutdown_token();
             tokio::spawn(async move {
                 signals.recv().await;

@@ -354,8 +354,8 @@ impl ShutdownSignals {
         Ok(ShutdownSignals {})
     }
 
-    /// Resolves at the first SIGINT or SIGTERM.
-    pub async fn recv(mut self) {
+    /// Resolves at the next SIGINT or SIGTERM.
+    pub async fn recv(&mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.interrupt.recv() => tracing::info!("SIGINT received; shutting down"),

@@ -12,13 +12,13 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use super::AppState;
 use super::extract::AppJson;
 use super::job_input::job_record;
 use super::problem::{ApiError, FieldError, Problem};
 use super::views::JobView;
+use crate::domain::ids::new_id;
 use crate::domain::job_template::{JobFields, JobTemplate};
 use crate::domain::schedule::ScheduleFields;
 use crate::domain::validate;
@@ -147,7 +147,7 @@ pub async fn fan_out(
     let jobs = request
         .subscriber_ids
         .into_iter()
-        .map(|subscriber_id| job_record(&template, subscriber_id, Uuid::now_v7()))
+        .map(|subscriber_id| job_record(&template, subscriber_id, new_id(now)))
         .collect();
     let outcomes = state
         .store

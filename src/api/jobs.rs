@@ -20,6 +20,7 @@ use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
 
 use crate::domain::Timestamp;
+use crate::domain::ids::new_id;
 use crate::domain::waiting::{SubscriberLoad, needs_load};
 use crate::store::{CreateOutcome, Job, PageRequest};
 
@@ -57,7 +58,7 @@ pub async fn create_job(
     AppJson(request): AppJson<CreateJobRequest>,
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
-    let new = job_input::new_job(request, Uuid::now_v7(), now, state.job_limits)?;
+    let new = job_input::new_job(request, new_id(now), now, state.job_limits)?;
     let outcome = state
         .store
         .create_jobs(vec![new])

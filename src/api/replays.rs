@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::extract::AppJson;
 use super::problem::{ApiError, Problem};
+use crate::domain::ids::new_id;
 use crate::domain::replay::ReplayState;
 use crate::domain::replay_plan::{ReplayFields, ReplayPlan};
 use crate::domain::{DeadReason, Timestamp};
@@ -178,7 +179,7 @@ pub async fn create_replay(
             .await?;
         return Ok((StatusCode::OK, Json(DryRunView { matched })).into_response());
     }
-    let replay = replay_record(plan, Uuid::now_v7(), now);
+    let replay = replay_record(plan, new_id(now), now);
     let created = state.store.create_replay(replay).await?;
     tracing::info!(replay_id = %created.id, matched = created.matched,
         rate_per_second = created.rate_per_second, "replay created");

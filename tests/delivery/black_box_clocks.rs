@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deferhook::domain::Timestamp;
 use serde_json::{Value, json};
@@ -183,6 +183,30 @@ async fn the_binary_on_a_machine_90_s_ahead_works_on_the_database_time() {
     // By now B has claimed (at start, at the creation's notification, at its polls):
     // none of A's live leases.
     assert_eq!(held.requests().len(), HELD, "a held job was sent twice");
+
+    // A job created through B has an id (which listings sort by and `created_after`
+    // reads) stamped on the database's time, not on B's machine's.
+    let wall = || {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        Timestamp::from_millis(i64::try_from(ms).unwrap())
+    };
+    let before = wall();
+    let through_b = create_job(&b.base, "ok", "evt-through-b", json!({})).await;
+    let after = wall();
+    let id = uuid::Uuid::parse_str(through_b["id"].as_str().unwrap()).unwrap();
+    let (seconds, nanos) = id.get_timestamp().unwrap().to_unix();
+    let stamped = Timestamp::from_millis(
+        i64::try_from(seconds * 1_000 + u64::from(nanos / 1_000_000)).unwrap(),
+    );
+    assert!(
+        before.minus_ms(SYNC_ERROR_MS.unsigned_abs()) <= stamped
+            && stamped <= after.plus_ms(SYNC_ERROR_MS.unsigned_abs()),
+        "the id is stamped {} ms from the request",
+        stamped.millis_since(before)
+    );
 
     held.release();
     wait_all_delivered(&a.base).await;
