@@ -24,6 +24,12 @@ pub(crate) trait SecretStatements: Transactions {
     /// replaced (old row versions, free space, the write-ahead log), once it has
     /// committed. What each backend can reach is in its `secrets.rs`.
     fn scrub(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Finishes a scrub that an earlier start could not finish: where the backend
+    /// keeps its own write-ahead log in the database's files (SQLite), moves it into
+    /// the file and truncates it, so that old page images holding replaced values go.
+    /// Run at every start with a key; cheap when there is nothing to do.
+    fn settle_log(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// Checks the stored secrets against `sealer` and seals the plaintext ones when it
@@ -38,6 +44,11 @@ pub(crate) async fn prepare<S: SecretStatements>(
     let rows: Vec<StoredSecrets> = db.read_all(Query::new(S::STORED)).await?;
     let reseal = sealer.check_stored(&rows).map_err(StoreError::Config)?;
     if reseal.is_empty() {
+        if sealer.is_sealing()
+            && let Err(error) = db.settle_log().await
+        {
+            tracing::warn!(%error, "cannot truncate the database's write-ahead log");
+        }
         return Ok(0);
     }
     let mut tx = db.write().await?;

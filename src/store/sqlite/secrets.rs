@@ -29,18 +29,28 @@ impl SecretStatements for Pools {
     /// write-ahead log, whose older frames hold the plaintext rows): afterwards neither
     /// the file nor the log holds a replaced value. Costs one rewrite of the file, once,
     /// when a server first starts with a key; it needs free disk space of the file's
-    /// size meanwhile. A reader that keeps the checkpoint from truncating the log (none
-    /// at start, unless another program reads the file) is logged.
+    /// size meanwhile. See [`SecretStatements::settle_log`] for a reader in the way.
     async fn scrub(&self) -> Result<(), StoreError> {
         let mut writer = self.writer.acquire().await?;
         sqlx::query(VACUUM).execute(&mut *writer).await?;
+        drop(writer);
+        self.settle_log().await
+    }
+
+    /// A truncating checkpoint. It waits the busy timeout (5 s) for readers of older
+    /// log frames to let go; another program still reading the file then (a second
+    /// instance in a long transaction, a backup) keeps the log, which is logged, and
+    /// the next start with the key truncates it.
+    async fn settle_log(&self) -> Result<(), StoreError> {
+        let mut writer = self.writer.acquire().await?;
         let (busy, _, _): (i64, i64, i64) =
             sqlx::query_as(CHECKPOINT).fetch_one(&mut *writer).await?;
         if busy != 0 {
             tracing::warn!(
                 "another connection kept the write-ahead log from being truncated: it may \
-                 hold the replaced plaintext secrets until it is next reused; rotate the \
-                 secrets created before the key"
+                 hold replaced plaintext secrets until a later start with the key \
+                 truncates it (stop the other programs using the file, then restart); \
+                 rotate the secrets created before the key"
             );
         }
         Ok(())

@@ -147,3 +147,47 @@ store_case!(
         }
     }
 );
+
+store_case!(
+    a_log_kept_by_a_reader_at_sealing_is_truncated_at_the_next_start,
+    async |backend: Backend| {
+        // SQLite only: PostgreSQL's write-ahead log is its server's own.
+        let Some(path) = backend.url.strip_prefix("sqlite://").map(str::to_owned) else {
+            return;
+        };
+        let written = write_plaintext_secrets(&backend.store).await;
+        // Another program (a second instance, a backup) reads the file in a long
+        // transaction while the server seals: the checkpoint that truncates the log is
+        // busy, so the log keeps the plaintext. That used to stay until some later
+        // sealing, which never came (review of issue #15): every start with a key
+        // truncates it now.
+        let mut reader = sqlx::SqliteConnection::connect(&backend.url).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut reader).await.unwrap();
+        let _: Vec<(String,)> = sqlx::query_as("SELECT id FROM subscribers")
+            .fetch_all(&mut reader)
+            .await
+            .unwrap();
+        let key = || Sealer::from_base64_key(KEY).unwrap();
+        let _sealed = deferhook::store::open_with_sealer(&backend.url, key())
+            .await
+            .expect("a store with a key opens and seals");
+        let wal = || std::fs::metadata(format!("{path}-wal")).map_or(0, |m| m.len());
+        assert!(wal() > 0, "the reader kept the log");
+        sqlx::query("COMMIT").execute(&mut reader).await.unwrap();
+        drop(reader);
+
+        let _restarted = deferhook::store::open_with_sealer(&backend.url, key())
+            .await
+            .expect("a store with a key opens");
+        assert_eq!(wal(), 0, "the write-ahead log was not truncated");
+        for (name, bytes) in &stored_bytes(&backend).await {
+            for secret in &written {
+                let encoded = secret.expose().strip_prefix("whsec_").unwrap();
+                let found = bytes
+                    .windows(encoded.len())
+                    .any(|window| window == encoded.as_bytes());
+                assert!(!found, "a plaintext secret is left in {name}");
+            }
+        }
+    }
+);
