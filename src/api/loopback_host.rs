@@ -8,12 +8,18 @@
 //!
 //! Every authority the request names is checked: the `Host` field (RFC 9110 §7.2) and
 //! the authority of an absolute-form target (RFC 9112 §3.2.2). A request naming none
-//! (HTTP/1.0 without `Host`) is not from a browser and passes.
+//! is an HTTP/1.0 one, not from a browser, and passes; an HTTP/1.1 one without `Host`
+//! is a 400 (RFC 9112 §3.2).
+//!
+//! A page of another origin can also send a simple cross-site request (a form's
+//! `POST`, which needs no CORS preflight) to `http://127.0.0.1:8080` itself, with a
+//! loopback `Host`: the browser names the page's origin in `Origin` (RFC 6454 §7), so
+//! a request whose `Origin` is not a loopback one (`null` included) gets 403.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Version, header};
 use axum::response::Response;
 
 use super::problem::{Problem, problem_response};
@@ -41,6 +47,15 @@ pub fn is_loopback_authority(authority: &str) -> bool {
     loopback && port_ok
 }
 
+/// True when `origin` (RFC 6454 §7: `scheme://host[:port]`, or `null`) is an `http` or
+/// `https` origin of a loopback host ([`is_loopback_authority`]).
+fn is_loopback_origin(origin: &str) -> bool {
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    authority.is_some_and(is_loopback_authority)
+}
+
 fn loopback_v6(ip: Ipv6Addr) -> bool {
     ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
 }
@@ -49,6 +64,27 @@ fn loopback_v6(ip: Ipv6Addr) -> bool {
 /// problem to answer.
 pub fn refuse_unless_loopback(request: &Request) -> Option<Response> {
     let hosts = request.headers().get_all(header::HOST).iter();
+    if request.version() == Version::HTTP_11
+        && !request.headers().contains_key(header::HOST)
+        && request.uri().authority().is_none()
+    {
+        let mut problem = Problem::from_status(StatusCode::BAD_REQUEST);
+        problem.detail = Some("an HTTP/1.1 request must carry a Host field".into());
+        return Some(problem_response(problem));
+    }
+    let origins = request.headers().get_all(header::ORIGIN).iter();
+    if !origins
+        .map(|value| value.to_str().unwrap_or(""))
+        .all(is_loopback_origin)
+    {
+        let mut problem = Problem::from_status(StatusCode::FORBIDDEN);
+        problem.detail = Some(
+            "without API tokens, this server answers no request sent by a web page of \
+             another origin: start it with --api-token"
+                .into(),
+        );
+        return Some(problem_response(problem));
+    }
     let mut named = hosts.map(|value| value.to_str().unwrap_or(""));
     let target = request.uri().authority().map(|a| a.as_str());
     if named.all(is_loopback_authority) && target.is_none_or(is_loopback_authority) {
@@ -82,6 +118,28 @@ mod tests {
             "[::ffff:127.0.0.1]:80",
         ] {
             assert!(is_loopback_authority(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn loopback_origins_only() {
+        for origin in [
+            "http://localhost:8080",
+            "https://127.0.0.1",
+            "http://[::1]:3000",
+        ] {
+            assert!(is_loopback_origin(origin), "{origin}");
+        }
+        for origin in [
+            "null",
+            "",
+            "https://attacker.example",
+            "http://localhost.attacker.example",
+            "file://",
+            "localhost:8080",
+            "http://127.0.0.1/",
+        ] {
+            assert!(!is_loopback_origin(origin), "{origin}");
         }
     }
 

@@ -86,3 +86,62 @@ async fn with_tokens_the_host_is_not_checked() {
     .await;
     expect_problem(&refused, 401);
 }
+
+/// A page of another origin posting a simple form to `http://127.0.0.1:…` sends a
+/// loopback `Host` but its own `Origin`: refused (403) without tokens, so it cannot
+/// cancel a job (review of issue #15); a loopback origin is served.
+#[tokio::test]
+async fn without_tokens_another_origin_is_forbidden() {
+    let app = spawn_app().await;
+    app.create_subscriber("s").await;
+    let created = app
+        .create_job(&crate::support::job("s", "e", json!({"delay_ms": 60_000})))
+        .await;
+    let cancel = format!("/v1/jobs/{}/cancel", created["id"].as_str().unwrap());
+    for origin in [
+        "https://attacker.example",
+        "null",
+        "http://localhost.attacker.example",
+    ] {
+        let reply = app
+            .send(
+                app.request(Method::POST, &cancel)
+                    .header("origin", origin)
+                    .header("content-type", "application/x-www-form-urlencoded"),
+            )
+            .await;
+        let body = expect_problem(&reply, 403);
+        assert!(
+            body["detail"].as_str().unwrap().contains("origin"),
+            "{body}"
+        );
+    }
+    let job = expect_json(&app.get(&cancel.replace("/cancel", "")).await, 200);
+    assert_eq!(job["state"], "scheduled", "nothing was cancelled");
+    let reply = app
+        .send(
+            app.request(Method::POST, &cancel)
+                .header("origin", "http://127.0.0.1:8080"),
+        )
+        .await;
+    assert_eq!(expect_json(&reply, 200)["state"], "cancelled");
+}
+
+/// An HTTP/1.1 request without `Host` is a 400 (RFC 9112 §3.2); HTTP/1.0 may omit it.
+#[tokio::test]
+async fn without_tokens_an_http_1_1_request_needs_a_host() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app().await;
+    let address = app.base_url.trim_start_matches("http://").to_owned();
+    for (request, status) in [
+        ("GET /healthz HTTP/1.1\r\nconnection: close\r\n\r\n", "400"),
+        ("GET /healthz HTTP/1.0\r\n\r\n", "200"),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let line = answer.lines().next().unwrap_or("");
+        assert!(line.contains(status), "{request:?} answered {line}");
+    }
+}
