@@ -116,6 +116,12 @@ impl Server {
                  (openssl rand -base64 32)"
             );
         }
+        if args.allow_private_targets {
+            tracing::warn!(
+                "--allow-private-targets: deliveries may reach loopback, private and \
+                 link-local addresses (docs/DESIGN.md §9); for local development only"
+            );
+        }
         Self::launch(
             args,
             slots,
