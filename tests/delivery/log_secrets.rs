@@ -63,6 +63,44 @@ fn spawn(dir: &std::path::Path) -> Logged {
     Logged { child, log, base }
 }
 
+/// `method` on `url` with the token (and `body` as JSON); the answer's JSON.
+async fn call(method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+    let request = reqwest::Client::new()
+        .request(method, url)
+        .bearer_auth(TOKEN);
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+/// Creates the job `body` and waits (at most 20 s) until it is in `state`; its id.
+async fn create_and_wait(base: &str, body: Value, state: &str) -> String {
+    let created = call(
+        reqwest::Method::POST,
+        &format!("{base}/v1/jobs"),
+        Some(body),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let job = call(reqwest::Method::GET, &format!("{base}/v1/jobs/{id}"), None).await;
+        if job["state"] == state {
+            return id;
+        }
+        assert!(Instant::now() < deadline, "not {state}: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_log_holds_no_secret_nor_token() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -73,14 +111,13 @@ async fn the_log_holds_no_secret_nor_token() {
     let client = reqwest::Client::new();
     let base = server.base.clone();
 
-    let put = client
-        .put(format!("{base}/v1/subscribers/s"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"url": receiver.url("/hook"), "secret": SECRET}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
+    let subscriber = json!({"url": receiver.url("/hook"), "secret": SECRET});
+    call(
+        reqwest::Method::PUT,
+        &format!("{base}/v1/subscribers/s"),
+        Some(subscriber),
+    )
+    .await;
     let bad = client
         .put(format!("{base}/v1/subscribers/t"))
         .bearer_auth(TOKEN)
@@ -97,81 +134,34 @@ async fn the_log_holds_no_secret_nor_token() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
-    let job: Value = client
-        .post(format!("{base}/v1/jobs"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"subscriber_id": "s", "event_id": "e1", "payload": {"secret": "no"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = job["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let job: Value = client
-            .get(format!("{base}/v1/jobs/{id}"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if job["state"] == "delivered" {
-            // The stored excerpt of the 500's body is redacted too.
-            let attempts: Value = client
-                .get(format!("{base}/v1/jobs/{id}/attempts"))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            assert!(!attempts.to_string().contains(SECRET), "{attempts}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "not delivered: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let delivered = create_and_wait(
+        &base,
+        json!({"subscriber_id": "s", "event_id": "e1", "payload": {"secret": "no"}}),
+        "delivered",
+    )
+    .await;
+    // The stored excerpt of the 500's body is redacted too.
+    let attempts = call(
+        reqwest::Method::GET,
+        &format!("{base}/v1/jobs/{delivered}/attempts"),
+        None,
+    )
+    .await;
+    assert!(!attempts.to_string().contains(SECRET), "{attempts}");
     // A dead letter: nothing listens on port 1, and one attempt is allowed.
-    let put = client
-        .put(format!("{base}/v1/subscribers/gone"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"url": "http://127.0.0.1:1/hook", "secret": SECRET}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
-    let dead: Value = client
-        .post(format!("{base}/v1/jobs"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"subscriber_id": "gone", "event_id": "e2", "payload": 1, "max_attempts": 1}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let dead_id = dead["id"].as_str().unwrap().to_owned();
-    loop {
-        let job: Value = client
-            .get(format!("{base}/v1/jobs/{dead_id}"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if job["state"] == "dead" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not dead: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = json!({"url": "http://127.0.0.1:1/hook", "secret": SECRET});
+    call(
+        reqwest::Method::PUT,
+        &format!("{base}/v1/subscribers/gone"),
+        Some(gone),
+    )
+    .await;
+    create_and_wait(
+        &base,
+        json!({"subscriber_id": "gone", "event_id": "e2", "payload": 1, "max_attempts": 1}),
+        "dead",
+    )
+    .await;
     Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()

@@ -53,7 +53,8 @@ fn assert_sealed(stored: &str, secret: &SigningSecret) {
     );
 }
 
-async fn rotate(store: &SharedStore, id: &str, grace_ms: u64, now_ms: i64) -> SigningSecret {
+/// Rotates subscriber `id` to a fresh secret at `now_ms`; returns it.
+pub async fn rotate(store: &SharedStore, id: &str, grace_ms: u64, now_ms: i64) -> SigningSecret {
     let secret = SigningSecret::generate();
     let rotation = SecretRotation {
         subscriber_id: id.to_owned(),

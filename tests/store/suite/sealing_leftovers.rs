@@ -6,28 +6,13 @@
 
 use deferhook::domain::secret::SigningSecret;
 use deferhook::store::sealing::SEALED_PREFIX;
-use deferhook::store::{Sealer, SecretRotation, SharedStore};
+use deferhook::store::{Sealer, SharedStore};
 use sqlx::Connection;
 
-use crate::support::{Backend, add_subscriber, at};
+use super::sealing::rotate;
+use crate::support::{Backend, add_subscriber};
 
 const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
-
-/// Rotates subscriber `id` to a fresh secret; returns it.
-async fn rotate(store: &SharedStore, id: &str, grace_ms: u64) -> SigningSecret {
-    let secret = SigningSecret::generate();
-    let rotation = SecretRotation {
-        subscriber_id: id.to_owned(),
-        secret: secret.clone(),
-        grace_ms,
-    };
-    store
-        .rotate_secret(rotation, at(1_000))
-        .await
-        .unwrap()
-        .expect("the subscriber exists");
-    secret
-}
 
 /// Subscribers written without a key.
 const SUBSCRIBERS: usize = 60;
@@ -43,11 +28,19 @@ async fn write_plaintext_secrets(store: &SharedStore) -> Vec<SigningSecret> {
         let id = format!("subscriber-{n}");
         written.push(add_subscriber(store, &id).await);
         for _ in 0..3 {
-            written.push(rotate(store, &id, 60_000).await);
-            written.push(rotate(store, &id, 0).await);
+            written.push(rotate(store, &id, 60_000, 1_000).await);
+            written.push(rotate(store, &id, 0, 1_000).await);
         }
     }
-    written.push(rotate(store, &format!("subscriber-{}", SUBSCRIBERS - 1), 60_000).await);
+    written.push(
+        rotate(
+            store,
+            &format!("subscriber-{}", SUBSCRIBERS - 1),
+            60_000,
+            1_000,
+        )
+        .await,
+    );
     written
 }
 
@@ -103,6 +96,21 @@ async fn stored_bytes(backend: &Backend) -> Vec<(String, Vec<u8>)> {
     vec![("the subscribers table's file".to_owned(), bytes)]
 }
 
+/// None of `written` is in the bytes that may hold a stored value (and there are some).
+async fn assert_no_plaintext(backend: &Backend, written: &[SigningSecret]) {
+    let files = stored_bytes(backend).await;
+    assert!(!files.is_empty());
+    for (name, bytes) in &files {
+        for secret in written {
+            let encoded = secret.expose().strip_prefix("whsec_").unwrap();
+            let found = bytes
+                .windows(encoded.len())
+                .any(|window| window == encoded.as_bytes());
+            assert!(!found, "a plaintext secret is left in {name}");
+        }
+    }
+}
+
 /// The SQLite file and its -wal and -shm (those that exist) have mode 0600.
 #[cfg(unix)]
 fn assert_owner_only(path: &str) {
@@ -130,17 +138,7 @@ store_case!(
             .expect("a store with a key opens and seals");
         assert_columns_sealed(&backend).await;
 
-        let files = stored_bytes(&backend).await;
-        assert!(!files.is_empty());
-        for (name, bytes) in &files {
-            for secret in &written {
-                let encoded = secret.expose().strip_prefix("whsec_").unwrap();
-                let found = bytes
-                    .windows(encoded.len())
-                    .any(|window| window == encoded.as_bytes());
-                assert!(!found, "a plaintext secret is left in {name}");
-            }
-        }
+        assert_no_plaintext(&backend, &written).await;
         #[cfg(unix)]
         if let Some(path) = backend.url.strip_prefix("sqlite://") {
             assert_owner_only(path);
@@ -180,14 +178,6 @@ store_case!(
             .await
             .expect("a store with a key opens");
         assert_eq!(wal(), 0, "the write-ahead log was not truncated");
-        for (name, bytes) in &stored_bytes(&backend).await {
-            for secret in &written {
-                let encoded = secret.expose().strip_prefix("whsec_").unwrap();
-                let found = bytes
-                    .windows(encoded.len())
-                    .any(|window| window == encoded.as_bytes());
-                assert!(!found, "a plaintext secret is left in {name}");
-            }
-        }
+        assert_no_plaintext(&backend, &written).await;
     }
 );
