@@ -125,6 +125,9 @@ pub enum JobEvent {
         /// The new deadline.
         deadline: Timestamp,
     },
+    /// An operator makes a retrying job due now instead of at its `next_attempt_at`
+    /// (`POST /v1/jobs/{id}/retry`, docs/DESIGN.md §2.3).
+    RetryNow,
     /// An operator moves a scheduled job.
     Reschedule {
         /// The new `deliver_at`.
@@ -147,6 +150,7 @@ impl JobEvent {
             JobEvent::DeadlinePassed => "deadline_passed",
             JobEvent::Cancel => "cancel",
             JobEvent::Replay { .. } => "replay",
+            JobEvent::RetryNow => "retry_now",
             JobEvent::Reschedule { .. } => "reschedule",
         }
     }
@@ -196,6 +200,10 @@ pub enum TransitionError {
     /// A reschedule or replay whose deadline is not after its delivery time.
     #[error("the deadline must be after deliver_at")]
     DeadlineNotAfterDelivery,
+    /// A retry now of a job that has started all of its `max_attempts` (read as
+    /// `retrying` because its last attempt's lease expired): it can only go dead.
+    #[error("the job has used all of its attempts")]
+    NoAttemptLeft,
 }
 
 /// Applies `event` to `job` at `now` (docs/DESIGN.md §2). Never panics: an event that does not
@@ -294,6 +302,20 @@ pub fn transition(
             due_at: None,
             ..stay
         }),
+        (Retrying, JobEvent::RetryNow) => {
+            // Like a claim, it must leave the job something to start: an attempt before
+            // the deadline, within max_attempts. Otherwise the sweep makes it dead.
+            if now >= job.deadline {
+                return Err(TransitionError::DeadlinePassed);
+            }
+            if max_attempts_used(job) {
+                return Err(TransitionError::NoAttemptLeft);
+            }
+            Ok(Transition {
+                due_at: Some(now),
+                ..stay
+            })
+        }
         (Dead, JobEvent::Replay { deadline }) => {
             if deadline <= now {
                 return Err(TransitionError::DeadlineNotAfterDelivery);

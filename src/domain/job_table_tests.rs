@@ -13,7 +13,7 @@ fn at(ms: i64) -> Timestamp {
 }
 
 /// The pairs docs/DESIGN.md §2 allows, by event name.
-const ALLOWED: [(JobState, &str); 13] = [
+const ALLOWED: [(JobState, &str); 14] = [
     (JobState::Scheduled, "claim"),
     (JobState::Retrying, "claim"),
     (JobState::InFlight, "delivered"),
@@ -27,11 +27,12 @@ const ALLOWED: [(JobState, &str); 13] = [
     (JobState::Retrying, "cancel"),
     (JobState::Dead, "replay"),
     (JobState::Scheduled, "reschedule"),
+    (JobState::Retrying, "retry_now"),
 ];
 
 /// One event of each kind, its expected name, and an instant at which its guards pass
 /// for [`table_job`].
-fn every_event() -> [(JobEvent, &'static str, i64); 10] {
+fn every_event() -> [(JobEvent, &'static str, i64); 11] {
     [
         (
             JobEvent::Claim {
@@ -74,6 +75,7 @@ fn every_event() -> [(JobEvent, &'static str, i64); 10] {
             "reschedule",
             NOW,
         ),
+        (JobEvent::RetryNow, "retry_now", NOW),
     ]
 }
 
@@ -220,6 +222,7 @@ fn event() -> impl Strategy<Value = JobEvent> {
         Just(JobEvent::Released),
         Just(JobEvent::DeadlinePassed),
         Just(JobEvent::Cancel),
+        Just(JobEvent::RetryNow),
         instant().prop_map(|deadline| JobEvent::Replay { deadline }),
         (instant(), instant()).prop_map(|(deliver_at, deadline)| JobEvent::Reschedule {
             deliver_at,

@@ -346,3 +346,41 @@ fn reschedule_with_a_deadline_not_after_delivery_is_refused() {
         assert_eq!(got, Err(TransitionError::DeadlineNotAfterDelivery));
     }
 }
+
+#[test]
+fn retry_now_makes_a_retrying_job_due_now_and_keeps_the_rest() {
+    let j = job(JobState::Retrying, Some(NOW + 5_000));
+    let got = transition(&j, JobEvent::RetryNow, at(NOW)).unwrap();
+    assert_eq!(got, expect(&j, JobState::Retrying, Some(NOW)));
+}
+
+#[test]
+fn retry_now_is_only_for_retrying_jobs() {
+    for state in JobState::ALL {
+        if state == JobState::Retrying {
+            continue;
+        }
+        let got = transition(&job(state, Some(NOW + 5_000)), JobEvent::RetryNow, at(NOW));
+        let want = TransitionError::NotAllowed {
+            from: state,
+            event: "retry_now",
+        };
+        assert_eq!(got, Err(want), "{state}");
+    }
+}
+
+#[test]
+fn retry_now_at_or_after_the_deadline_or_with_no_attempt_left_is_refused() {
+    let j = job(JobState::Retrying, Some(NOW + 5_000));
+    for now in [NOW + 10_000, NOW + 10_001] {
+        let got = transition(&j, JobEvent::RetryNow, at(now));
+        assert_eq!(got, Err(TransitionError::DeadlinePassed));
+    }
+    // Read as retrying because the lease of its last allowed attempt expired.
+    let spent = JobSnapshot {
+        attempts: 5,
+        ..job(JobState::Retrying, Some(NOW - 1))
+    };
+    let got = transition(&spent, JobEvent::RetryNow, at(NOW));
+    assert_eq!(got, Err(TransitionError::NoAttemptLeft));
+}
