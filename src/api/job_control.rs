@@ -1,4 +1,5 @@
-//! Operator actions on a waiting job: cancel it, or move a scheduled one (docs/DESIGN.md §5).
+//! Operator actions on a waiting job: cancel it, move a scheduled one, or bring a
+//! retrying one forward (docs/DESIGN.md §5).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -51,7 +52,7 @@ async fn apply(
             "deadline",
             "the deadline must be after deliver_at (a past deliver_at means now)",
         ),
-        other => ApiError::Conflict(other.to_string()),
+        other => ApiError::Conflict(format!("job {} cannot be {action}: {other}", job.id)),
     })?;
     if !state
         .store
@@ -60,6 +61,11 @@ async fn apply(
     {
         let current = load(state, job.id, now).await?;
         return Err(not_waiting(&current, action, allowed));
+    }
+    if let Some(due) = next.due_at {
+        // A job now due sooner than this instance's worker plans to wake is claimed at
+        // once (other instances are told by the store, docs/DESIGN.md §4).
+        state.store.wake().job_due_at(due);
     }
     let updated = load(state, job.id, now).await?;
     Ok(Json(JobView::new(updated, None, now)))
@@ -93,6 +99,32 @@ pub async fn cancel_job(
         "scheduled or retrying",
     )
     .await
+}
+
+/// Retry a `retrying` job now: it becomes due at once instead of at its
+/// `next_attempt_at` (its deadline, attempts and max_attempts are unchanged). A job whose
+/// lease expired reads `retrying` and can be retried; the write ends that lease, as a
+/// cancel does. 409 when the job is not `retrying`, when its deadline has passed (the
+/// sweep makes it dead), or when it has used all of its attempts.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{job_id}/retry",
+    tag = "jobs",
+    params(("job_id" = Uuid, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Due now", body = JobView),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not retrying, past its deadline or out of attempts", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn retry_job(
+    State(state): State<AppState>,
+    Path(raw_id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let now = state.clock.now();
+    let job = load(&state, job_id(&raw_id)?, now).await?;
+    apply(&state, job, JobEvent::RetryNow, now, "retried", "retrying").await
 }
 
 /// New times for a scheduled job; a field left out keeps its value. Give at least one.

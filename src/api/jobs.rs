@@ -30,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_job, list_jobs))
         .routes(routes!(get_job, super::job_control::reschedule_job))
         .routes(routes!(super::job_control::cancel_job))
+        .routes(routes!(super::job_control::retry_job))
         .routes(routes!(list_attempts))
 }
 

@@ -72,7 +72,8 @@ pub(crate) async fn list<S: Transactions>(
 /// it did. A job read as `retrying` because its lease had expired is still `in_flight`
 /// in the store: the write also ends that lease (so its worker's late result is
 /// fenced out, docs/DESIGN.md §2.2) and records its attempt as `unknown`, in the same
-/// transaction.
+/// transaction. A job left waiting (due at a new time) is announced to the workers of
+/// every instance ([`Transactions::announce`]).
 pub(crate) async fn transition_waiting<S: JobStatements>(
     db: &S,
     id: Uuid,
@@ -89,14 +90,20 @@ pub(crate) async fn transition_waiting<S: JobStatements>(
         .int(transition.deadline.as_millis())
         .int(now.as_millis())
         .int(seen.updated_at.as_millis());
-    if seen.state != JobState::Retrying {
+    let lease_may_end = seen.state == JobState::Retrying;
+    let due = transition.due_at.is_some();
+    if !lease_may_end && !due {
         return Ok(db.write_alone(query).await? == 1);
     }
     let mut tx = db.write().await?;
     let applied = S::execute(&mut tx, query).await? == 1;
-    if applied {
+    if applied && lease_may_end {
         // An attempt is in progress only if the job's expired lease was just ended.
         sweep::mark_attempt_unknown::<S>(&mut tx, &job_id, now).await?;
+    }
+    if applied && due {
+        // Its due time may now be sooner than other instances' workers plan to wake.
+        S::announce(&mut tx).await?;
     }
     S::commit(tx).await?;
     Ok(applied)

@@ -122,7 +122,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Vec<Job>, StoreError>;
 
-    /// Applies an operator's `transition` (cancel, reschedule) to a waiting job, only if
+    /// Applies an operator's `transition` (cancel, reschedule, retry now) to a waiting job, only if
     /// it is still as it was read (`seen`: same state, `scheduled` or `retrying`, and
     /// unchanged since): a job claimed meanwhile is left alone. A job read as
     /// `retrying` because its lease had expired must still have that expired lease at

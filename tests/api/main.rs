@@ -14,6 +14,7 @@ mod health;
 mod http_errors;
 mod idempotency;
 mod job_control;
+mod job_retry;
 mod jobs_create;
 mod jobs_filters;
 mod jobs_read;
