@@ -101,8 +101,9 @@ pub async fn cancel_job(
     .await
 }
 
-/// Retry a `retrying` job now: it becomes due at once instead of at its
-/// `next_attempt_at` (its deadline, attempts and max_attempts are unchanged). A job whose
+/// Retry a `retrying` job now.
+///
+/// It becomes due at once instead of at its `next_attempt_at` (its deadline, attempts and max_attempts are unchanged). A job whose
 /// lease expired reads `retrying` and can be retried; the write ends that lease, as a
 /// cancel does. 409 when the job is not `retrying`, when its deadline has passed (the
 /// sweep makes it dead), or when it has used all of its attempts.

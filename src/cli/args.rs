@@ -140,7 +140,7 @@ fn parse_time(raw: &str) -> Result<String, String> {
         })
 }
 
-/// `deferhook jobs …`: read jobs of a running server.
+/// `deferhook jobs …`: read jobs of a running server, or retry one now.
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     /// How to reach the server.
@@ -158,9 +158,12 @@ pub enum JobsCommand {
     Get(GetJobArgs),
     /// List jobs, newest first.
     List(Box<ListJobsArgs>),
+    /// Make a `retrying` job due now instead of at its next_attempt_at
+    /// (`POST /v1/jobs/{id}/retry`; refused for a job in any other state).
+    Retry(GetJobArgs),
 }
 
-/// `deferhook jobs get`.
+/// `deferhook jobs get` and `deferhook jobs retry`: one job.
 #[derive(Debug, Args)]
 pub struct GetJobArgs {
     /// The job's id (a UUID).

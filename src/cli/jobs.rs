@@ -1,4 +1,4 @@
-//! `deferhook jobs get` and `deferhook jobs list`.
+//! `deferhook jobs get`, `deferhook jobs list` and `deferhook jobs retry`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -103,6 +103,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<()> {
     let text = match args.command {
         JobsCommand::Get(get) => get_job(&client, &get, json).await?,
         JobsCommand::List(list) => list_jobs(&client, &list, json).await?,
+        JobsCommand::Retry(retry) => retry_job(&client, &retry, json).await?,
     };
     Ok(quiet_when_closed(render::emit(&text))?)
 }
@@ -134,6 +135,18 @@ async fn get_job(client: &ApiClient, args: &GetJobArgs, json: bool) -> Result<St
         ));
     }
     Ok(text)
+}
+
+/// `POST /v1/jobs/{id}/retry`: the text `jobs retry` prints, the job as it now is.
+async fn retry_job(client: &ApiClient, args: &GetJobArgs, json: bool) -> Result<String, CliError> {
+    let value = client
+        .post(&["v1", "jobs", args.job_id.as_str(), "retry"], None)
+        .await?;
+    if json {
+        return Ok(format!("{}\n", render::json(&value)));
+    }
+    let job: Job = decode(&value, "the job")?;
+    Ok(format!("{}\n", job_fields(&job)))
 }
 
 /// A job as a table of its fields.

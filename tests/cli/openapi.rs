@@ -35,6 +35,7 @@ fn the_document_is_openapi_3_1_with_every_route() {
         ("/v1/jobs/{job_id}/attempts", "get"),
         ("/v1/events", "post"),
         ("/v1/jobs/{job_id}/cancel", "post"),
+        ("/v1/jobs/{job_id}/retry", "post"),
         ("/v1/jobs/{job_id}", "patch"),
         ("/healthz", "get"),
         ("/readyz", "get"),

@@ -1,4 +1,4 @@
-//! `deferhook jobs get | list` against a real server, and how every operator command
+//! `deferhook jobs get | list | retry` against a real server, and how every operator command
 //! reports errors: problem details, an unreachable server, usage errors, the token.
 
 use serde_json::Value;
@@ -454,4 +454,74 @@ fn a_refused_token_or_server_is_never_echoed() {
     assert_eq!(bad_token.code, Some(2), "{bad_token:?}");
     assert!(bad_token.stderr.contains("--token"), "{bad_token:?}");
     assert!(!bad_token.stderr.contains("s3cret"), "{bad_token:?}");
+}
+
+/// Claims the due job of `served` and records its attempt as a 503 retried in an hour.
+fn fail_for_an_hour(served: &crate::app::BlockingApp) {
+    use deferhook::domain::JobEvent;
+    use deferhook::domain::attempt::AttemptOutcome;
+    use deferhook::domain::job::transition;
+    use deferhook::domain::policy::ErrorClass;
+    use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
+    let app = served.app();
+    served.block_on(async {
+        let claimed = app.claim().await.remove(0);
+        let now = app.now();
+        let event = JobEvent::RetryableFailure {
+            retry_at: now.plus_ms(3_600_000),
+        };
+        let record = OutcomeRecord {
+            lease: LeaseRef {
+                job_id: claimed.job_id,
+                token: claimed.lease_token,
+            },
+            attempt: claimed.attempt,
+            started_at: now,
+            finished_at: now,
+            result: AttemptResult {
+                outcome: AttemptOutcome::Retryable,
+                status: Some(503),
+                error_class: Some(ErrorClass::Http5xx),
+                reason: Some("503 Service Unavailable".into()),
+                body_excerpt: None,
+                resent: false,
+            },
+            transition: transition(&claimed.snapshot, event, now).unwrap(),
+            pause_subscriber: false,
+        };
+        app.store.record_outcomes(&[record], now).await.unwrap();
+    });
+}
+
+#[test]
+fn jobs_retry_brings_a_retrying_job_forward_and_refuses_any_other() {
+    use deferhook::domain::Timestamp;
+    let served = served(false);
+    served.subscriber("s", "http://127.0.0.1:9/never");
+    let id = served.job("s", "failing", 0);
+    fail_for_an_hour(&served);
+    let before = served.wait_state(&id, "retrying");
+    let later = Timestamp::parse_rfc3339(before["next_attempt_at"].as_str().unwrap()).unwrap();
+
+    let ran = cli(Some(&served.base_url), &["jobs", "retry", &id]);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(row(&ran.stdout, "id")[1], id);
+    assert_eq!(row(&ran.stdout, "state")[1..], ["retrying"]);
+    let next = Timestamp::parse_rfc3339(row(&ran.stdout, "next_attempt_at")[1]).unwrap();
+    assert!(next < later, "brought forward from {later:?} to {next:?}");
+    assert!(next <= served.app().now(), "due now: {next:?}");
+
+    let scheduled = served.job("s", "later", 3_600_000);
+    let ran = cli(
+        Some(&served.base_url),
+        &["jobs", "retry", &scheduled, "--json"],
+    );
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(ran.stdout, "");
+    assert_eq!(
+        ran.stderr.trim_end(),
+        format!(
+            "deferhook: Conflict (409): job {scheduled} is scheduled: only retrying jobs can be retried"
+        )
+    );
 }
