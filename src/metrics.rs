@@ -97,6 +97,10 @@ fn register() {
         "Age of the oldest due, unclaimed job."
     );
     describe_gauge!("deferhook_jobs", "Jobs per state.");
+    describe_gauge!(
+        "deferhook_dead_jobs",
+        "Jobs dead now (not yet replayed or purged), by reason."
+    );
     describe_histogram!(
         "deferhook_retry_depth",
         "Attempts used per job that reached a terminal state."
@@ -181,6 +185,9 @@ fn register() {
     }
     for state in JobState::ALL {
         gauge!("deferhook_jobs", "state" => state.as_str()).set(0.0);
+    }
+    for reason in DeadReason::ALL {
+        gauge!("deferhook_dead_jobs", "reason" => reason.as_str()).set(0.0);
     }
     for state in PURGED_STATES {
         counter!("deferhook_jobs_purged_total", "state" => state.as_str()).absolute(0);
@@ -325,6 +332,14 @@ pub fn set_gauges(gauges: &StoreGauges, now: Timestamp) {
             .find(|(s, _)| *s == state)
             .map_or(0, |(_, n)| *n);
         gauge!("deferhook_jobs", "state" => state.as_str()).set(n as f64);
+    }
+    for reason in DeadReason::ALL {
+        let n = gauges
+            .dead_by_reason
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n);
+        gauge!("deferhook_dead_jobs", "reason" => reason.as_str()).set(n as f64);
     }
     let age = |since: Option<Timestamp>| {
         since.map_or(0.0, |t| (now.millis_since(t).max(0) as f64) / 1000.0)

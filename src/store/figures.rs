@@ -6,7 +6,7 @@ use std::future::Future;
 use crate::domain::circuit::CircuitState;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::waiting::SubscriberLoad;
-use crate::domain::{JobState, Timestamp};
+use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, Admissions, CountedRow};
@@ -23,6 +23,13 @@ pub struct Exists {}
 #[derive(sqlx::FromRow)]
 pub struct StateCount {
     state: String,
+    n: i64,
+}
+
+/// A `GROUP BY dead_reason` count of dead jobs.
+#[derive(sqlx::FromRow)]
+pub struct ReasonCount {
+    reason: Option<String>,
     n: i64,
 }
 
@@ -74,6 +81,8 @@ pub struct FailureRow {
 pub(crate) trait FigureStatements: Transactions {
     /// Jobs per state ([`StateCount`]).
     const STATE_COUNTS_ALL: &'static str;
+    /// Dead jobs per `dead_reason` ([`ReasonCount`]).
+    const DEAD_REASON_COUNTS_ALL: &'static str;
     /// Jobs `in_flight` whose lease has expired at `$1` ([`Count`]).
     const EXPIRED_LEASES_ALL: &'static str;
     /// The other gauges at `$1` ([`GaugeRow`]); `$2` is `$1` minus the objective.
@@ -122,9 +131,12 @@ pub(crate) async fn gauges<S: FigureStatements>(
 ) -> Result<StoreGauges, StoreError> {
     let mut gauges = StoreGauges::default();
     // The counts and the expired leases in one snapshot, so that the ones moved to
-    // `retrying` are among the `in_flight` ones counted.
+    // `retrying` are among the `in_flight` ones counted and the dead ones per reason
+    // add up to the `dead` count.
     let mut tx = db.snapshot().await?;
     let counts: Vec<StateCount> = S::fetch_all(&mut tx, Query::new(S::STATE_COUNTS_ALL)).await?;
+    let reasons: Vec<ReasonCount> =
+        S::fetch_all(&mut tx, Query::new(S::DEAD_REASON_COUNTS_ALL)).await?;
     let expired: Count = S::fetch_one(
         &mut tx,
         Query::new(S::EXPIRED_LEASES_ALL).int(now.as_millis()),
@@ -141,6 +153,25 @@ pub(crate) async fn gauges<S: FigureStatements>(
         .into_iter()
         .map(|state| (state, by_state.get(state)))
         .filter(|&(_, n)| n > 0)
+        .collect();
+    let mut dead = Vec::new();
+    for row in reasons {
+        // A dead job always has a reason; one without it is left out of the gauge.
+        if let Some(reason) = decode::opt_named::<DeadReason>("dead_reason", row.reason.as_deref())?
+        {
+            dead.push((reason, decode::count(row.n)));
+        }
+    }
+    gauges.dead_by_reason = DeadReason::ALL
+        .into_iter()
+        .filter_map(|reason| {
+            let n: u64 = dead
+                .iter()
+                .filter(|(r, _)| *r == reason)
+                .map(|(_, n)| n)
+                .sum();
+            (n > 0).then_some((reason, n))
+        })
         .collect();
     let slo_cutoff = now
         .as_millis()

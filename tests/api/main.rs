@@ -7,6 +7,7 @@ mod app;
 mod pg;
 
 mod auth;
+mod dead_jobs_gauge;
 mod destinations;
 mod errors;
 mod fan_out;

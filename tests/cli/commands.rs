@@ -295,6 +295,7 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_possible_duplicates_total", "counter"),
         ("deferhook_late_results_total", "counter"),
         ("deferhook_dead_letters_total", "counter"),
+        ("deferhook_dead_jobs", "gauge"),
         ("deferhook_replayed_total", "counter"),
         ("deferhook_oldest_retrying_age_seconds", "gauge"),
         ("deferhook_jobs_past_slo", "gauge"),
@@ -317,6 +318,10 @@ fn a_fresh_instance_shows_every_metric() {
     // SQLite shares this machine's clock: no offset (docs/DESIGN.md §12).
     assert!(text.contains("deferhook_clock_offset_seconds 0\n"));
     assert!(text.contains("deferhook_dead_letters_total{reason=\"deadline_exceeded\"} 0\n"));
+    for reason in deferhook::domain::DeadReason::ALL {
+        let series = format!("deferhook_dead_jobs{{reason=\"{reason}\"}} 0\n");
+        assert!(text.contains(&series), "{series} is missing:\n{text}");
+    }
     for state in ["delivered", "cancelled", "dead"] {
         let series = format!("deferhook_jobs_purged_total{{state=\"{state}\"}} 0\n");
         assert!(text.contains(&series), "{series} is missing:\n{text}");

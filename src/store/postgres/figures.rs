@@ -45,6 +45,10 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
 /// Jobs per state.
 const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
 
+/// Dead jobs per reason (the partial index `jobs_dead_reason`).
+const DEAD_REASON_COUNTS_ALL: &str = "SELECT dead_reason AS reason, COUNT(*) AS n FROM jobs \
+    WHERE state = 'dead' GROUP BY dead_reason";
+
 /// The gauges at `$1` other than the counts; `$2` is `$1` minus the objective.
 /// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
 /// `retrying` (docs/DESIGN.md §2.2).
@@ -120,6 +124,7 @@ impl FigureStatements for PgPool {
         WHERE d.paused OR d.circuit <> 'closed' OR d.forced_circuit IS NOT NULL \
           OR d.key IN (SELECT destination FROM jobs WHERE state = 'in_flight' AND due_at > $1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const DEAD_REASON_COUNTS_ALL: &'static str = DEAD_REASON_COUNTS_ALL;
     const EXPIRED_LEASES_ALL: &'static str = EXPIRED_LEASES_ALL;
     const GAUGES: &'static str = GAUGES;
     const LOAD: &'static str = LOAD;

@@ -2,7 +2,7 @@
 
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::policy::ErrorClass;
-use crate::domain::{JobState, Timestamp};
+use crate::domain::{DeadReason, JobState, Timestamp};
 
 /// Figures for the gauges an on-call engineer alerts on (docs/DESIGN.md §7), read at one `now`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -10,6 +10,10 @@ pub struct StoreGauges {
     /// Jobs per state as read at `now` (a job whose lease has expired counts as
     /// `retrying`, docs/DESIGN.md §2.2); states with no job are absent.
     pub jobs_by_state: Vec<(crate::domain::JobState, u64)>,
+    /// Jobs `dead` now, per `dead_reason`, in the order of [`DeadReason::ALL`] (read in
+    /// the same snapshot as `jobs_by_state`, so they add up to its `dead` count);
+    /// reasons with no job are absent.
+    pub dead_by_reason: Vec<(DeadReason, u64)>,
     /// The earliest due time among due, unclaimed jobs of enabled subscribers (a job
     /// whose lease has expired is due since the expiry).
     pub oldest_eligible_since: Option<Timestamp>,

@@ -59,6 +59,10 @@ const NEXT_WAKE: &str = "SELECT \
 /// Jobs per state.
 const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
 
+/// Dead jobs per reason (`jobs_dead_reason`, covering).
+const DEAD_REASON_COUNTS_ALL: &str = "SELECT dead_reason AS reason, COUNT(*) AS n FROM jobs \
+    INDEXED BY jobs_dead_reason WHERE state = 'dead' GROUP BY dead_reason";
+
 /// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
 /// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
 /// `retrying` (docs/DESIGN.md §2.2).
@@ -146,6 +150,7 @@ impl FigureStatements for Pools {
           OR d.key IN (SELECT destination FROM jobs INDEXED BY jobs_in_flight_destination \
                        WHERE state = 'in_flight' AND due_at > ?1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
+    const DEAD_REASON_COUNTS_ALL: &'static str = DEAD_REASON_COUNTS_ALL;
     const EXPIRED_LEASES_ALL: &'static str = EXPIRED_LEASES_ALL;
     const GAUGES: &'static str = GAUGES;
     const LOAD: &'static str = LOAD;

@@ -1,6 +1,6 @@
-//! A subscriber's figures for the operator on call: jobs per state, the oldest due
+//! Figures for the operator on call: a subscriber's jobs per state, the oldest due
 //! waiting job as of `now`, the last success and the last failure; nothing of other
-//! subscribers leaks in.
+//! subscribers leaks in; and the gauges' dead jobs per reason.
 
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::policy::ErrorClass;
@@ -123,5 +123,38 @@ store_case!(
             Some(SubscriberStats::default())
         );
         assert_eq!(store.subscriber_stats("nobody", at(0)).await.unwrap(), None);
+    }
+);
+
+store_case!(
+    gauges_count_the_dead_jobs_per_reason,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        let empty = store.gauges(START, 60_000).await.unwrap();
+        assert_eq!(empty.dead_by_reason, []);
+        let fates = [
+            Fate::Dead(DeadReason::TargetRejected),
+            Fate::Dead(DeadReason::NonRetryableResponse),
+            Fate::Delivered,
+            Fate::Dead(DeadReason::NonRetryableResponse),
+            Fate::Dead(DeadReason::MaxAttempts),
+        ];
+        let mut now = START;
+        for (i, fate) in fates.into_iter().enumerate() {
+            now = START.plus_ms(1_000 * i as u64);
+            finish(&store, new("s", &format!("e{i}")), now, fate).await;
+        }
+
+        let gauges = store.gauges(now, 60_000).await.unwrap();
+        assert_eq!(
+            gauges.dead_by_reason,
+            [
+                (DeadReason::NonRetryableResponse, 2),
+                (DeadReason::MaxAttempts, 1),
+                (DeadReason::TargetRejected, 1),
+            ],
+            "in the order of DeadReason::ALL"
+        );
+        assert!(gauges.jobs_by_state.contains(&(JobState::Dead, 4)));
     }
 );
