@@ -9,6 +9,9 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::problem::ApiError;
 
+/// Held from setting the job gauges to rendering them.
+static SCRAPE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The Prometheus text format's media type.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -26,9 +29,15 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let now = state.clock.now();
     let gauges = state.store.gauges(now, state.delivery_slo_ms).await?;
-    crate::metrics::set_gauges(&gauges, now);
-    state.metrics.run_upkeep();
-    let mut response = state.metrics.render().into_response();
+    let text = {
+        // The gauges are the process's: two scrapes of servers on different stores in
+        // one process (the tests') must not render each other's figures.
+        let _one_at_a_time = SCRAPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        crate::metrics::set_gauges(&gauges, now);
+        state.metrics.run_upkeep();
+        state.metrics.render()
+    };
+    let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(PROMETHEUS_TEXT),
