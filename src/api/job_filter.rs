@@ -21,7 +21,7 @@ pub struct ListJobsQuery {
     pub subscriber_id: Option<String>,
     /// Only jobs in one of these states, comma-separated (`retrying,dead`), as read
     /// now: an `in_flight` job whose lease has expired is `retrying`.
-    #[param(value_type = Option<String>, example = "retrying,dead")]
+    #[param(value_type = Option<Vec<JobState>>, style = Form, explode = false)]
     pub state: Option<String>,
     /// Only jobs with this `waiting_reason` now: `scheduled`, `backing_off`,
     /// `subscriber_paused` or `in_flight` (the reasons that depend on load at the
