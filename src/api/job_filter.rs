@@ -4,6 +4,8 @@
 use serde::Deserialize;
 
 use super::problem::{ApiError, FieldError};
+use crate::domain::policy::ErrorClass;
+use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobState, Timestamp, validate};
 use crate::store::JobFilter;
 
@@ -17,9 +19,21 @@ pub struct ListJobsQuery {
     pub event_id: Option<String>,
     /// Only jobs of this subscriber.
     pub subscriber_id: Option<String>,
-    /// Only jobs in this state.
-    #[param(value_type = Option<JobState>)]
+    /// Only jobs in one of these states, comma-separated (`retrying,dead`), as read
+    /// now: an `in_flight` job whose lease has expired is `retrying`.
+    #[param(value_type = Option<Vec<JobState>>, style = Form, explode = false)]
     pub state: Option<String>,
+    /// Only jobs with this `waiting_reason` now: `scheduled`, `backing_off`,
+    /// `subscriber_paused` or `in_flight` (the reasons that depend on load at the
+    /// instant cannot be filtered on: 422).
+    #[param(value_type = Option<WaitingReason>)]
+    pub waiting_reason: Option<String>,
+    /// Only jobs whose last error has this class (`last_error.class`).
+    #[param(value_type = Option<ErrorClass>)]
+    pub error_class: Option<String>,
+    /// Only jobs whose last error has this HTTP status (`last_error.status`), 100–599.
+    #[param(value_type = Option<u16>, minimum = 100, maximum = 599)]
+    pub last_status: Option<String>,
     /// Only dead jobs with this reason (implies `state=dead`).
     #[param(value_type = Option<DeadReason>)]
     pub dead_reason: Option<String>,
@@ -45,9 +59,13 @@ pub struct ListJobsQuery {
     pub cursor: Option<String>,
 }
 
-/// The filters of `query`, or a 422 naming every invalid one: an unknown state or dead
-/// reason, an instant that is not RFC 3339 with an offset, an `*_after` bound not
-/// before its `*_before` bound, and a dead-only filter with a `state` other than `dead`.
+/// The filters of `query`, or a 422 naming every invalid one: an unknown or empty item
+/// of the `state` list, an unknown dead reason, waiting reason or error class, a
+/// waiting reason that cannot be filtered on ([`WaitingReason::FILTERABLE`]), a
+/// `last_status` that is not an integer in 100–599, an instant that is not RFC 3339
+/// with an offset, an `*_after` bound not before its `*_before` bound, a dead-only
+/// filter with a `state` other than `dead`, and a `waiting_reason` no job in the
+/// states asked for can have.
 pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     let mut errors = Vec::new();
     // The same rules as where ids are written: an id that cannot exist is a mistake.
@@ -63,7 +81,36 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
             errors.push(FieldError::new(field, message));
         }
     }
-    let state = named::<JobState>("state", query.state.as_deref(), &mut errors);
+    let states = state_list(query.state.as_deref(), &mut errors);
+    let waiting_reason = named::<WaitingReason>(
+        "waiting_reason",
+        query.waiting_reason.as_deref(),
+        &mut errors,
+    );
+    if let Some(reason) = waiting_reason.filter(|r| !r.filterable()) {
+        let names: Vec<&str> = WaitingReason::FILTERABLE
+            .map(WaitingReason::as_str)
+            .to_vec();
+        errors.push(FieldError::new(
+            "waiting_reason",
+            format!(
+                "{reason} depends on load at the instant and cannot be filtered on; \
+                 one of {} can",
+                names.join(", ")
+            ),
+        ));
+    }
+    let error_class = named::<ErrorClass>("error_class", query.error_class.as_deref(), &mut errors);
+    let last_status = query.last_status.as_deref().and_then(|raw| {
+        raw.parse::<u16>()
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .or_else(|| {
+                let message = "must be an HTTP status, an integer from 100 to 599";
+                errors.push(FieldError::new("last_status", message));
+                None
+            })
+    });
     let dead_reason = named::<DeadReason>("dead_reason", query.dead_reason.as_deref(), &mut errors);
     let mut instant = |field: &str, raw: &Option<String>| {
         raw.as_deref().and_then(|raw| {
@@ -82,12 +129,15 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     let filter = JobFilter {
         event_id: query.event_id.clone(),
         subscriber_id: query.subscriber_id.clone(),
-        state,
+        states: states.clone(),
         dead_reason,
         created_after: instant("created_after", &query.created_after),
         created_before: instant("created_before", &query.created_before),
         dead_after: instant("dead_after", &query.dead_after),
         dead_before: instant("dead_before", &query.dead_before),
+        waiting_reason,
+        error_class,
+        last_status,
     };
     for (after, before, prefix) in [
         (filter.created_after, filter.created_before, "created"),
@@ -102,10 +152,22 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
             ));
         }
     }
-    if filter.implies_dead() && state.is_some_and(|s| s != JobState::Dead) {
+    if filter.implies_dead() && states.iter().any(|s| *s != JobState::Dead) {
         errors.push(FieldError::new(
             "state",
             "must be dead (or left out) with dead_reason, dead_after or dead_before",
+        ));
+    }
+    if let Some(reason) = waiting_reason.filter(|r| r.filterable())
+        && filter.matching_states().is_some_and(|s| s.is_empty())
+    {
+        let names: Vec<&str> = reason.states().iter().map(|s| s.as_str()).collect();
+        errors.push(FieldError::new(
+            "waiting_reason",
+            format!(
+                "{reason} is the reason of {} jobs only, not of the state asked for",
+                names.join(" or ")
+            ),
         ));
     }
     if errors.is_empty() {
@@ -113,6 +175,29 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     } else {
         Err(ApiError::Invalid(errors))
     }
+}
+
+/// Parses the comma-separated `state` list: each item a known state (duplicates are
+/// harmless), no empty item; records a field error naming `state` otherwise.
+fn state_list(raw: Option<&str>, errors: &mut Vec<FieldError>) -> Vec<JobState> {
+    let Some(raw) = raw else {
+        return Vec::new();
+    };
+    let mut states = Vec::new();
+    for item in raw.split(',') {
+        if item.is_empty() {
+            errors.push(FieldError::new(
+                "state",
+                "must be a comma-separated list of states with no empty item",
+            ));
+            return Vec::new();
+        }
+        match named::<JobState>("state", Some(item), errors) {
+            Some(state) => states.push(state),
+            None => return Vec::new(),
+        }
+    }
+    states
 }
 
 /// Parses an optional wire name of `T`, recording a field error that lists the names.
@@ -140,6 +225,18 @@ trait WireNames: Sized + 'static {
 impl WireNames for JobState {
     fn all() -> &'static [Self] {
         &JobState::ALL
+    }
+}
+
+impl WireNames for WaitingReason {
+    fn all() -> &'static [Self] {
+        &WaitingReason::ALL
+    }
+}
+
+impl WireNames for ErrorClass {
+    fn all() -> &'static [Self] {
+        &ErrorClass::ALL
     }
 }
 
@@ -177,7 +274,7 @@ mod tests {
         assert_eq!(filter.created_after, Some(START));
         assert_eq!(filter.created_before, Some(START.plus_ms(3_600_000)));
         assert_eq!(filter.dead_before, Some(START.plus_ms(1)));
-        assert_eq!(filter.state, Some(JobState::Dead));
+        assert_eq!(filter.states, [JobState::Dead]);
         assert!(filter.implies_dead());
         assert_eq!(job_filter(&query("")).unwrap(), JobFilter::default());
     }
@@ -216,5 +313,57 @@ mod tests {
             fields("state=nope&dead_reason=nope&created_before=x"),
             ["state", "dead_reason", "created_before"]
         );
+    }
+
+    #[test]
+    fn lists_of_states_and_the_on_call_filters_are_parsed() {
+        let filter = job_filter(&query(
+            "state=retrying,dead,retrying&waiting_reason=backing_off\
+             &error_class=http_5xx&last_status=503",
+        ))
+        .unwrap();
+        assert_eq!(
+            filter.states,
+            [JobState::Retrying, JobState::Dead, JobState::Retrying]
+        );
+        assert_eq!(filter.matching_states(), Some(vec![JobState::Retrying]));
+        assert_eq!(filter.waiting_reason, Some(WaitingReason::BackingOff));
+        assert_eq!(filter.error_class, Some(ErrorClass::Http5xx));
+        assert_eq!(filter.last_status, Some(503));
+        let dead = job_filter(&query("state=dead,dead&dead_reason=max_attempts")).unwrap();
+        assert_eq!(dead.matching_states(), Some(vec![JobState::Dead]));
+    }
+
+    #[test]
+    fn each_invalid_on_call_filter_is_named() {
+        for bad in [
+            "state=retrying,",
+            "state=,dead",
+            "state=retrying,nope",
+            "state=",
+        ] {
+            assert_eq!(fields(bad), ["state"], "{bad}");
+        }
+        assert_eq!(
+            fields("state=retrying,scheduled&dead_reason=max_attempts"),
+            ["state"]
+        );
+        for bad in [
+            "waiting_reason=idle",
+            "waiting_reason=subscriber_at_limit",
+            "waiting_reason=destination_circuit_open",
+            "waiting_reason=scheduled&state=retrying,dead",
+            "waiting_reason=in_flight&dead_reason=max_attempts",
+        ] {
+            assert_eq!(fields(bad), ["waiting_reason"], "{bad}");
+        }
+        assert_eq!(fields("error_class=http_500"), ["error_class"]);
+        for bad in ["99", "600", "5xx", "-1", ""] {
+            assert_eq!(
+                fields(&format!("last_status={bad}")),
+                ["last_status"],
+                "{bad}"
+            );
+        }
     }
 }

@@ -17,6 +17,37 @@ pub const JOB_STATES: [&str; 6] = [
     "cancelled",
 ];
 
+/// The waiting reasons a listing can filter on (docs/DESIGN.md §3.2 and §5.4): those
+/// the job's row decides; the others depend on load at the instant.
+pub const FILTERABLE_WAITING_REASONS: [&str; 4] =
+    ["scheduled", "backing_off", "subscriber_paused", "in_flight"];
+
+/// The classes of a failed attempt (`last_error.class`, docs/DESIGN.md §3).
+pub const ERROR_CLASSES: [&str; 8] = [
+    "timeout",
+    "connect",
+    "http_3xx",
+    "http_4xx",
+    "http_429",
+    "http_5xx",
+    "blocked",
+    "secret_unreadable",
+];
+
+/// A comma-separated list of job states (`retrying,dead`), each one of
+/// [`JOB_STATES`], no empty item; passed on as written.
+fn parse_states(raw: &str) -> Result<String, String> {
+    for item in raw.split(',') {
+        if !JOB_STATES.contains(&item) {
+            return Err(format!(
+                "`{item}` is not a state; give a comma-separated list of {}",
+                JOB_STATES.join(", ")
+            ));
+        }
+    }
+    Ok(raw.to_owned())
+}
+
 /// The `--help` section of the options every operator command shares.
 const SERVER_HEADING: &str = "Server options";
 
@@ -173,12 +204,22 @@ pub struct GetJobArgs {
 /// `deferhook jobs list`: all given filters must match.
 #[derive(Debug, Args)]
 pub struct ListJobsArgs {
-    /// Only jobs in this state.
-    #[arg(long, value_parser = PossibleValuesParser::new(JOB_STATES))]
+    /// Only jobs in one of these states, comma-separated (e.g. `retrying,dead`): scheduled,
+    /// in_flight, retrying, delivered, dead, cancelled.
+    #[arg(long, value_name = "STATES", value_parser = parse_states)]
     pub state: Option<String>,
     /// Only jobs of this subscriber.
     #[arg(long, value_name = "ID")]
     pub subscriber: Option<String>,
+    /// Only jobs waiting for this reason now.
+    #[arg(long, value_parser = PossibleValuesParser::new(FILTERABLE_WAITING_REASONS))]
+    pub waiting_reason: Option<String>,
+    /// Only jobs whose last error has this class.
+    #[arg(long, value_parser = PossibleValuesParser::new(ERROR_CLASSES))]
+    pub error_class: Option<String>,
+    /// Only jobs whose last error has this HTTP status (100–599).
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u16).range(100..=599))]
+    pub last_status: Option<u16>,
     /// Only jobs of this event.
     #[arg(long, value_name = "ID")]
     pub event: Option<String>,

@@ -239,6 +239,9 @@ fn list_query(args: &ListJobsArgs) -> Vec<(&'static str, String)> {
         ("created_before", args.created_before.clone()),
         ("dead_after", args.dead_after.clone()),
         ("dead_before", args.dead_before.clone()),
+        ("waiting_reason", args.waiting_reason.clone()),
+        ("error_class", args.error_class.clone()),
+        ("last_status", args.last_status.map(|n| n.to_string())),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
     params
@@ -283,10 +286,15 @@ async fn list_jobs(
     Ok(text)
 }
 
-/// Jobs as a table, one row each.
+/// Jobs as a table, one row each; `last_error` is its class and HTTP status, short
+/// (`http_5xx 503`, `timeout`), or `-`.
 pub fn job_table(jobs: &[Job]) -> String {
     let rows = jobs.iter().map(|job| {
         let reason = job.dead_reason.as_ref().or(job.waiting_reason.as_ref());
+        let last_error = job.last_error.as_ref().map(|e| match e.status {
+            Some(status) => format!("{} {status}", e.class),
+            None => e.class.clone(),
+        });
         vec![
             job.id.clone(),
             job.subscriber_id.clone(),
@@ -294,6 +302,7 @@ pub fn job_table(jobs: &[Job]) -> String {
             job.state.clone(),
             job.attempts.to_string(),
             or_none(reason),
+            or_none(last_error),
             job.updated_at.clone(),
         ]
     });
@@ -305,6 +314,7 @@ pub fn job_table(jobs: &[Job]) -> String {
             "state",
             "attempts",
             "reason",
+            "last_error",
             "updated_at",
         ],
         rows,

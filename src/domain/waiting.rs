@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::job::JobState;
+use super::names::wire_names;
 use super::time::Timestamp;
 
 /// Why a non-terminal job is waiting. `None` (JSON `null`) means it is due and waits
@@ -29,6 +30,47 @@ pub enum WaitingReason {
     DestinationPaused,
     /// A worker holds its lease and an attempt is running.
     InFlight,
+}
+
+wire_names!(WaitingReason, "Every reason." {
+    Scheduled => "scheduled",
+    BackingOff => "backing_off",
+    SubscriberAtLimit => "subscriber_at_limit",
+    SubscriberRateLimited => "subscriber_rate_limited",
+    SubscriberPaused => "subscriber_paused",
+    DestinationAtLimit => "destination_at_limit",
+    DestinationCircuitOpen => "destination_circuit_open",
+    DestinationPaused => "destination_paused",
+    InFlight => "in_flight",
+});
+
+impl WaitingReason {
+    /// The reasons a job listing can filter on (`GET /v1/jobs?waiting_reason=`): those
+    /// [`waiting_reason`] derives from the job's row and its subscriber's `enabled`
+    /// alone. The others depend on the subscriber's and destination's load at the
+    /// instant read (open attempts, recent starts, circuits), which a listing does not
+    /// compute per row.
+    pub const FILTERABLE: [WaitingReason; 4] = [
+        WaitingReason::Scheduled,
+        WaitingReason::BackingOff,
+        WaitingReason::SubscriberPaused,
+        WaitingReason::InFlight,
+    ];
+
+    /// True when a job listing can filter on this reason (see [`Self::FILTERABLE`]).
+    pub fn filterable(self) -> bool {
+        Self::FILTERABLE.contains(&self)
+    }
+
+    /// The states (as read, docs/DESIGN.md §2.2) a job with this reason is in.
+    pub fn states(self) -> &'static [JobState] {
+        match self {
+            WaitingReason::Scheduled => &[JobState::Scheduled],
+            WaitingReason::BackingOff => &[JobState::Retrying],
+            WaitingReason::InFlight => &[JobState::InFlight],
+            _ => &[JobState::Scheduled, JobState::Retrying],
+        }
+    }
 }
 
 /// How busy a subscriber is right now, against its limits.

@@ -48,7 +48,9 @@ pub(crate) async fn list<S: Transactions>(
     now: Timestamp,
 ) -> Result<Vec<Job>, StoreError> {
     let mut listings = job_listings(S::DIALECT, filter, &page, now);
-    let rows: Vec<JobRow> = if listings.len() == 1 {
+    let rows: Vec<JobRow> = if listings.is_empty() {
+        Vec::new()
+    } else if listings.len() == 1 {
         db.read_all(Query::from(listings.remove(0))).await?
     } else {
         let mut tx = db.snapshot().await?;

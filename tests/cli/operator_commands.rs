@@ -194,7 +194,33 @@ fn jobs_list_finds_dead_letters_by_reason_and_time() {
     assert_eq!(since, [dead.as_str()]);
     assert!(ids(&["jobs", "list", "--dead-before", "2000-01-01T00:00:00Z"]).is_empty());
     let created = ids(&["jobs", "list", "--created-after", "2000-01-01T00:00:00Z"]);
-    assert_eq!(created, [live, dead]);
+    assert_eq!(created, [live.clone(), dead.clone()]);
+
+    // The on-call filters: a list of states, the last error's class and status, the
+    // waiting reason; the table shows the last error.
+    let states = ids(&["jobs", "list", "--state", "retrying,dead,scheduled"]);
+    assert_eq!(states, [live.clone(), dead.clone()]);
+    let by_class = &[
+        "jobs",
+        "list",
+        "--error-class",
+        "http_4xx",
+        "--last-status",
+        "400",
+    ];
+    assert_eq!(ids(by_class), [dead.as_str()]);
+    assert!(ids(&["jobs", "list", "--last-status", "500"]).is_empty());
+    assert_eq!(
+        ids(&["jobs", "list", "--waiting-reason", "scheduled"]),
+        [live.as_str()]
+    );
+    let table = cli(base, &["jobs", "list", "--state", "dead,dead"]);
+    assert_eq!(table.code, Some(0), "{table:?}");
+    let header = table.stdout.lines().find(|l| l.contains(" id ")).unwrap();
+    assert!(header.contains(" last_error "), "{}", table.stdout);
+    let row = table.stdout.lines().find(|l| l.contains(&dead)).unwrap();
+    let cells: Vec<&str> = row.split("   ").map(str::trim).collect();
+    assert!(cells.contains(&"http_4xx 400"), "{}", table.stdout);
 }
 
 #[test]
@@ -210,7 +236,7 @@ fn jobs_list_sends_each_filter_under_its_api_name() {
             "jobs",
             "list",
             "--state",
-            "dead",
+            "retrying,dead",
             "--subscriber",
             "billing",
             "--event",
@@ -225,6 +251,12 @@ fn jobs_list_sends_each_filter_under_its_api_name() {
             "2026-11-03T00:00:00+01:00",
             "--dead-before",
             "2026-11-04T00:00:00Z",
+            "--waiting-reason",
+            "backing_off",
+            "--error-class",
+            "http_5xx",
+            "--last-status",
+            "503",
             "--limit",
             "7",
             "--cursor",
@@ -237,10 +269,11 @@ fn jobs_list_sends_each_filter_under_its_api_name() {
     let line = requests[0].lines().next().unwrap();
     assert_eq!(
         line,
-        "GET /v1/jobs?state=dead&subscriber_id=billing&event_id=e%261\
+        "GET /v1/jobs?state=retrying%2Cdead&subscriber_id=billing&event_id=e%261\
          &dead_reason=deadline_exceeded&created_after=2026-11-01T00%3A00%3A00Z\
          &created_before=2026-11-02T00%3A00%3A00Z&dead_after=2026-11-03T00%3A00%3A00%2B01%3A00\
-         &dead_before=2026-11-04T00%3A00%3A00Z&limit=7&cursor=abc HTTP/1.1"
+         &dead_before=2026-11-04T00%3A00%3A00Z&waiting_reason=backing_off\
+         &error_class=http_5xx&last_status=503&limit=7&cursor=abc HTTP/1.1"
     );
 }
 
@@ -395,6 +428,12 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
 fn usage_errors_exit_2() {
     for args in [
         &["jobs", "list", "--state", "bogus"][..],
+        &["jobs", "list", "--state", "retrying,"],
+        &["jobs", "list", "--state", "retrying,bogus"],
+        &["jobs", "list", "--waiting-reason", "subscriber_at_limit"],
+        &["jobs", "list", "--error-class", "http_500"],
+        &["jobs", "list", "--last-status", "600"],
+        &["jobs", "list", "--last-status", "99"],
         &["jobs", "list", "--created-after", "yesterday"],
         &["jobs", "list", "--limit", "0"],
         &["jobs", "get"],

@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::{Dialect, Statement, Value};
+use crate::domain::waiting::WaitingReason;
 use crate::domain::{JobState, Timestamp};
 use crate::store::jobs::JOB_COLUMNS;
 use crate::store::records::{JobFilter, PageRequest, uuid_v7_floor};
@@ -21,36 +22,60 @@ pub enum LeaseCondition {
 }
 
 /// The listings whose rows together are the jobs `filter` matches as read at `now`,
-/// each newest first, strictly older than `page.after` and at most `page.limit`: one
-/// statement, except for `state = retrying`, which is the stored `retrying` jobs and
-/// the `in_flight` ones whose lease has expired — two statements, each read in id
-/// order through the state's index (one `OR` would sort every retrying job), which
-/// the caller merges by id. `state = in_flight` reads only live leases.
+/// each newest first, strictly older than `page.after` and at most `page.limit`, which
+/// the caller merges by id: one statement per state of
+/// [`JobFilter::matching_states`] (one with no state condition when any state
+/// matches), each read in id order through the state's index (one `IN` or `OR` would
+/// sort every job of those states). Read states are not stored states: `retrying` is
+/// the stored `retrying` jobs and the `in_flight` ones whose lease has expired, and
+/// `in_flight` only the live leases; when both are asked for, the stored `in_flight`
+/// rows are read once, whatever their lease. The stored states of the statements are
+/// distinct, so no job is read twice. No statement when nothing can match (a
+/// `waiting_reason` that is not [`WaitingReason::filterable`]).
 pub fn job_listings(
     dialect: Dialect,
     filter: &JobFilter,
     page: &PageRequest<Uuid>,
     now: Timestamp,
 ) -> Vec<Statement> {
-    let listing = |filter: &JobFilter, lease: Option<LeaseCondition>| {
+    let listing = |state: Option<JobState>, lease: Option<LeaseCondition>| {
+        let one = JobFilter {
+            states: state.into_iter().collect(),
+            ..filter.clone()
+        };
         let mut query = Statement::new(dialect, "");
-        push_job_listing(&mut query, filter, page, lease);
+        push_job_listing(&mut query, &one, page, lease, now);
         query
     };
-    match filter.state {
-        Some(JobState::InFlight) => vec![listing(filter, Some(LeaseCondition::Live(now)))],
-        Some(JobState::Retrying) => {
-            let expired = JobFilter {
-                state: Some(JobState::InFlight),
-                ..filter.clone()
-            };
-            vec![
-                listing(filter, None),
-                listing(&expired, Some(LeaseCondition::Expired(now))),
-            ]
-        }
-        _ => vec![listing(filter, None)],
+    if filter
+        .waiting_reason
+        .is_some_and(|reason| !reason.filterable())
+    {
+        return Vec::new();
     }
+    let Some(states) = filter.matching_states() else {
+        return vec![listing(None, None)];
+    };
+    let mut listings = Vec::new();
+    for &state in &states {
+        match state {
+            JobState::InFlight if states.contains(&JobState::Retrying) => {
+                listings.push(listing(Some(JobState::InFlight), None));
+            }
+            JobState::InFlight => {
+                listings.push(listing(Some(state), Some(LeaseCondition::Live(now))));
+            }
+            JobState::Retrying => {
+                listings.push(listing(Some(state), None));
+                if !states.contains(&JobState::InFlight) {
+                    let expired = Some(LeaseCondition::Expired(now));
+                    listings.push(listing(Some(JobState::InFlight), expired));
+                }
+            }
+            _ => listings.push(listing(Some(state), None)),
+        }
+    }
+    listings
 }
 
 /// The index SQLite must use for `filter`: its planner has no statistics and, given a
@@ -73,9 +98,10 @@ fn listing_index(filter: &JobFilter) -> Option<&'static str> {
 }
 
 /// Appends one listing of [`job_listings`] to `query` (e.g. after `EXPLAIN QUERY
-/// PLAN`): the rows `filter` matches as stored (its `state` is the stored state), and
-/// with `lease` (given with `state = in_flight`), only those whose lease is live, or
-/// expired.
+/// PLAN`): the rows `filter` matches as stored (its `states`, at most one, is the
+/// stored state), and with `lease` (given with `in_flight`), only those whose lease
+/// is live, or expired; with a `waiting_reason`, only those with that reason at `now`
+/// (see [`push_waiting_condition`]).
 ///
 /// Each filter is written so an index serves it: a state as a literal (SQLite uses a
 /// partial index only when the query's text implies its predicate), `dead_reason`
@@ -87,6 +113,7 @@ pub fn push_job_listing(
     filter: &JobFilter,
     page: &PageRequest<Uuid>,
     lease: Option<LeaseCondition>,
+    now: Timestamp,
 ) {
     let hint = listing_index(filter)
         .map(|index| query.dialect().index_hint(index))
@@ -108,6 +135,9 @@ pub fn push_job_listing(
                 .bind(Value::Int(now.as_millis()));
         }
         None => {}
+    }
+    if let Some(reason) = filter.waiting_reason {
+        push_waiting_condition(query, reason, now);
     }
     if let Some(after) = page.after {
         query
@@ -132,13 +162,15 @@ pub fn push_job_conditions(query: &mut Statement, filter: &JobFilter) {
             .push(" AND j.subscriber_id = ")
             .bind(Value::Text(subscriber_id.clone()));
     }
-    // A fixed name, never input: safe to write as a literal.
-    let mut states: Vec<&'static str> = filter.state.iter().map(|s| s.as_str()).collect();
-    if filter.implies_dead() && filter.state != Some(JobState::Dead) {
-        states.push(JobState::Dead.as_str());
-    }
-    for state in states {
-        query.push(&format!(" AND j.state = '{state}'"));
+    // Fixed names, never input: safe to write as literals. One state is written as an
+    // equality, which SQLite needs to use a partial index.
+    if let Some(states) = filter.stored_states() {
+        let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        match names.as_slice() {
+            [] => query.push(" AND 1 = 0"),
+            [one] => query.push(&format!(" AND j.state = {one}")),
+            many => query.push(&format!(" AND j.state IN ({})", many.join(", "))),
+        };
     }
     if let Some(reason) = filter.dead_reason {
         query
@@ -164,5 +196,38 @@ pub fn push_job_conditions(query: &mut Statement, filter: &JobFilter) {
         query
             .push(" AND j.id < ")
             .bind(Value::Text(uuid_v7_floor(before).to_string()));
+    }
+    if let Some(class) = filter.error_class {
+        query
+            .push(" AND j.last_error_class = ")
+            .bind(Value::Text(class.as_str().to_owned()));
+    }
+    if let Some(status) = filter.last_status {
+        query
+            .push(" AND j.last_error_status = ")
+            .bind(Value::Int(i64::from(status)));
+    }
+}
+
+/// Appends ` AND …` selecting, among rows of `jobs j JOIN subscribers s` already
+/// limited to the reason's states, those whose `waiting_reason` at `now` is `reason`,
+/// by the rules of [`crate::domain::waiting::waiting_reason`]: `scheduled` and
+/// `backing_off` are not yet due (the stored `retrying` rows; an expired lease is
+/// due); `in_flight` is the live lease the listing already selects; a due job of a
+/// disabled subscriber is `subscriber_paused` (stored `scheduled` or `retrying`, or an
+/// expired lease). Reasons that are not [`WaitingReason::filterable`] never get here.
+fn push_waiting_condition(query: &mut Statement, reason: WaitingReason, now: Timestamp) {
+    let now = Value::Int(now.as_millis());
+    match reason {
+        WaitingReason::Scheduled | WaitingReason::BackingOff => {
+            query
+                .push(" AND (j.due_at IS NULL OR j.due_at > ")
+                .bind(now)
+                .push(")");
+        }
+        WaitingReason::SubscriberPaused => {
+            query.push(" AND NOT s.enabled AND j.due_at <= ").bind(now);
+        }
+        _ => {}
     }
 }

@@ -10,7 +10,7 @@ use crate::store::records::{JobFilter, NewReplay};
 /// The listing filter that selects the dead jobs `filter` matches.
 pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
     JobFilter {
-        state: Some(JobState::Dead),
+        states: vec![JobState::Dead],
         subscriber_id: filter.subscriber_id.clone(),
         event_id: filter.event_id.clone(),
         dead_reason: filter.dead_reason,

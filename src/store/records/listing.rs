@@ -2,6 +2,8 @@
 
 use uuid::Uuid;
 
+use crate::domain::policy::ErrorClass;
+use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobState, Timestamp};
 
 /// Filters of a job listing; all given ones must match. Lower bounds (`*_after`) are
@@ -12,8 +14,10 @@ pub struct JobFilter {
     pub event_id: Option<String>,
     /// Only this subscriber.
     pub subscriber_id: Option<String>,
-    /// Only this state.
-    pub state: Option<JobState>,
+    /// Only jobs in one of these states, as read at the listing's instant (an
+    /// `in_flight` job whose lease has expired reads `retrying`); empty: any state.
+    /// Duplicates are harmless.
+    pub states: Vec<JobState>,
     /// Only dead jobs with this reason (implies state `dead`).
     pub dead_reason: Option<DeadReason>,
     /// Only jobs created at or after this instant, as recorded in their UUIDv7 id (its
@@ -25,6 +29,15 @@ pub struct JobFilter {
     pub dead_after: Option<Timestamp>,
     /// Only dead jobs whose `dead_at` is before this instant (implies `dead`).
     pub dead_before: Option<Timestamp>,
+    /// Only jobs whose `waiting_reason` (docs/DESIGN.md §3.2) at the listing's instant
+    /// is this one; only the reasons [`WaitingReason::filterable`] names, which follow
+    /// from the stored row and the subscriber's `enabled` alone (the others depend on
+    /// load at the instant; the store matches nothing for them).
+    pub waiting_reason: Option<WaitingReason>,
+    /// Only jobs whose last error (`last_error.class`) has this class.
+    pub error_class: Option<ErrorClass>,
+    /// Only jobs whose last error has this HTTP status (`last_error.status`).
+    pub last_status: Option<u16>,
 }
 
 impl JobFilter {
@@ -32,6 +45,43 @@ impl JobFilter {
     /// `dead_before`).
     pub fn implies_dead(&self) -> bool {
         self.dead_reason.is_some() || self.dead_after.is_some() || self.dead_before.is_some()
+    }
+
+    /// The states (as read) a job must be in to match, in [`JobState::ALL`] order,
+    /// without duplicates, or `None` when any state may: `states`, narrowed to `dead`
+    /// by a dead-only filter and to the states of `waiting_reason`
+    /// ([`WaitingReason::states`]). Empty when the filters contradict each other.
+    pub fn matching_states(&self) -> Option<Vec<JobState>> {
+        let mut allowed = self.stored_states();
+        if let Some(reason) = self.waiting_reason {
+            let to = reason.states();
+            allowed = Some(match allowed {
+                Some(states) => states.into_iter().filter(|s| to.contains(s)).collect(),
+                None => to.to_vec(),
+            });
+        }
+        allowed
+    }
+
+    /// `states` narrowed by a dead-only filter only, the states one listing statement
+    /// names (see [`Self::matching_states`]).
+    pub fn stored_states(&self) -> Option<Vec<JobState>> {
+        let allowed: Option<Vec<JobState>> = (!self.states.is_empty()).then(|| {
+            JobState::ALL
+                .into_iter()
+                .filter(|s| self.states.contains(s))
+                .collect()
+        });
+        if self.implies_dead() {
+            return Some(match allowed {
+                Some(states) => states
+                    .into_iter()
+                    .filter(|s| *s == JobState::Dead)
+                    .collect(),
+                None => vec![JobState::Dead],
+            });
+        }
+        allowed
     }
 }
 

@@ -7,6 +7,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{SqliteStore, binds, figures, maintenance};
+use crate::domain::policy::ErrorClass;
+use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::Sealer;
 use crate::store::dialect::listing::job_listings;
@@ -80,24 +82,36 @@ fn uses_an_index(line: &str) -> bool {
         || line.contains(" USING INTEGER PRIMARY KEY")
 }
 
-/// Every combination of the listing's filters (each one on or off, the state `dead`,
-/// `retrying` — stored, and expired leases — or `in_flight`), with and without a cursor.
+/// Every combination of the listing's filters (each one on or off, the states `dead`,
+/// `retrying` — stored, and expired leases —, `in_flight`, `retrying,dead` or
+/// `in_flight,retrying`), with and without a cursor.
 fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
+    use JobState::{Dead, InFlight, Retrying};
     let at = Timestamp::from_millis(1_796_040_000_000);
     let mut cases = Vec::new();
-    for (bits, state) in (0u32..(1 << 7)).flat_map(|bits| {
-        [JobState::Dead, JobState::Retrying, JobState::InFlight].map(|state| (bits, state))
-    }) {
+    let lists: [&[JobState]; 5] = [
+        &[Dead],
+        &[Retrying],
+        &[InFlight],
+        &[Retrying, Dead],
+        &[InFlight, Retrying],
+    ];
+    for (bits, states) in
+        (0u32..(1 << 8)).flat_map(|bits| lists.map(|states| (bits, states.to_vec())))
+    {
         let on = |bit: u32| bits & (1 << bit) != 0;
         let filter = JobFilter {
             event_id: on(0).then(|| "e".to_owned()),
             subscriber_id: on(1).then(|| "s".to_owned()),
-            state: on(2).then_some(state),
+            states: if on(2) { states } else { Vec::new() },
             dead_reason: on(3).then_some(DeadReason::MaxAttempts),
             created_after: on(4).then_some(at),
             created_before: on(4).then_some(at.plus_ms(60_000)),
             dead_after: on(5).then_some(at),
             dead_before: on(5).then_some(at.plus_ms(60_000)),
+            waiting_reason: None,
+            error_class: on(7).then_some(ErrorClass::Http5xx),
+            last_status: on(7).then_some(503),
         };
         let page = PageRequest {
             after: on(6).then(|| Uuid::from_u128(u128::MAX >> 1)),
@@ -142,7 +156,7 @@ async fn a_listing_by_any_state_searches_jobs_state() {
     for state in JobState::ALL {
         for subscriber_id in [None, Some("s".to_owned())] {
             let filter = JobFilter {
-                state: Some(state),
+                states: vec![state],
                 subscriber_id,
                 ..JobFilter::default()
             };
@@ -154,6 +168,38 @@ async fn a_listing_by_any_state_searches_jobs_state() {
             // order.
             let now = Timestamp::from_millis(1_796_040_000_000);
             for query in explained_listings(&filter, &page, now) {
+                let plan = plan(&store, query).await;
+                let jobs = reads(&plan, "jobs", "j");
+                assert_eq!(jobs.len(), 1, "{filter:?}: {plan:?}");
+                assert!(jobs[0].starts_with("SEARCH "), "{filter:?}: {plan:?}");
+                assert!(
+                    !plan.iter().any(|line| line.contains("TEMP B-TREE")),
+                    "{filter:?}: sorts instead of reading in id order: {plan:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_listing_by_waiting_reason_searches_jobs_state_in_id_order() {
+    let store = store().await;
+    let now = Timestamp::from_millis(1_796_040_000_000);
+    for reason in WaitingReason::FILTERABLE {
+        for subscriber_id in [None, Some("s".to_owned())] {
+            let filter = JobFilter {
+                waiting_reason: Some(reason),
+                subscriber_id,
+                error_class: Some(ErrorClass::Timeout),
+                ..JobFilter::default()
+            };
+            let page = PageRequest {
+                after: None,
+                limit: 101,
+            };
+            let queries = explained_listings(&filter, &page, now);
+            assert!(!queries.is_empty(), "{filter:?}");
+            for query in queries {
                 let plan = plan(&store, query).await;
                 let jobs = reads(&plan, "jobs", "j");
                 assert_eq!(jobs.len(), 1, "{filter:?}: {plan:?}");

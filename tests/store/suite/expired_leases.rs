@@ -22,7 +22,7 @@ const LEASE_EXPIRED: &str = "the lease expired before a result was recorded";
 
 fn by_state(state: JobState) -> JobFilter {
     JobFilter {
-        state: Some(state),
+        states: vec![state],
         ..JobFilter::default()
     }
 }

@@ -2,6 +2,7 @@
 //! UUIDv7 id) and `dead_at` bounds; `*_after` inclusive, `*_before` exclusive; alone,
 //! combined with the other filters, and across pages.
 
+use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobState, Timestamp};
 use deferhook::store::{JobFilter, PageRequest, SharedStore};
 use uuid::Uuid;
@@ -108,7 +109,7 @@ store_case!(
                 .is_empty()
         );
         let with_state = JobFilter {
-            state: Some(JobState::Dead),
+            states: vec![JobState::Dead],
             ..max_attempts.clone()
         };
         assert_eq!(found(&store, with_state).await, [j6, j3, j1]);
@@ -124,7 +125,7 @@ store_case!(
         assert_eq!(found(&store, of_e1).await, [j3, j1]);
         // A dead-only filter with another state matches nothing (the API refuses it).
         let contradiction = JobFilter {
-            state: Some(JobState::Scheduled),
+            states: vec![JobState::Scheduled],
             ..max_attempts
         };
         assert!(found(&store, contradiction).await.is_empty());
@@ -167,7 +168,7 @@ store_case!(
         };
         assert_eq!(found(&store, of_e1).await, [j3]);
         let scheduled = JobFilter {
-            state: Some(JobState::Scheduled),
+            states: vec![JobState::Scheduled],
             ..since_3
         };
         assert_eq!(found(&store, scheduled).await, [j5]);
@@ -207,12 +208,15 @@ store_case!(
         let combined = JobFilter {
             event_id: None,
             subscriber_id: Some("s2".into()),
-            state: Some(JobState::Dead),
+            states: vec![JobState::Dead],
             dead_reason: Some(DeadReason::MaxAttempts),
             created_after: Some(created(1)),
             created_before: Some(created(7)),
             dead_after: Some(at(13_000)),
             dead_before: Some(at(17_000)),
+            waiting_reason: None,
+            error_class: Some(ErrorClass::Http4xx),
+            last_status: Some(400),
         };
         assert_eq!(pages(&store, &combined, 1).await, [vec![j6], vec![j3]]);
         let narrower = JobFilter {

@@ -11,7 +11,7 @@ fn filter(event: Option<&str>, subscriber: Option<&str>, state: Option<JobState>
     JobFilter {
         event_id: event.map(str::to_owned),
         subscriber_id: subscriber.map(str::to_owned),
-        state,
+        states: state.into_iter().collect(),
         ..JobFilter::default()
     }
 }

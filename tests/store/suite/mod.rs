@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod leases;
 pub mod limits;
 pub mod listing;
+pub mod on_call_filters;
 pub mod reclaims;
 pub mod replays;
 pub mod retention;
