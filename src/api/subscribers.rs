@@ -19,7 +19,9 @@ use super::views::SubscriberView;
 use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
 use crate::domain::validate;
-use crate::store::{PageRequest, PausedReason, ResumeSelection, SubscriberPatch, SubscriberPut};
+use crate::store::{
+    PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch, SubscriberPut,
+};
 
 /// Most `max_in_flight` a subscriber may ask for.
 pub const MAX_IN_FLIGHT_LIMIT: u32 = 10_000;
@@ -389,10 +391,24 @@ pub async fn resume_subscribers(
     AppJson(body): AppJson<ResumeSubscribersRequest>,
 ) -> Result<Json<ResumedSubscribers>, ApiError> {
     let selection = validate_resume(body)?;
+    let named = match &selection {
+        ResumeSelection::Ids(ids) => ids.clone(),
+        ResumeSelection::Reason(_) => Vec::new(),
+    };
     let resumed = state
         .store
         .resume_subscribers(selection, state.clock.now())
-        .await?;
+        .await
+        .map_err(|error| match error {
+            StoreError::UnknownSubscriber(id) => {
+                let n = named.iter().position(|named| *named == id).unwrap_or(0);
+                ApiError::UnknownReference(FieldError::new(
+                    format!("subscriber_ids[{n}]"),
+                    format!("subscriber `{id}` does not exist; none was resumed"),
+                ))
+            }
+            other => other.into(),
+        })?;
     Ok(Json(ResumedSubscribers { resumed }))
 }
 
