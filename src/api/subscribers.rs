@@ -104,6 +104,7 @@ pub const MAX_RESUME_IDS: usize = 1000;
 pub struct ResumeSubscribersRequest {
     /// 1 to 1000 distinct ids, all registered (else 404 naming the first unknown, and
     /// none is resumed); those not paused are left as they are.
+    #[schema(min_items = 1, max_items = 1000)]
     pub subscriber_ids: Option<Vec<String>>,
     /// Every subscriber paused for this reason: `gone` (its receiver answered 410) or
     /// `operator`.
