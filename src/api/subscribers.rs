@@ -4,7 +4,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Deserializer};
+use std::collections::HashSet;
+
+use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -17,7 +19,9 @@ use super::views::SubscriberView;
 use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
 use crate::domain::validate;
-use crate::store::{PageRequest, SubscriberPut};
+use crate::store::{
+    PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch, SubscriberPut,
+};
 
 /// Most `max_in_flight` a subscriber may ask for.
 pub const MAX_IN_FLIGHT_LIMIT: u32 = 10_000;
@@ -27,8 +31,9 @@ pub const MAX_RATE_LIMIT: u32 = 100_000;
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(put_subscriber, get_subscriber))
+        .routes(routes!(put_subscriber, get_subscriber, patch_subscriber))
         .routes(routes!(list_subscribers))
+        .routes(routes!(resume_subscribers))
 }
 
 /// Creates or updates a subscriber. Fields left out keep their current value on update
@@ -67,6 +72,53 @@ impl std::fmt::Debug for PutSubscriberRequest {
     }
 }
 
+/// Changes only the fields given. The secret is not among them: rotate it with
+/// `POST /v1/subscribers/{subscriber_id}/secret/rotate` (or give it to PUT).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchSubscriberRequest {
+    /// Absolute `http(s)` URL, as for PUT; its destination is derived again.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, format = "uri", min_length = 1, max_length = 2048)]
+    pub url: Option<Option<String>>,
+    /// Most attempts open at once (1–10000).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 10000)]
+    pub max_in_flight: Option<Option<u32>>,
+    /// Most attempts started per second (1–100000); `null` removes the limit.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 100000)]
+    pub rate_limit_per_second: Option<Option<u32>>,
+    /// False pauses deliveries to it (reason `operator`); true resumes them.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<bool>)]
+    pub enabled: Option<Option<bool>>,
+}
+
+/// Most subscriber ids one resume names.
+pub const MAX_RESUME_IDS: usize = 1000;
+
+/// Which paused subscribers to resume: exactly one of the two selectors.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSubscribersRequest {
+    /// 1 to 1000 distinct ids, all registered (else 404 naming the first unknown, and
+    /// none is resumed); those not paused are left as they are.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub subscriber_ids: Option<Vec<String>>,
+    /// Every subscriber paused for this reason: `gone` (its receiver answered 410) or
+    /// `operator`.
+    #[schema(example = "gone")]
+    pub paused_reason: Option<String>,
+}
+
+/// The result of a resume.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResumedSubscribers {
+    /// How many paused subscribers it enabled.
+    pub resumed: u64,
+}
+
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
 pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
@@ -86,6 +138,42 @@ pub struct ListSubscribersQuery {
     pub cursor: Option<String>,
 }
 
+/// `url` in its normalised form, or why it is refused (not an absolute `http(s)` URL,
+/// or a literal internal address the target policy refuses).
+fn check_url(url: &str, targets: &TargetPolicy) -> Result<String, String> {
+    let url = validate::subscriber_url(url)?;
+    targets.permits_url(&url).map_err(|refusal| {
+        format!(
+            "{refusal}; deferhook refuses internal targets unless \
+             --allow-private-targets or --allow-target-cidr allows them"
+        )
+    })?;
+    Ok(url.to_string())
+}
+
+/// Checks the limits given: `max_in_flight` 1–[`MAX_IN_FLIGHT_LIMIT`],
+/// `rate_limit_per_second` 1–[`MAX_RATE_LIMIT`] or `null`.
+fn check_limits(
+    max_in_flight: Option<u32>,
+    rate_limit_per_second: Option<Option<u32>>,
+    errors: &mut Vec<FieldError>,
+) {
+    if max_in_flight.is_some_and(|n| !(1..=MAX_IN_FLIGHT_LIMIT).contains(&n)) {
+        errors.push(FieldError::new(
+            "max_in_flight",
+            format!("must be from 1 to {MAX_IN_FLIGHT_LIMIT}"),
+        ));
+    }
+    if let Some(Some(rate)) = rate_limit_per_second
+        && !(1..=MAX_RATE_LIMIT).contains(&rate)
+    {
+        errors.push(FieldError::new(
+            "rate_limit_per_second",
+            format!("must be from 1 to {MAX_RATE_LIMIT}, or null for no limit"),
+        ));
+    }
+}
+
 /// Checks the request; returns the parsed secret and the URL in its normalised form
 /// (what is stored and shown). A URL whose host is a literal address the target policy
 /// refuses is invalid; a host name is checked when it is resolved, at each attempt.
@@ -98,17 +186,8 @@ fn validate_put(
     if let Err(message) = validate::subscriber_id(id) {
         errors.push(FieldError::new("subscriber_id", message));
     }
-    let checked = validate::subscriber_url(&body.url).and_then(|url| {
-        targets.permits_url(&url).map_err(|refusal| {
-            format!(
-                "{refusal}; deferhook refuses internal targets unless \
-                 --allow-private-targets or --allow-target-cidr allows them"
-            )
-        })?;
-        Ok(url)
-    });
-    let url = match checked {
-        Ok(url) => url.to_string(),
+    let url = match check_url(&body.url, targets) {
+        Ok(url) => url,
         Err(message) => {
             errors.push(FieldError::new("url", message));
             String::new()
@@ -121,23 +200,7 @@ fn validate_put(
             None
         }
     };
-    if body
-        .max_in_flight
-        .is_some_and(|n| !(1..=MAX_IN_FLIGHT_LIMIT).contains(&n))
-    {
-        errors.push(FieldError::new(
-            "max_in_flight",
-            format!("must be from 1 to {MAX_IN_FLIGHT_LIMIT}"),
-        ));
-    }
-    if let Some(Some(rate)) = body.rate_limit_per_second
-        && !(1..=MAX_RATE_LIMIT).contains(&rate)
-    {
-        errors.push(FieldError::new(
-            "rate_limit_per_second",
-            format!("must be from 1 to {MAX_RATE_LIMIT}, or null for no limit"),
-        ));
-    }
+    check_limits(body.max_in_flight, body.rate_limit_per_second, &mut errors);
     if errors.is_empty() {
         Ok((secret, url))
     } else {
@@ -187,6 +250,167 @@ pub async fn put_subscriber(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// Checks a PATCH body; returns the change to make.
+fn validate_patch(
+    body: PatchSubscriberRequest,
+    targets: &TargetPolicy,
+) -> Result<SubscriberPatch, ApiError> {
+    let mut errors = Vec::new();
+    if body.url.is_none()
+        && body.max_in_flight.is_none()
+        && body.rate_limit_per_second.is_none()
+        && body.enabled.is_none()
+    {
+        return Err(ApiError::invalid(
+            "body",
+            "names no field to change (url, max_in_flight, rate_limit_per_second, enabled)",
+        ));
+    }
+    let mut not_null = |field: &str, given: bool| {
+        if given {
+            errors.push(FieldError::new(field, "must not be null"));
+        }
+    };
+    not_null("url", matches!(body.url, Some(None)));
+    not_null("max_in_flight", matches!(body.max_in_flight, Some(None)));
+    not_null("enabled", matches!(body.enabled, Some(None)));
+    let url = body
+        .url
+        .flatten()
+        .and_then(|url| match check_url(&url, targets) {
+            Ok(url) => Some(url),
+            Err(message) => {
+                errors.push(FieldError::new("url", message));
+                None
+            }
+        });
+    let max_in_flight = body.max_in_flight.flatten();
+    check_limits(max_in_flight, body.rate_limit_per_second, &mut errors);
+    if errors.is_empty() {
+        Ok(SubscriberPatch {
+            url,
+            max_in_flight,
+            rate_limit_per_second: body.rate_limit_per_second,
+            enabled: body.enabled.flatten(),
+        })
+    } else {
+        Err(ApiError::Invalid(errors))
+    }
+}
+
+/// Change only the fields given of a subscriber.
+#[utoipa::path(
+    patch,
+    path = "/v1/subscribers/{subscriber_id}",
+    tag = "subscribers",
+    params(("subscriber_id" = String, Path, description = "The subscriber's id")),
+    request_body = PatchSubscriberRequest,
+    responses(
+        (status = 200, description = "Updated", body = SubscriberView),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such subscriber; nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, unknown field (`secret` included), or no field (`body`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn patch_subscriber(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    AppJson(body): AppJson<PatchSubscriberRequest>,
+) -> Result<Json<SubscriberView>, ApiError> {
+    let patch = validate_patch(body, &state.target_policy)?;
+    state
+        .store
+        .patch_subscriber(&id, patch, state.clock.now())
+        .await?
+        .map(|s| Json(SubscriberView::from(s)))
+        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))
+}
+
+/// Checks a resume body; returns its selection.
+fn validate_resume(body: ResumeSubscribersRequest) -> Result<ResumeSelection, ApiError> {
+    match (body.subscriber_ids, body.paused_reason) {
+        (Some(ids), None) => {
+            let mut errors = Vec::new();
+            if ids.is_empty() || ids.len() > MAX_RESUME_IDS {
+                return Err(ApiError::invalid(
+                    "subscriber_ids",
+                    format!(
+                        "names {} subscribers; 1 to {MAX_RESUME_IDS} per call",
+                        ids.len()
+                    ),
+                ));
+            }
+            let mut seen = HashSet::with_capacity(ids.len());
+            for (n, id) in ids.iter().enumerate() {
+                let field = || format!("subscriber_ids[{n}]");
+                if let Err(message) = validate::subscriber_id(id) {
+                    errors.push(FieldError::new(field(), message));
+                } else if !seen.insert(id.as_str()) {
+                    errors.push(FieldError::new(field(), format!("repeats `{id}`")));
+                }
+                if errors.len() >= 20 {
+                    break;
+                }
+            }
+            if errors.is_empty() {
+                Ok(ResumeSelection::Ids(ids))
+            } else {
+                Err(ApiError::Invalid(errors))
+            }
+        }
+        (None, Some(reason)) => PausedReason::parse(&reason)
+            .map(ResumeSelection::Reason)
+            .ok_or_else(|| ApiError::invalid("paused_reason", "must be `gone` or `operator`")),
+        _ => Err(ApiError::invalid(
+            "body",
+            "must give exactly one of `subscriber_ids` and `paused_reason`",
+        )),
+    }
+}
+
+/// Resume paused subscribers, all or nothing, in one transaction.
+#[utoipa::path(
+    post,
+    path = "/v1/subscribers/resume",
+    tag = "subscribers",
+    request_body = ResumeSubscribersRequest,
+    responses(
+        (status = 200, description = "How many paused subscribers it enabled", body = ResumedSubscribers),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "An id is not registered (the first one named); nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, or not exactly one selector (`body`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn resume_subscribers(
+    State(state): State<AppState>,
+    AppJson(body): AppJson<ResumeSubscribersRequest>,
+) -> Result<Json<ResumedSubscribers>, ApiError> {
+    let selection = validate_resume(body)?;
+    let named = match &selection {
+        ResumeSelection::Ids(ids) => ids.clone(),
+        ResumeSelection::Reason(_) => Vec::new(),
+    };
+    let resumed = state
+        .store
+        .resume_subscribers(selection, state.clock.now())
+        .await
+        .map_err(|error| match error {
+            StoreError::UnknownSubscriber(id) => {
+                let n = named.iter().position(|named| *named == id).unwrap_or(0);
+                ApiError::UnknownReference(FieldError::new(
+                    format!("subscriber_ids[{n}]"),
+                    format!("subscriber `{id}` does not exist; none was resumed"),
+                ))
+            }
+            other => other.into(),
+        })?;
+    Ok(Json(ResumedSubscribers { resumed }))
 }
 
 /// Read a subscriber (never its secret).

@@ -29,6 +29,12 @@ pub struct SubscriberView {
     pub rate_limit_per_second: Option<u32>,
     /// False while paused.
     pub enabled: bool,
+    /// Why it is paused: `gone` (its receiver answered 410 Gone), `operator` (set
+    /// `enabled: false`); `null` while enabled, or paused before deferhook kept it.
+    #[schema(value_type = Option<String>, example = "gone")]
+    pub paused_reason: Option<&'static str>,
+    /// When it was paused; `null` while enabled.
+    pub paused_at: Option<Timestamp>,
     /// When it was registered.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -55,6 +61,8 @@ impl From<Subscriber> for SubscriberView {
             max_in_flight: s.max_in_flight,
             rate_limit_per_second: s.rate_limit_per_second,
             enabled: s.enabled,
+            paused_reason: s.paused_reason.map(store::PausedReason::as_str),
+            paused_at: s.paused_at,
             created_at: s.created_at,
             updated_at: s.updated_at,
             secret: None,

@@ -94,6 +94,27 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Option<SecretRotated>, StoreError>;
 
+    /// Changes only the fields `patch` gives of subscriber `id` at `now`, in one
+    /// transaction (a new URL assigns its destination again; `enabled: false` pauses it
+    /// with reason `operator`, `true` clears the reason). `None` when it does not
+    /// exist; nothing is written then.
+    async fn patch_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: Timestamp,
+    ) -> Result<Option<Subscriber>, StoreError>;
+
+    /// Enables the paused subscribers `selection` names at `now`, in one transaction;
+    /// returns how many it enabled (those already enabled are not counted).
+    /// [`StoreError::UnknownSubscriber`] names the first id that does not exist, and
+    /// nothing is written then.
+    async fn resume_subscribers(
+        &self,
+        selection: ResumeSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
+
     /// Subscribers in id order, strictly after `page.after`.
     async fn list_subscribers(
         &self,

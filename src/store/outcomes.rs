@@ -29,7 +29,8 @@ pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
     /// Applies each transition of batch `$1` only while its lease holds (fencing
     /// token, `in_flight`); returns the (job id, token) pairs applied.
     const APPLY_TRANSITIONS: &'static str;
-    /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`).
+    /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`) with
+    /// reason `gone`; one already paused keeps its reason and time.
     const PAUSE_SUBSCRIBER: &'static str;
 }
 

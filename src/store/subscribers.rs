@@ -1,10 +1,15 @@
-//! Subscribers, for both backends: the row they read, and the rotation of a signing
-//! secret (read the current secret, write the rotation, in one transaction).
+//! Subscribers, for both backends: the row they read, the rotation of a signing
+//! secret (read the current secret, write the rotation, in one transaction), a partial
+//! update and a resume of paused subscribers.
 
 use crate::domain::Timestamp;
 use crate::store::decode;
+use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::{Query, Value};
-use crate::store::records::{PageRequest, SecretRotated, SecretRotation, Subscriber};
+use crate::store::records::{
+    PageRequest, PausedReason, ResumeSelection, SecretRotated, SecretRotation, Subscriber,
+    SubscriberPatch,
+};
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
@@ -18,6 +23,8 @@ pub struct SubscriberRow {
     enabled: bool,
     created_at: i64,
     updated_at: i64,
+    paused_reason: Option<String>,
+    paused_at: Option<i64>,
 }
 
 impl TryFrom<SubscriberRow> for Subscriber {
@@ -35,13 +42,22 @@ impl TryFrom<SubscriberRow> for Subscriber {
             enabled: row.enabled,
             created_at: Timestamp::from_millis(row.created_at),
             updated_at: Timestamp::from_millis(row.updated_at),
+            paused_reason: row
+                .paused_reason
+                .map(|text| {
+                    PausedReason::parse(&text).ok_or_else(|| {
+                        StoreError::Internal(format!("unknown paused_reason `{text}`"))
+                    })
+                })
+                .transpose()?,
+            paused_at: row.paused_at.map(Timestamp::from_millis),
         })
     }
 }
 
 /// The statements of reading subscribers and rotating a secret, in the backend's
 /// dialect.
-pub(crate) trait SubscriberStatements: Transactions {
+pub(crate) trait SubscriberStatements: Transactions + DestinationStatements {
     /// Subscriber `$1` ([`SubscriberRow`]).
     const GET: &'static str;
     /// Subscribers after id `$1` (all when NULL) in id order, at most `$2`.
@@ -53,6 +69,93 @@ pub(crate) trait SubscriberStatements: Transactions {
     /// Writes the rotation of subscriber `$1`: secret `$2`, previous secret `$3`
     /// until `$4`, at `$5`; returns the subscriber ([`SubscriberRow`]).
     const ROTATE: &'static str;
+    /// Changes subscriber `$1`: url `$2` (kept when NULL), max_in_flight `$3` (kept
+    /// when NULL), rate_limit_per_second `$5` when `$4`, enabled `$7` when `$6`, at
+    /// `$8`; pausing an enabled one records reason `operator` at `$8`, enabling clears
+    /// the reason. Returns the subscriber ([`SubscriberRow`]), none when it does not
+    /// exist.
+    const PATCH: &'static str;
+    /// Enables subscriber `$1` at `$2` if it is paused (clearing its reason).
+    const RESUME_ONE: &'static str;
+    /// Whether subscriber `$1` exists (one row).
+    const EXISTS: &'static str;
+    /// Enables at `$2` every subscriber paused for reason `$1`.
+    const RESUME_REASON: &'static str;
+}
+
+/// Applies `patch` to subscriber `id` at `now` in one write transaction (see
+/// [`crate::store::Store::patch_subscriber`]).
+pub(crate) async fn patch<S: SubscriberStatements>(
+    db: &S,
+    id: &str,
+    patch: SubscriberPatch,
+    now: Timestamp,
+) -> Result<Option<Subscriber>, StoreError> {
+    let mut tx = db.write().await?;
+    let query = Query::new(S::PATCH)
+        .text(id)
+        .bind(Value::OptText(patch.url.clone()))
+        .bind(Value::OptInt(patch.max_in_flight.map(i64::from)))
+        .bind(Value::Bool(patch.rate_limit_per_second.is_some()))
+        .bind(Value::OptInt(
+            patch.rate_limit_per_second.flatten().map(i64::from),
+        ))
+        .bind(Value::Bool(patch.enabled.is_some()))
+        .bind(Value::Bool(patch.enabled.unwrap_or(false)))
+        .int(now.as_millis());
+    let row: Option<SubscriberRow> = S::fetch_optional(&mut tx, query).await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    if let Some(url) = &patch.url {
+        destinations::assign::<S>(&mut tx, id, url, now).await?;
+    }
+    if patch.enabled == Some(true) {
+        S::announce(&mut tx).await?;
+    }
+    S::commit(tx).await?;
+    Ok(Some(row.try_into()?))
+}
+
+/// Resumes the subscribers `selection` names at `now` in one write transaction (see
+/// [`crate::store::Store::resume_subscribers`]).
+pub(crate) async fn resume<S: SubscriberStatements>(
+    db: &S,
+    selection: ResumeSelection,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    let mut tx = db.write().await?;
+    let resumed = match selection {
+        ResumeSelection::Ids(ids) => {
+            let mut resumed = 0;
+            for id in ids {
+                let query = Query::new(S::RESUME_ONE)
+                    .text(id.as_str())
+                    .int(now.as_millis());
+                let changed = S::execute(&mut tx, query).await?;
+                if changed == 0 {
+                    let found: Option<(i64,)> =
+                        S::fetch_optional(&mut tx, Query::new(S::EXISTS).text(id.as_str())).await?;
+                    if found.is_none() {
+                        return Err(StoreError::UnknownSubscriber(id));
+                    }
+                }
+                resumed += changed;
+            }
+            resumed
+        }
+        ResumeSelection::Reason(reason) => {
+            let query = Query::new(S::RESUME_REASON)
+                .text(reason.as_str())
+                .int(now.as_millis());
+            S::execute(&mut tx, query).await?
+        }
+    };
+    if resumed > 0 {
+        S::announce(&mut tx).await?;
+    }
+    S::commit(tx).await?;
+    Ok(resumed)
 }
 
 /// Subscriber `id`, or `None`.
@@ -60,7 +163,9 @@ pub(crate) async fn get<S: SubscriberStatements>(
     db: &S,
     id: &str,
 ) -> Result<Option<Subscriber>, StoreError> {
-    let row: Option<SubscriberRow> = db.read_optional(Query::new(S::GET).text(id)).await?;
+    let row: Option<SubscriberRow> = db
+        .read_optional(Query::new(<S as SubscriberStatements>::GET).text(id))
+        .await?;
     row.map(Subscriber::try_from).transpose()
 }
 
@@ -69,7 +174,7 @@ pub(crate) async fn list<S: SubscriberStatements>(
     db: &S,
     page: PageRequest<String>,
 ) -> Result<Vec<Subscriber>, StoreError> {
-    let query = Query::new(S::LIST)
+    let query = Query::new(<S as SubscriberStatements>::LIST)
         .bind(Value::OptText(page.after))
         .int(i64::from(page.limit));
     let rows: Vec<SubscriberRow> = db.read_all(query).await?;

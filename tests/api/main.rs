@@ -24,6 +24,7 @@ mod loopback_host;
 mod replays;
 mod request_ids;
 mod secret_rotation;
+mod subscriber_changes;
 mod subscriber_ids;
 mod subscriber_stats;
 mod subscribers;

@@ -51,6 +51,8 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "max_in_flight": 16,
             "rate_limit_per_second": null,
             "enabled": true,
+            "paused_reason": null,
+            "paused_at": null,
             "created_at": START_TEXT,
             "updated_at": START_TEXT,
         })
@@ -77,6 +79,8 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "max_in_flight": 4,
             "rate_limit_per_second": 10,
             "enabled": false,
+            "paused_reason": "operator",
+            "paused_at": at(1_000),
             "created_at": START_TEXT,
             "updated_at": at(1_000),
         })

@@ -54,6 +54,23 @@ impl Store for Outage {
         self.check()?;
         self.inner.put_subscriber(put, now).await
     }
+    async fn patch_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: Timestamp,
+    ) -> Result<Option<Subscriber>, StoreError> {
+        self.check()?;
+        self.inner.patch_subscriber(id, patch, now).await
+    }
+    async fn resume_subscribers(
+        &self,
+        selection: ResumeSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.resume_subscribers(selection, now).await
+    }
     async fn rotate_secret(
         &self,
         rotation: SecretRotation,

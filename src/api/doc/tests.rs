@@ -236,9 +236,11 @@ fn every_id_in_a_request_carries_its_rule() {
             }
         }
     }
-    let ids = &schema(&document, "FanOutRequest")["properties"]["subscriber_ids"];
-    assert_eq!(ids["items"]["pattern"], SUBSCRIBER_ID_PATTERN);
-    assert_eq!(ids["uniqueItems"], true);
+    for request in ["FanOutRequest", "ResumeSubscribersRequest"] {
+        let ids = &schema(&document, request)["properties"]["subscriber_ids"];
+        assert_eq!(ids["items"]["pattern"], SUBSCRIBER_ID_PATTERN, "{request}");
+        assert_eq!(ids["uniqueItems"], true, "{request}");
+    }
     places.sort();
     assert_eq!(
         places,
@@ -252,6 +254,7 @@ fn every_id_in_a_request_carries_its_rule() {
             "GET /v1/jobs subscriber_id",
             "GET /v1/subscribers/{subscriber_id} subscriber_id",
             "GET /v1/subscribers/{subscriber_id}/stats subscriber_id",
+            "PATCH /v1/subscribers/{subscriber_id} subscriber_id",
             "POST /v1/subscribers/{subscriber_id}/secret/rotate subscriber_id",
             "PUT /v1/subscribers/{subscriber_id} subscriber_id",
         ]

@@ -36,9 +36,11 @@ const APPLY_TRANSITIONS: &str = "UPDATE jobs j SET state = v.state, due_at = v.d
     WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'in_flight' \
     RETURNING j.id, j.lease_token";
 
-/// Pauses the subscriber of job `$1` at `$2`.
-const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = FALSE, updated_at = $2 \
-    WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1)";
+/// Pauses the subscriber of job `$1` at `$2` for reason `gone` (its receiver
+/// answered 410); one already paused keeps its reason.
+const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = FALSE, paused_reason = 'gone', \
+    paused_at = $2, updated_at = $2 \
+    WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1) AND enabled = TRUE";
 
 impl OutcomeStatements for PgPool {
     const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;

@@ -10,28 +10,35 @@ use crate::store::{Sealer, StoreError};
 
 /// Subscriber `$1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at FROM subscribers WHERE id = $1";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE id = $1";
 
 /// Subscribers after `$1` (all when NULL) in id order, at most `$2`.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at FROM subscribers WHERE $1::text IS NULL OR id > $1 ORDER BY id LIMIT $2";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE $1::text IS NULL OR id > $1 ORDER BY id LIMIT $2";
 
 /// Inserts subscriber `$1`, or updates it keeping what is left NULL (a new secret
 /// `$10` ends a rotation's grace period); `xmax = 0` tells an inserted row from an
-/// updated one.
+/// updated one. Pausing an enabled one (or creating one paused) records reason
+/// `operator` at `$7`; enabling clears the reason.
 const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight, \
-    rate_limit_per_second, enabled, created_at, updated_at) \
-    VALUES ($1, $2, $3, COALESCE($4, $9), $5, COALESCE($6, TRUE), $7, $7) \
+    rate_limit_per_second, enabled, created_at, updated_at, paused_reason, paused_at) \
+    VALUES ($1, $2, $3, COALESCE($4, $9), $5, COALESCE($6, TRUE), $7, $7, \
+      CASE WHEN COALESCE($6, TRUE) THEN NULL ELSE 'operator' END, \
+      CASE WHEN COALESCE($6, TRUE) THEN NULL ELSE $7 END) \
     ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, \
     max_in_flight = COALESCE($4, s.max_in_flight), \
     rate_limit_per_second = CASE WHEN $8 THEN $5 ELSE s.rate_limit_per_second END, \
     enabled = COALESCE($6, s.enabled), updated_at = $7, \
+    paused_reason = CASE WHEN $6::boolean IS NULL THEN s.paused_reason WHEN $6 THEN NULL \
+      WHEN s.enabled THEN 'operator' ELSE s.paused_reason END, \
+    paused_at = CASE WHEN $6::boolean IS NULL THEN s.paused_at WHEN $6 THEN NULL \
+      WHEN s.enabled THEN $7 ELSE s.paused_at END, \
     secret = COALESCE($10, s.secret), \
     previous_secret = CASE WHEN $10::text IS NULL THEN s.previous_secret END, \
     previous_secret_expires_at = \
       CASE WHEN $10::text IS NULL THEN s.previous_secret_expires_at END \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-      updated_at, (xmax = 0) AS inserted";
+      updated_at, paused_reason, paused_at, (xmax = 0) AS inserted";
 
 /// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
 /// rotations apply one after the other, each moving the secret the previous one wrote.
@@ -40,7 +47,32 @@ const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = $1 FOR U
 /// A rotation of subscriber `$1`'s secret.
 const ROTATE: &str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
     previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, updated_at";
+    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+    updated_at, paused_reason, paused_at";
+
+/// Changes the fields given of subscriber `$1` (see [`SubscriberStatements::PATCH`]).
+const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
+    max_in_flight = COALESCE($3, max_in_flight), \
+    rate_limit_per_second = CASE WHEN $4 THEN $5 ELSE rate_limit_per_second END, \
+    enabled = CASE WHEN $6 THEN $7 ELSE enabled END, \
+    paused_reason = CASE WHEN NOT $6 THEN paused_reason WHEN $7 THEN NULL \
+      WHEN enabled THEN 'operator' ELSE paused_reason END, \
+    paused_at = CASE WHEN NOT $6 THEN paused_at WHEN $7 THEN NULL \
+      WHEN enabled THEN $8 ELSE paused_at END, \
+    updated_at = $8 WHERE id = $1 \
+    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+    updated_at, paused_reason, paused_at";
+
+/// Enables subscriber `$1` at `$2` if it is paused.
+const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
+    paused_at = NULL, updated_at = $2 WHERE id = $1 AND NOT enabled";
+
+/// Whether subscriber `$1` exists.
+const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1";
+
+/// Enables at `$2` the subscribers paused for reason `$1`.
+const RESUME_REASON: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
+    paused_at = NULL, updated_at = $2 WHERE NOT enabled AND paused_reason = $1";
 
 /// A subscriber as [`PUT`] returns it.
 #[derive(sqlx::FromRow)]
@@ -86,4 +118,8 @@ impl SubscriberStatements for PgPool {
     const LIST: &'static str = LIST;
     const CURRENT_SECRET: &'static str = CURRENT_SECRET;
     const ROTATE: &'static str = ROTATE;
+    const PATCH: &'static str = PATCH;
+    const RESUME_ONE: &'static str = RESUME_ONE;
+    const EXISTS: &'static str = EXISTS;
+    const RESUME_REASON: &'static str = RESUME_REASON;
 }

@@ -23,7 +23,7 @@ pub use maintenance::PurgedJobs;
 pub use outcomes::{AttemptResult, Fenced, OutcomeRecord};
 pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
 pub use subscribers::{
-    DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, SecretRotated, SecretRotation, Subscriber,
-    SubscriberPut,
+    DEFAULT_MAX_IN_FLIGHT, PausedReason, PutSubscriberOutcome, ResumeSelection, SecretRotated,
+    SecretRotation, Subscriber, SubscriberPatch, SubscriberPut,
 };
 pub use sweep::ExpiredJobs;

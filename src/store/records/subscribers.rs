@@ -21,6 +21,60 @@ pub struct Subscriber {
     pub created_at: Timestamp,
     /// When it last changed.
     pub updated_at: Timestamp,
+    /// Why it is paused (`None` while enabled, or paused before the reason was kept).
+    pub paused_reason: Option<PausedReason>,
+    /// When it was paused (`None` while enabled).
+    pub paused_at: Option<Timestamp>,
+}
+
+/// Why a subscriber is paused (docs/DESIGN.md §5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PausedReason {
+    /// Its receiver answered `410 Gone` (Standard Webhooks: the endpoint is gone).
+    Gone,
+    /// An operator set `enabled: false`.
+    Operator,
+}
+
+impl PausedReason {
+    /// As stored and shown: `gone`, `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PausedReason::Gone => "gone",
+            PausedReason::Operator => "operator",
+        }
+    }
+
+    /// The reason stored as `text`, or `None` for another text.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "gone" => Some(PausedReason::Gone),
+            "operator" => Some(PausedReason::Operator),
+            _ => None,
+        }
+    }
+}
+
+/// A partial update of a subscriber: only the fields given (`Some`) change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberPatch {
+    /// A new URL (normalised); its destination is derived again.
+    pub url: Option<String>,
+    /// A new `max_in_flight`.
+    pub max_in_flight: Option<u32>,
+    /// `Some(None)` removes the rate limit; `None` keeps it.
+    pub rate_limit_per_second: Option<Option<u32>>,
+    /// `false` pauses it (reason `operator`), `true` resumes it.
+    pub enabled: Option<bool>,
+}
+
+/// Which paused subscribers a resume enables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResumeSelection {
+    /// These (all must exist; the ones not paused are left as they are).
+    Ids(Vec<String>),
+    /// Every subscriber paused for this reason.
+    Reason(PausedReason),
 }
 
 /// Default `max_in_flight` of a subscriber (docs/DESIGN.md §3).

@@ -319,6 +319,23 @@ impl Store for SqliteStore {
         shared::subscribers::rotate_secret(&self.db, &self.sealer, rotation, now).await
     }
 
+    async fn patch_subscriber(
+        &self,
+        id: &str,
+        patch: SubscriberPatch,
+        now: Timestamp,
+    ) -> Result<Option<Subscriber>, StoreError> {
+        shared::subscribers::patch(&self.db, id, patch, now).await
+    }
+
+    async fn resume_subscribers(
+        &self,
+        selection: ResumeSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        shared::subscribers::resume(&self.db, selection, now).await
+    }
+
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
         shared::subscribers::get(&self.db, id).await
     }

@@ -61,9 +61,11 @@ pub(super) const APPLY_TRANSITIONS: &str = "UPDATE jobs SET state = v.state, \
     WHERE jobs.id = v.id AND jobs.lease_token = v.token AND +jobs.state = 'in_flight' \
     RETURNING jobs.id, jobs.lease_token";
 
-/// Pauses the subscriber of job `?1` at `?2`.
-const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = 0, updated_at = ?2 \
-    WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1)";
+/// Pauses the subscriber of job `?1` at `?2` for reason `gone` (its receiver
+/// answered 410); one already paused keeps its reason.
+const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = 0, paused_reason = 'gone', \
+    paused_at = ?2, updated_at = ?2 \
+    WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1) AND enabled = 1";
 
 impl OutcomeStatements for Pools {
     const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;

@@ -11,25 +11,30 @@ use crate::store::{Sealer, StoreError};
 
 /// Subscriber `?1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at FROM subscribers WHERE id = ?1";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE id = ?1";
 
 /// Subscribers after `?1` (all when NULL) in id order, at most `?2`.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at FROM subscribers WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2";
 
-/// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period.
+/// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period; pausing
+/// an enabled one records reason `operator` at `?6`, enabling clears the reason.
 const UPDATE: &str = "UPDATE subscribers SET url = ?2, max_in_flight = ?3, \
     rate_limit_per_second = ?4, enabled = ?5, updated_at = ?6, \
+    paused_reason = CASE WHEN ?5 THEN NULL WHEN enabled THEN 'operator' \
+      ELSE paused_reason END, \
+    paused_at = CASE WHEN ?5 THEN NULL WHEN enabled THEN ?6 ELSE paused_at END, \
     secret = COALESCE(?7, secret), \
     previous_secret = CASE WHEN ?7 IS NULL THEN previous_secret END, \
     previous_secret_expires_at = \
       CASE WHEN ?7 IS NULL THEN previous_secret_expires_at END \
     WHERE id = ?1";
 
-/// Creates subscriber `?1`.
+/// Creates subscriber `?1` (created paused: reason `operator`).
 const INSERT: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight, \
-    rate_limit_per_second, enabled, created_at, updated_at) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)";
+    rate_limit_per_second, enabled, created_at, updated_at, paused_reason, paused_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, CASE WHEN ?6 THEN NULL ELSE 'operator' END, \
+      CASE WHEN ?6 THEN NULL ELSE ?7 END)";
 
 /// Subscriber `?1`'s current secret.
 const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1";
@@ -37,7 +42,32 @@ const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1";
 /// A rotation of subscriber `?1`'s secret.
 const ROTATE: &str = "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
     previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, updated_at";
+    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+    updated_at, paused_reason, paused_at";
+
+/// Changes the fields given of subscriber `?1` (see [`SubscriberStatements::PATCH`]).
+const PATCH: &str = "UPDATE subscribers SET url = COALESCE(?2, url), \
+    max_in_flight = COALESCE(?3, max_in_flight), \
+    rate_limit_per_second = CASE WHEN ?4 THEN ?5 ELSE rate_limit_per_second END, \
+    enabled = CASE WHEN ?6 THEN ?7 ELSE enabled END, \
+    paused_reason = CASE WHEN NOT ?6 THEN paused_reason WHEN ?7 THEN NULL \
+      WHEN enabled THEN 'operator' ELSE paused_reason END, \
+    paused_at = CASE WHEN NOT ?6 THEN paused_at WHEN ?7 THEN NULL \
+      WHEN enabled THEN ?8 ELSE paused_at END, \
+    updated_at = ?8 WHERE id = ?1 \
+    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+    updated_at, paused_reason, paused_at";
+
+/// Enables subscriber `?1` at `?2` if it is paused.
+const RESUME_ONE: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
+    paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND enabled = 0";
+
+/// Whether subscriber `?1` exists.
+const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
+
+/// Enables at `?2` the subscribers paused for reason `?1`.
+const RESUME_REASON: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
+    paused_at = NULL, updated_at = ?2 WHERE enabled = 0 AND paused_reason = ?1";
 
 /// Reads the subscriber, then inserts or updates it, in one write transaction.
 pub async fn put(
@@ -108,4 +138,8 @@ impl SubscriberStatements for Pools {
     const LIST: &'static str = LIST;
     const CURRENT_SECRET: &'static str = CURRENT_SECRET;
     const ROTATE: &'static str = ROTATE;
+    const PATCH: &'static str = PATCH;
+    const RESUME_ONE: &'static str = RESUME_ONE;
+    const EXISTS: &'static str = EXISTS;
+    const RESUME_REASON: &'static str = RESUME_REASON;
 }

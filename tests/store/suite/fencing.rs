@@ -4,7 +4,7 @@
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent, JobState, Transition};
-use deferhook::store::{Fenced, LastError, SharedStore};
+use deferhook::store::{Fenced, LastError, PausedReason, SharedStore};
 
 use crate::support::{
     OWNER, add_subscriber, at, claim, claim_one, create, create_due, delivered, failed, job,
@@ -314,6 +314,8 @@ store_case!(a_410_pauses_the_subscriber, async |store: SharedStore| {
     assert_eq!(job(&store, jobs[0].id).await.state, JobState::Dead);
     let subscriber = store.get_subscriber("gone").await.unwrap().unwrap();
     assert!(!subscriber.enabled);
+    assert_eq!(subscriber.paused_reason, Some(PausedReason::Gone));
+    assert_eq!(subscriber.paused_at, Some(at(10)));
     assert!(
         claim(&store, at(20), 10).await.is_empty(),
         "paused: nothing claimed"

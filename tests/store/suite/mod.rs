@@ -22,4 +22,5 @@ pub mod rotation;
 pub mod sealing;
 pub mod sealing_leftovers;
 pub mod stats;
+pub mod subscriber_changes;
 pub mod subscribers;

@@ -2,7 +2,7 @@
 //! shown once, reads and id-ordered paging.
 
 use deferhook::domain::secret::SigningSecret;
-use deferhook::store::{PageRequest, SharedStore, Subscriber, SubscriberPut};
+use deferhook::store::{PageRequest, PausedReason, SharedStore, Subscriber, SubscriberPut};
 
 use crate::support::{at, claim_one, create_due, current_secret, subscriber_put};
 
@@ -25,6 +25,8 @@ store_case!(put_creates_with_defaults, async |store: SharedStore| {
         enabled: true,
         created_at: at(0),
         updated_at: at(0),
+        paused_reason: None,
+        paused_at: None,
     };
     assert_eq!(outcome.subscriber, expected);
     assert_eq!(outcome.created_secret, Some(generated));
@@ -64,6 +66,8 @@ store_case!(
             enabled: false,
             created_at: at(0),
             updated_at: at(1_000),
+            paused_reason: Some(PausedReason::Operator),
+            paused_at: Some(at(0)),
         };
         assert_eq!(outcome.subscriber, expected);
         assert_eq!(
@@ -83,6 +87,8 @@ store_case!(
             max_in_flight: 7,
             enabled: true,
             updated_at: at(2_000),
+            paused_reason: None,
+            paused_at: None,
             ..expected
         };
         assert_eq!(outcome.subscriber, expected);
