@@ -32,7 +32,9 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
     let text = {
         // The gauges are the process's: two scrapes of servers on different stores in
         // one process (the tests') must not render each other's figures.
-        let _one_at_a_time = SCRAPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _one_at_a_time = SCRAPE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         crate::metrics::set_gauges(&gauges, now);
         state.metrics.run_upkeep();
         state.metrics.render()
