@@ -101,14 +101,17 @@ pub const MAX_RESUME_IDS: usize = 1000;
 /// Which paused subscribers to resume: exactly one of the two selectors.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1, max_properties = 1)]
 pub struct ResumeSubscribersRequest {
     /// 1 to 1000 distinct ids, all registered (else 404 naming the first unknown, and
     /// none is resumed); those not paused are left as they are.
-    #[schema(min_items = 1, max_items = 1000)]
+    #[schema(min_items = 1, max_items = 1000, nullable = false)]
+    #[serde(default, deserialize_with = "not_null")]
     pub subscriber_ids: Option<Vec<String>>,
     /// Every subscriber paused for this reason: `gone` (its receiver answered 410) or
     /// `operator`.
-    #[schema(example = "gone")]
+    #[schema(example = "gone", pattern = "^(gone|operator)$", nullable = false)]
+    #[serde(default, deserialize_with = "not_null")]
     pub paused_reason: Option<String>,
 }
 
@@ -124,6 +127,14 @@ pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// A field that may be left out but not given as `null` (a 422 naming it), for
+/// selectors where `null` would read as "not given" although the body names it.
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 /// Query of the subscriber listing.

@@ -207,6 +207,12 @@ async fn resume_refuses_bad_input_and_writes_nothing(db: Db) {
         &resume(json!({"paused_reason": "gone", "all": true})).await,
         422,
     );
+    // A selector given as null is not "left out": the document says neither is nullable.
+    expect_fields(
+        &resume(json!({"paused_reason": "operator", "subscriber_ids": null})).await,
+        422,
+        &["subscriber_ids"],
+    );
     assert_eq!(subscriber(&app, "a").await["enabled"], false);
 }
 
