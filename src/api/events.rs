@@ -1,8 +1,6 @@
 //! `POST /v1/events`: fan-out. One event's payload to many subscribers, one job each,
 //! created in one transaction (all or nothing).
 
-use std::collections::HashSet;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -86,18 +84,7 @@ fn check_subscribers(ids: &[String], errors: &mut Vec<FieldError>) {
         ));
         return;
     }
-    let mut seen = HashSet::with_capacity(ids.len());
-    for (n, id) in ids.iter().enumerate() {
-        let field = || format!("subscriber_ids[{n}]");
-        if let Err(message) = validate::subscriber_id(id) {
-            errors.push(FieldError::new(field(), message));
-        } else if !seen.insert(id.as_str()) {
-            errors.push(FieldError::new(field(), format!("repeats `{id}`")));
-        }
-        if errors.len() >= 20 {
-            return;
-        }
-    }
+    errors.extend(validate::subscriber_id_list(ids, "subscriber_ids"));
 }
 
 /// Fan an event out: one job per subscriber, all or nothing. Idempotent per

@@ -4,7 +4,6 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use std::collections::HashSet;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
@@ -345,7 +344,6 @@ pub async fn patch_subscriber(
 fn validate_resume(body: ResumeSubscribersRequest) -> Result<ResumeSelection, ApiError> {
     match (body.subscriber_ids, body.paused_reason) {
         (Some(ids), None) => {
-            let mut errors = Vec::new();
             if ids.is_empty() || ids.len() > MAX_RESUME_IDS {
                 return Err(ApiError::invalid(
                     "subscriber_ids",
@@ -355,18 +353,7 @@ fn validate_resume(body: ResumeSubscribersRequest) -> Result<ResumeSelection, Ap
                     ),
                 ));
             }
-            let mut seen = HashSet::with_capacity(ids.len());
-            for (n, id) in ids.iter().enumerate() {
-                let field = || format!("subscriber_ids[{n}]");
-                if let Err(message) = validate::subscriber_id(id) {
-                    errors.push(FieldError::new(field(), message));
-                } else if !seen.insert(id.as_str()) {
-                    errors.push(FieldError::new(field(), format!("repeats `{id}`")));
-                }
-                if errors.len() >= 20 {
-                    break;
-                }
-            }
+            let errors = validate::subscriber_id_list(&ids, "subscriber_ids");
             if errors.is_empty() {
                 Ok(ResumeSelection::Ids(ids))
             } else {

@@ -1,6 +1,10 @@
 //! Rules for identifiers and target URLs that the API and the store share.
 
+use std::collections::HashSet;
+
 use url::Url;
+
+use super::field_error::FieldError;
 
 /// Longest subscriber id, in bytes.
 pub const MAX_SUBSCRIBER_ID_LEN: usize = 128;
@@ -29,6 +33,30 @@ pub fn subscriber_id(id: &str) -> Result<(), String> {
         return Err("must not be `.` or `..` (URL path segments that clients resolve away)".into());
     }
     Ok(())
+}
+
+/// Most errors [`subscriber_id_list`] reports: enough to fix a list, not a page per id.
+pub const MAX_LIST_ERRORS: usize = 20;
+
+/// Each id of a list given as `field` (`subscriber_ids` of a fan-out or a resume): a
+/// valid [`subscriber_id`], named once. One error per bad item, named `field[n]`, at
+/// most [`MAX_LIST_ERRORS`]; empty when every item is good. The list's length is the
+/// caller's rule.
+pub fn subscriber_id_list(ids: &[String], field: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut seen = HashSet::with_capacity(ids.len());
+    for (n, id) in ids.iter().enumerate() {
+        let named = || format!("{field}[{n}]");
+        if let Err(message) = subscriber_id(id) {
+            errors.push(FieldError::new(named(), message));
+        } else if !seen.insert(id.as_str()) {
+            errors.push(FieldError::new(named(), format!("repeats `{id}`")));
+        }
+        if errors.len() >= MAX_LIST_ERRORS {
+            break;
+        }
+    }
+    errors
 }
 
 /// An event id: 1–256 visible ASCII characters (0x21–0x7E), since it is sent as the
