@@ -14,6 +14,7 @@ pub mod payload;
 pub mod policy;
 pub mod replay;
 pub mod replay_plan;
+pub mod retry_advice;
 pub mod schedule;
 pub mod secret;
 pub mod target;

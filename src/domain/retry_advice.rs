@@ -1,0 +1,530 @@
+//! Would a retry help (docs/DESIGN.md §5.9): for a job, and for a failing subscriber,
+//! whether sending again now can change the outcome, and why. Pure: derived from what
+//! the store read and the injected `now`; nothing is stored.
+//!
+//! The rules, in order:
+//! - nothing failed and nothing holds the job back: no advice (`None`);
+//! - its subscriber is paused: [`RetryVerdict::AfterResume`];
+//! - its destination (paused, circuit open, at its limit) or its subscriber (at its
+//!   `max_in_flight`, rate limited) holds it back: [`RetryVerdict::NotBefore`], with
+//!   the instant the hold clears when it is known (an open circuit's next probe);
+//! - `retrying` after a transient failure (a timeout, a connect error, a 5xx, 429, 408
+//!   or 425): [`RetryVerdict::Yes`]; it is retried at `next_attempt_at` anyway and
+//!   `POST /v1/jobs/{id}/retry` brings that forward;
+//! - `dead` after a 3xx or another 4xx, a target the SSRF policy refuses, or its
+//!   subscriber's deletion: [`RetryVerdict::No`]: the same request gets the same
+//!   answer until the receiver or the subscriber's URL is fixed;
+//! - `dead` after transient failures (its attempts or its deadline ran out):
+//!   [`RetryVerdict::Replay`]: a replay can deliver it once the receiver recovers;
+//!   dead while it waited on a paused subscriber: [`RetryVerdict::AfterResume`].
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::job::{DeadReason, JobState};
+use super::names::wire_names;
+use super::policy::ErrorClass;
+use super::time::Timestamp;
+use super::waiting::WaitingReason;
+
+/// Whether a retry now can change the outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryVerdict {
+    /// Yes: the failure was transient. The job is retried at `at` anyway; `POST
+    /// /v1/jobs/{id}/retry` (or a replay selecting `retrying` jobs) sends it now.
+    Yes,
+    /// No: the receiver refused the request (3xx, 4xx), the target is refused, the
+    /// subscriber was deleted, or the secret cannot be read here. Sending the same
+    /// request again gets the same result; fix the receiver or the subscriber first.
+    No,
+    /// Not while the subscriber is paused: resume it (`POST /v1/subscribers/resume`).
+    AfterResume,
+    /// Not before a hold clears: the destination is paused, its circuit is open or it
+    /// is at its limit, or the subscriber is at its limit. `at` says when, if known.
+    NotBefore,
+    /// The job is dead after transient failures: a replay (`POST /v1/replays`) can
+    /// deliver it once the receiver recovers.
+    Replay,
+}
+
+wire_names!(RetryVerdict, "Every verdict." {
+    Yes => "yes",
+    No => "no",
+    AfterResume => "after_resume",
+    NotBefore => "not_before",
+    Replay => "replay",
+});
+
+/// Whether a retry now can change the outcome, why, and from when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct RetryAdvice {
+    /// The verdict.
+    pub verdict: RetryVerdict,
+    /// Why, in one sentence an operator can act on.
+    pub reason: String,
+    /// `yes`: when the next attempt is due anyway; `not_before`: when the hold clears,
+    /// if known (an open circuit's next probe); otherwise `null`.
+    pub at: Option<Timestamp>,
+}
+
+impl RetryAdvice {
+    fn new(verdict: RetryVerdict, reason: impl Into<String>, at: Option<Timestamp>) -> Self {
+        RetryAdvice {
+            verdict,
+            reason: reason.into(),
+            at,
+        }
+    }
+}
+
+/// What the advice on one job is drawn from, as read at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobFacts {
+    /// Its state as read (an expired lease reads as `retrying`).
+    pub state: JobState,
+    /// Why it waits, as the API shows it.
+    pub waiting_reason: Option<WaitingReason>,
+    /// Why it is dead, when it is.
+    pub dead_reason: Option<DeadReason>,
+    /// Why it waited when it died at its deadline (`dead_detail`), when recorded.
+    pub dead_detail: Option<WaitingReason>,
+    /// Its last attempt's error class.
+    pub last_error_class: Option<ErrorClass>,
+    /// Its last attempt's HTTP status.
+    pub last_status: Option<u16>,
+    /// When it is due next (`next_attempt_at` of a `retrying` job).
+    pub due_at: Option<Timestamp>,
+    /// When its destination's circuit lets the next probe out, when it is open.
+    pub circuit_retry_at: Option<Timestamp>,
+}
+
+/// The advice on one job (see the module's rules); `None` when nothing failed and
+/// nothing holds it back, or when an attempt is running.
+pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
+    match facts.state {
+        JobState::Delivered | JobState::Cancelled | JobState::InFlight => None,
+        JobState::Dead => Some(for_dead(facts)),
+        JobState::Scheduled | JobState::Retrying => {
+            if let Some(held) = facts
+                .waiting_reason
+                .and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+            {
+                return Some(held);
+            }
+            (facts.state == JobState::Retrying).then(|| {
+                RetryAdvice::new(
+                    RetryVerdict::Yes,
+                    format!(
+                        "the last attempt failed with {}, which is transient; it is retried \
+                         at `at`, and POST /v1/jobs/{{id}}/retry sends it now",
+                        describe(facts.last_error_class, facts.last_status)
+                    ),
+                    facts.due_at,
+                )
+            })
+        }
+    }
+}
+
+/// What the advice on a failing or paused subscriber is drawn from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscriberFacts {
+    /// The subscriber is paused (by an operator, or after a 410).
+    pub paused: bool,
+    /// Why its destination holds its jobs back, if it does.
+    pub destination_hold: Option<WaitingReason>,
+    /// When its destination's circuit lets the next probe out, when it is open.
+    pub circuit_retry_at: Option<Timestamp>,
+    /// Its last attempt's error class, when that attempt failed.
+    pub last_error_class: Option<ErrorClass>,
+    /// Its last attempt's HTTP status, when that attempt failed with one.
+    pub last_status: Option<u16>,
+    /// How many of its jobs are `retrying`.
+    pub retrying_jobs: u64,
+    /// The earliest `next_attempt_at` of those jobs.
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// The advice on a subscriber: `None` when it is healthy (its last attempt did not
+/// fail, nothing is retrying, it is not paused).
+pub fn for_subscriber(facts: &SubscriberFacts) -> Option<RetryAdvice> {
+    if facts.paused {
+        return for_hold(WaitingReason::SubscriberPaused, None);
+    }
+    if let Some(held) = facts
+        .destination_hold
+        .and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+    {
+        return Some(held);
+    }
+    if let Some(no) = facts
+        .last_error_class
+        .and_then(|class| refused(class, facts.last_status))
+    {
+        return Some(no);
+    }
+    if facts.retrying_jobs > 0 {
+        return Some(RetryAdvice::new(
+            RetryVerdict::Yes,
+            format!(
+                "{} job(s) wait after {}, which is transient; they are retried from `at`, \
+                 and POST /v1/jobs/{{id}}/retry or a replay selecting `retrying` jobs sends \
+                 them now",
+                facts.retrying_jobs,
+                describe(facts.last_error_class, facts.last_status)
+            ),
+            facts.next_attempt_at,
+        ));
+    }
+    facts.last_error_class.map(|class| {
+        RetryAdvice::new(
+            RetryVerdict::Replay,
+            format!(
+                "its last attempt failed with {}, which is transient, and nothing waits: \
+                 a replay of its dead letters can deliver them once it recovers",
+                describe(Some(class), facts.last_status)
+            ),
+            None,
+        )
+    })
+}
+
+fn for_dead(facts: &JobFacts) -> RetryAdvice {
+    let what = describe(facts.last_error_class, facts.last_status);
+    match facts.dead_reason {
+        Some(DeadReason::NonRetryableResponse) => RetryAdvice::new(
+            RetryVerdict::No,
+            format!(
+                "the receiver answered {what}: the same request gets the same answer; fix \
+                 the receiver, then replay"
+            ),
+            None,
+        ),
+        Some(DeadReason::TargetRejected) => RetryAdvice::new(
+            RetryVerdict::No,
+            "the target was refused before connecting (the outbound target policy); fix \
+             the subscriber's URL, then replay",
+            None,
+        ),
+        Some(DeadReason::SubscriberDeleted) => {
+            RetryAdvice::new(RetryVerdict::No, "its subscriber was deleted", None)
+        }
+        _ if facts.dead_detail == Some(WaitingReason::SubscriberPaused) => RetryAdvice::new(
+            RetryVerdict::AfterResume,
+            "it died at its deadline while its subscriber was paused; resume the \
+             subscriber, then replay",
+            None,
+        ),
+        _ => match facts
+            .last_error_class
+            .and_then(|class| refused(class, facts.last_status))
+        {
+            Some(no) => no,
+            None => RetryAdvice::new(
+                RetryVerdict::Replay,
+                format!(
+                    "it died after {what}, which is transient; a replay can deliver it once \
+                     the receiver recovers"
+                ),
+                None,
+            ),
+        },
+    }
+}
+
+/// The advice for a job or subscriber held back for `reason`; `None` for the reasons
+/// that are not holds (not yet due, backing off, in flight).
+fn for_hold(reason: WaitingReason, circuit_retry_at: Option<Timestamp>) -> Option<RetryAdvice> {
+    let (verdict, text, at) = match reason {
+        WaitingReason::SubscriberPaused => (
+            RetryVerdict::AfterResume,
+            "its subscriber is paused: nothing is sent until it is resumed",
+            None,
+        ),
+        WaitingReason::DestinationCircuitOpen => (
+            RetryVerdict::NotBefore,
+            "its destination's circuit is open: nothing but the probe is sent before `at`",
+            circuit_retry_at,
+        ),
+        WaitingReason::DestinationPaused => (
+            RetryVerdict::NotBefore,
+            "an operator paused its destination: nothing is sent until it is unpaused",
+            None,
+        ),
+        WaitingReason::DestinationAtLimit => (
+            RetryVerdict::NotBefore,
+            "its destination has its max_in_flight requests open: it is sent when one \
+             finishes",
+            None,
+        ),
+        WaitingReason::SubscriberAtLimit => (
+            RetryVerdict::NotBefore,
+            "its subscriber has its max_in_flight requests open: it is sent when one \
+             finishes",
+            None,
+        ),
+        WaitingReason::SubscriberRateLimited => (
+            RetryVerdict::NotBefore,
+            "its subscriber used its rate_limit_per_second: it is sent in the next slot",
+            None,
+        ),
+        WaitingReason::Scheduled | WaitingReason::BackingOff | WaitingReason::InFlight => {
+            return None;
+        }
+    };
+    Some(RetryAdvice::new(verdict, text, at))
+}
+
+/// `No` for a failure a retry cannot change: a 3xx or 4xx other than 408/425/429
+/// (RFC 9110 §15.5: the client must change the request), a refused target, an
+/// unreadable secret.
+fn refused(class: ErrorClass, status: Option<u16>) -> Option<RetryAdvice> {
+    let reason = match class {
+        ErrorClass::Http3xx => {
+            "the receiver redirects and redirects are not followed; point the subscriber at \
+             the final URL"
+        }
+        ErrorClass::Http4xx if !matches!(status, Some(408 | 425)) => {
+            "the receiver refuses the request (4xx): the same request gets the same answer \
+             until the receiver is fixed"
+        }
+        ErrorClass::Blocked => {
+            "the target is refused before connecting (the outbound target policy); fix the \
+             subscriber's URL"
+        }
+        ErrorClass::SecretUnreadable => {
+            "the signing secret cannot be read with this instance's --secret-key; start an \
+             instance with the right key"
+        }
+        _ => return None,
+    };
+    Some(RetryAdvice::new(RetryVerdict::No, reason, None))
+}
+
+fn describe(class: Option<ErrorClass>, status: Option<u16>) -> String {
+    match (class, status) {
+        (Some(class), Some(status)) => format!("{class} (HTTP {status})"),
+        (Some(class), None) => class.to_string(),
+        (None, Some(status)) => format!("HTTP {status}"),
+        (None, None) => "an unknown outcome".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: Timestamp = Timestamp::from_millis(50_000);
+
+    fn job(state: JobState) -> JobFacts {
+        JobFacts {
+            state,
+            waiting_reason: None,
+            dead_reason: None,
+            dead_detail: None,
+            last_error_class: None,
+            last_status: None,
+            due_at: None,
+            circuit_retry_at: None,
+        }
+    }
+
+    fn verdict(facts: JobFacts) -> Option<RetryVerdict> {
+        for_job(&facts).map(|a| a.verdict)
+    }
+
+    #[test]
+    fn nothing_failed_means_no_advice() {
+        for state in [
+            JobState::Scheduled,
+            JobState::InFlight,
+            JobState::Delivered,
+            JobState::Cancelled,
+        ] {
+            assert_eq!(verdict(job(state)), None, "{state}");
+        }
+        let waiting = JobFacts {
+            waiting_reason: Some(WaitingReason::Scheduled),
+            ..job(JobState::Scheduled)
+        };
+        assert_eq!(verdict(waiting), None);
+    }
+
+    #[test]
+    fn a_transient_failure_pending_is_yes_at_its_next_attempt() {
+        for (class, status) in [
+            (ErrorClass::Timeout, None),
+            (ErrorClass::Http5xx, Some(503)),
+            (ErrorClass::Http4xx, Some(408)),
+            (ErrorClass::Http429, Some(429)),
+        ] {
+            let advice = for_job(&JobFacts {
+                waiting_reason: Some(WaitingReason::BackingOff),
+                last_error_class: Some(class),
+                last_status: status,
+                due_at: Some(AT),
+                ..job(JobState::Retrying)
+            })
+            .unwrap();
+            assert_eq!(advice.verdict, RetryVerdict::Yes, "{class}");
+            assert_eq!(advice.at, Some(AT));
+            assert!(advice.reason.contains(class.as_str()), "{}", advice.reason);
+        }
+    }
+
+    #[test]
+    fn holds_come_before_the_failure() {
+        let held = |reason| JobFacts {
+            waiting_reason: Some(reason),
+            last_error_class: Some(ErrorClass::Http5xx),
+            circuit_retry_at: Some(AT),
+            ..job(JobState::Retrying)
+        };
+        assert_eq!(
+            verdict(held(WaitingReason::SubscriberPaused)),
+            Some(RetryVerdict::AfterResume)
+        );
+        let open = for_job(&held(WaitingReason::DestinationCircuitOpen)).unwrap();
+        assert_eq!(open.verdict, RetryVerdict::NotBefore);
+        assert_eq!(open.at, Some(AT));
+        for reason in [
+            WaitingReason::DestinationPaused,
+            WaitingReason::DestinationAtLimit,
+            WaitingReason::SubscriberAtLimit,
+            WaitingReason::SubscriberRateLimited,
+        ] {
+            let advice = for_job(&held(reason)).unwrap();
+            assert_eq!(advice.verdict, RetryVerdict::NotBefore, "{reason}");
+            assert_eq!(advice.at, None, "only a circuit knows when: {reason}");
+        }
+        // A scheduled job that never failed, held by a paused subscriber.
+        let paused = JobFacts {
+            waiting_reason: Some(WaitingReason::SubscriberPaused),
+            ..job(JobState::Scheduled)
+        };
+        assert_eq!(verdict(paused), Some(RetryVerdict::AfterResume));
+    }
+
+    #[test]
+    fn dead_jobs_say_whether_a_replay_can_help() {
+        let dead = |reason, class, status| JobFacts {
+            dead_reason: Some(reason),
+            last_error_class: class,
+            last_status: status,
+            ..job(JobState::Dead)
+        };
+        let v = |facts| verdict(facts).unwrap();
+        assert_eq!(
+            v(dead(
+                DeadReason::NonRetryableResponse,
+                Some(ErrorClass::Http4xx),
+                Some(404)
+            )),
+            RetryVerdict::No
+        );
+        assert_eq!(
+            v(dead(
+                DeadReason::TargetRejected,
+                Some(ErrorClass::Blocked),
+                None
+            )),
+            RetryVerdict::No
+        );
+        assert_eq!(
+            v(dead(DeadReason::SubscriberDeleted, None, None)),
+            RetryVerdict::No
+        );
+        assert_eq!(
+            v(dead(
+                DeadReason::MaxAttempts,
+                Some(ErrorClass::Http5xx),
+                Some(500)
+            )),
+            RetryVerdict::Replay
+        );
+        assert_eq!(
+            v(dead(
+                DeadReason::DeadlineExceeded,
+                Some(ErrorClass::Timeout),
+                None
+            )),
+            RetryVerdict::Replay
+        );
+        assert_eq!(
+            v(dead(DeadReason::DeadlineExceeded, None, None)),
+            RetryVerdict::Replay
+        );
+        let paused = JobFacts {
+            dead_detail: Some(WaitingReason::SubscriberPaused),
+            ..dead(DeadReason::DeadlineExceeded, None, None)
+        };
+        assert_eq!(v(paused), RetryVerdict::AfterResume);
+        // A 410 pauses the subscriber and kills the job as a non-retryable answer.
+        let gone = for_job(&dead(
+            DeadReason::NonRetryableResponse,
+            Some(ErrorClass::Http4xx),
+            Some(410),
+        ))
+        .unwrap();
+        assert!(gone.reason.contains("410"), "{}", gone.reason);
+    }
+
+    #[test]
+    fn subscribers() {
+        let base = SubscriberFacts {
+            paused: false,
+            destination_hold: None,
+            circuit_retry_at: None,
+            last_error_class: None,
+            last_status: None,
+            retrying_jobs: 0,
+            next_attempt_at: None,
+        };
+        assert_eq!(for_subscriber(&base), None);
+        let v = |facts| for_subscriber(&facts).map(|a| a.verdict);
+        assert_eq!(
+            v(SubscriberFacts {
+                paused: true,
+                last_error_class: Some(ErrorClass::Http4xx),
+                last_status: Some(410),
+                ..base
+            }),
+            Some(RetryVerdict::AfterResume)
+        );
+        let open = for_subscriber(&SubscriberFacts {
+            destination_hold: Some(WaitingReason::DestinationCircuitOpen),
+            circuit_retry_at: Some(AT),
+            last_error_class: Some(ErrorClass::Timeout),
+            retrying_jobs: 3,
+            ..base
+        })
+        .unwrap();
+        assert_eq!((open.verdict, open.at), (RetryVerdict::NotBefore, Some(AT)));
+        assert_eq!(
+            v(SubscriberFacts {
+                last_error_class: Some(ErrorClass::Http4xx),
+                last_status: Some(400),
+                retrying_jobs: 2,
+                ..base
+            }),
+            Some(RetryVerdict::No)
+        );
+        let failing = for_subscriber(&SubscriberFacts {
+            last_error_class: Some(ErrorClass::Http5xx),
+            last_status: Some(500),
+            retrying_jobs: 2,
+            next_attempt_at: Some(AT),
+            ..base
+        })
+        .unwrap();
+        assert_eq!((failing.verdict, failing.at), (RetryVerdict::Yes, Some(AT)));
+        assert_eq!(
+            v(SubscriberFacts {
+                last_error_class: Some(ErrorClass::Timeout),
+                ..base
+            }),
+            Some(RetryVerdict::Replay)
+        );
+    }
+}
