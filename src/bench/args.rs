@@ -30,11 +30,25 @@ pub struct Args {
     /// API requests in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub concurrency: u64,
-    /// Subscribers of the `fanout` or `incident` event that answer slowly.
+    /// Subscribers of the `fanout`, `incident` or `on-call` event that answer slowly.
     #[arg(long, default_value_t = 300)]
     pub slow: u64,
+    /// Subscribers of the `on-call` events that answer 500 until they recover.
+    #[arg(long, default_value_t = 100)]
+    pub failing: u64,
+    /// Subscribers of the `on-call` events that answer 410 Gone.
+    #[arg(long, default_value_t = 50)]
+    pub gone: u64,
+    /// `on-call`: the replay's rate, in jobs per second.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub replay_rate: u64,
+    /// `on-call`: once the incident has developed, print how to reach the server and
+    /// wait this many seconds (or until Ctrl-C) before asking the questions, so a person
+    /// can walk the incident with the CLI.
+    #[arg(long, default_value_t = 0)]
+    pub hold_seconds: u64,
     /// How long a slow subscriber takes to answer, in milliseconds [default: 2000;
-    /// 8000 for `incident`].
+    /// 8000 for `incident`; 12000 for `on-call`, beyond the attempt timeout].
     #[arg(long)]
     pub slow_ms: Option<u64>,
     /// Longest wait for every job to arrive (`incident`: every healthy job), in seconds.
@@ -69,6 +83,10 @@ pub enum Scenario {
     Incident,
     /// No server: the database's own ceilings (single-row commits/s, claimed rows/s).
     Ceilings,
+    /// Three events to `--jobs` subscribers: `--slow` of them time out on one
+    /// destination, `--failing` answer 500 until they recover, `--gone` answer 410;
+    /// then the on-call questions of issue #16, one API call each, timed and checked.
+    OnCall,
 }
 
 /// The server's database.
@@ -92,6 +110,13 @@ impl Args {
         if self.scenario == Scenario::Incident && self.slow >= self.jobs() {
             anyhow::bail!("--slow must be below --jobs (the subscribers): some must be healthy");
         }
+        if self.scenario == Scenario::OnCall && self.slow + self.failing + self.gone >= self.jobs()
+        {
+            anyhow::bail!(
+                "--slow, --failing and --gone together must be below --jobs (the \
+                 subscribers): some must be healthy"
+            );
+        }
         Ok(())
     }
 
@@ -101,7 +126,7 @@ impl Args {
             Scenario::Burst => 10_000,
             Scenario::Steady | Scenario::Ceilings => 0,
             Scenario::Backlog => 100_000,
-            Scenario::Fanout | Scenario::Incident => 2_000,
+            Scenario::Fanout | Scenario::Incident | Scenario::OnCall => 2_000,
         })
     }
 
@@ -110,6 +135,7 @@ impl Args {
     pub fn slow_ms(&self) -> u64 {
         self.slow_ms.unwrap_or(match self.scenario {
             Scenario::Incident => 8_000,
+            Scenario::OnCall => 12_000,
             _ => 2_000,
         })
     }
@@ -138,5 +164,11 @@ mod tests {
         assert!(all_slow.check().is_err());
         let some_healthy = parse(&["--scenario", "incident", "--jobs", "10", "--slow", "9"]);
         assert!(some_healthy.check().is_ok());
+        let on_call = |jobs: &str| {
+            let flags = ["--scenario", "on-call", "--jobs", jobs, "--slow", "3"];
+            parse(&[&flags[..], &["--failing", "3", "--gone", "3"]].concat()).check()
+        };
+        assert!(on_call("9").is_err());
+        assert!(on_call("10").is_ok());
     }
 }

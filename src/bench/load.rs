@@ -48,6 +48,11 @@ impl Api {
         })
     }
 
+    /// The first server's base URL (`http://addr`).
+    pub fn base(&self) -> &str {
+        &self.bases[0]
+    }
+
     /// Sends one request to server `n % servers`; returns the JSON answer and the
     /// latency in milliseconds. Anything but a 2xx is an error.
     pub async fn call(

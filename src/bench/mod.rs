@@ -9,6 +9,8 @@ mod database;
 mod incident;
 mod incident_report;
 mod load;
+mod on_call;
+mod on_call_report;
 mod receiver;
 mod report;
 mod scenario;
@@ -28,6 +30,7 @@ pub async fn main() -> anyhow::Result<()> {
     match args.scenario {
         args::Scenario::Ceilings => return ceilings::run(&args).await,
         args::Scenario::Incident => return incident::run(&args).await,
+        args::Scenario::OnCall => return on_call::run(&args).await,
         _ => {}
     }
     let outcome = scenario::run(&args).await?;

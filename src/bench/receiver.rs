@@ -1,9 +1,10 @@
 //! The fast receiver: axum on 127.0.0.1:0 with keep-alive, answering 200 at once (or
-//! after `slow_ms` under `/slow/…`), recording each request's path, `webhook-id` and
-//! arrival time, and the most requests it had open at once.
+//! after `slow_ms` under `/slow/…`, or a failing status under `/status/{code}/…` until
+//! [`Receiver::recover`]), recording each request's path, `webhook-id` and arrival
+//! time, and the most requests it had open at once.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ struct Shared {
     arrivals: Arc<Mutex<Vec<Arrival>>>,
     open: Arc<Open>,
     slow: Duration,
+    recovered: Arc<AtomicBool>,
 }
 
 /// Requests whose handler is running (from arrival until the answer is written or the
@@ -63,6 +65,7 @@ pub struct Receiver {
     addr: SocketAddr,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
     open: Arc<Open>,
+    recovered: Arc<AtomicBool>,
 }
 
 impl Receiver {
@@ -72,10 +75,12 @@ impl Receiver {
             arrivals: Arc::default(),
             open: Arc::default(),
             slow: Duration::from_millis(slow_ms),
+            recovered: Arc::default(),
         };
         let app = Router::new()
             .route("/fast/{subscriber}", post(fast))
             .route("/slow/{subscriber}", post(slow))
+            .route("/status/{code}/{subscriber}", post(status))
             .with_state(shared.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -84,6 +89,7 @@ impl Receiver {
             addr,
             arrivals: shared.arrivals,
             open: shared.open,
+            recovered: shared.recovered,
         })
     }
 
@@ -91,6 +97,17 @@ impl Receiver {
     pub fn url(&self, subscriber: &str, slow: bool) -> String {
         let kind = if slow { "slow" } else { "fast" };
         format!("http://{}/{kind}/{subscriber}", self.addr)
+    }
+
+    /// The URL of a subscriber answered `code` (e.g. 500, 410) until [`Self::recover`],
+    /// then 200.
+    pub fn url_answering(&self, subscriber: &str, code: u16) -> String {
+        format!("http://{}/status/{code}/{subscriber}", self.addr)
+    }
+
+    /// From now on every `/status/…` request is answered 200: the receiver recovered.
+    pub fn recover(&self) {
+        self.recovered.store(true, Ordering::SeqCst);
     }
 
     /// How many requests arrived so far.
@@ -142,6 +159,19 @@ async fn slow(
     record(&shared, subscriber, &headers);
     tokio::time::sleep(shared.slow).await;
     StatusCode::OK
+}
+
+async fn status(
+    State(shared): State<Shared>,
+    Path((code, subscriber)): Path<(u16, String)>,
+    headers: HeaderMap,
+) -> StatusCode {
+    let _open = shared.open.enter();
+    record(&shared, subscriber, &headers);
+    if shared.recovered.load(Ordering::SeqCst) {
+        return StatusCode::OK;
+    }
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 #[cfg(test)]

@@ -184,12 +184,18 @@ pub fn settings(args: &Args) -> Value {
             settings["rate"] = json!(args.rate);
             settings["seconds"] = json!(args.seconds);
         }
-        Scenario::Fanout | Scenario::Incident => {
+        Scenario::Fanout | Scenario::Incident | Scenario::OnCall => {
             settings["subscribers"] = json!(args.jobs());
             settings["slow"] = json!(args.slow);
             settings["slow_ms"] = json!(args.slow_ms());
             if args.scenario == Scenario::Incident {
                 settings["fanouts"] = json!(super::incident::FANOUTS);
+            }
+            if args.scenario == Scenario::OnCall {
+                settings["failing"] = json!(args.failing);
+                settings["gone"] = json!(args.gone);
+                settings["events"] = json!(super::on_call::EVENTS);
+                settings["replay_rate"] = json!(args.replay_rate);
             }
         }
         Scenario::Burst | Scenario::Backlog | Scenario::Ceilings => {

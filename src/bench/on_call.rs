@@ -1,0 +1,270 @@
+//! `--scenario on-call` (issue #16): the incident an on-call engineer meets, then their
+//! questions, each answered by one API call, timed and checked against what the run
+//! set up. [`EVENTS`] events go to `--jobs` subscribers: `--slow` of them share one
+//! destination that answers after `--slow-ms` (beyond the attempt timeout, so their
+//! attempts time out and the destination's circuit opens), `--failing` answer 500
+//! until they recover, `--gone` answer 410 (so they are paused), the rest answer 200
+//! at once. Each group has its own receiver, so its own destination.
+//!
+//! Once the incident has developed (the healthy jobs delivered, the failing ones dead
+//! after [`MAX_ATTEMPTS`], the gone ones dead and their subscribers paused, no attempt
+//! open), with `--hold-seconds` the run prints how to reach the server and waits, so a
+//! person can walk the incident with the CLI (README, "On call"). Then it asks:
+//! which events are affected, which subscribers fail, what each event's summary
+//! advises; the failing receiver recovers and their dead letters are replayed by one
+//! call at `--replay-rate`; the gone subscribers are resumed by one call.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::args::Args;
+use super::clock::{format_ms, now_ms};
+use super::load::Api;
+use super::on_call_report::{Asked, OnCallReport, ReplayFigures};
+use super::receiver::Receiver;
+use super::scenario::{wait_for, with_servers};
+use super::server::TOKEN;
+
+/// Events fanned out to every subscriber.
+pub const EVENTS: usize = 3;
+/// Each job's attempts: the failing subscribers' jobs are dead letters after these.
+pub const MAX_ATTEMPTS: u32 = 3;
+/// How often the run reads the events while the incident develops.
+const POLL: Duration = Duration::from_millis(500);
+
+/// The subscriber ids of each group.
+pub struct Groups {
+    /// Answer 200 at once.
+    pub healthy: Vec<String>,
+    /// Answer after `--slow-ms`, on one destination.
+    pub slow: Vec<String>,
+    /// Answer 500 until the receiver recovers.
+    pub failing: Vec<String>,
+    /// Answer 410.
+    pub gone: Vec<String>,
+}
+
+impl Groups {
+    fn of(args: &Args) -> Self {
+        let ids = |prefix: &str, n: u64| (0..n).map(|i| format!("{prefix}{i:05}")).collect();
+        let healthy = args.jobs() - args.slow - args.failing - args.gone;
+        Groups {
+            healthy: ids("ok", healthy),
+            slow: ids("slow", args.slow),
+            failing: ids("failing", args.failing),
+            gone: ids("gone", args.gone),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.healthy.len() + self.slow.len() + self.failing.len() + self.gone.len()
+    }
+}
+
+/// The event id of event `n` (from 0): `order-1` … `order-3`.
+pub fn event_id(n: usize) -> String {
+    format!("order-{}", n + 1)
+}
+
+/// Runs the incident and the questions on fresh servers; prints the answers and
+/// writes `--json`. Fails when an answer's figures are not what the run set up.
+pub async fn run(args: &Args) -> anyhow::Result<()> {
+    let groups = Groups::of(args);
+    let ((asked, replay), usage) =
+        with_servers(args, async |api: &Api| incident(args, api, &groups).await).await?;
+    let report = OnCallReport::new(args, &groups, asked, replay, usage);
+    super::report::publish(args, report.text(), report.json(), report.failure())
+}
+
+async fn incident(
+    args: &Args,
+    api: &Api,
+    groups: &Groups,
+) -> anyhow::Result<(Vec<Asked>, ReplayFigures)> {
+    let fast = Receiver::start(0).await?;
+    let slow = Receiver::start(args.slow_ms()).await?;
+    let failing = Receiver::start(0).await?;
+    let gone = Receiver::start(0).await?;
+    let mut subscribers: Vec<(String, String)> = Vec::with_capacity(groups.len());
+    subscribers.extend(
+        groups
+            .slow
+            .iter()
+            .map(|id| (id.clone(), slow.url(id, true))),
+    );
+    subscribers.extend(
+        groups
+            .failing
+            .iter()
+            .map(|id| (id.clone(), failing.url_answering(id, 500))),
+    );
+    subscribers.extend(
+        groups
+            .gone
+            .iter()
+            .map(|id| (id.clone(), gone.url_answering(id, 410))),
+    );
+    subscribers.extend(
+        groups
+            .healthy
+            .iter()
+            .map(|id| (id.clone(), fast.url(id, false))),
+    );
+    let ids: Vec<String> = subscribers.iter().map(|(id, _)| id.clone()).collect();
+    api.put_subscribers(args.concurrency, subscribers, None)
+        .await?;
+
+    let since = format_ms(now_ms() - 1_000)?;
+    for n in 0..EVENTS {
+        let body = json!({
+            "event_id": event_id(n),
+            "payload": {"order": n + 1, "status": "shipped"},
+            "subscriber_ids": ids,
+            "max_attempts": MAX_ATTEMPTS,
+        });
+        api.call(n as u64, Method::POST, "/v1/events", Some(&body))
+            .await?;
+    }
+    develop(args, api, groups).await?;
+    if args.hold_seconds > 0 {
+        hold(api, args.hold_seconds, &since).await;
+    }
+
+    let mut asked = Vec::new();
+    asked.push(
+        ask(
+            api,
+            "which events are affected",
+            &format!("/v1/events?affected_since={since}&limit=100"),
+            None,
+        )
+        .await?,
+    );
+    asked.push(
+        ask(
+            api,
+            "which subscribers fail, and why",
+            "/v1/subscribers?health=failing&limit=1000",
+            None,
+        )
+        .await?,
+    );
+    asked.push(
+        ask(
+            api,
+            "would a retry help (one event)",
+            &format!("/v1/events/{}", event_id(0)),
+            None,
+        )
+        .await?,
+    );
+
+    failing.recover();
+    let before = failing.count();
+    let replay_body = json!({
+        "subscriber_ids": groups.failing,
+        "rate_per_second": args.replay_rate,
+        "max_jobs": 100_000,
+    });
+    let replay = ask(
+        api,
+        "replay the recovered subscribers' dead letters",
+        "/v1/replays",
+        Some(&replay_body),
+    )
+    .await?;
+    let matched = replay.answer["matched"].as_u64().unwrap_or(0) as usize;
+    asked.push(replay);
+    wait_for(
+        &failing,
+        before + matched,
+        Duration::from_secs(args.timeout),
+    )
+    .await;
+    let replayed: Vec<i64> = failing.arrivals()[before..]
+        .iter()
+        .map(|a| a.at_ms)
+        .collect();
+
+    asked.push(
+        ask(
+            api,
+            "re-enable the paused subscribers",
+            "/v1/subscribers/resume",
+            Some(&json!({"paused_reason": "gone"})),
+        )
+        .await?,
+    );
+    Ok((asked, ReplayFigures::of(matched, &replayed)))
+}
+
+/// Waits until every event shows the incident developed: the healthy jobs delivered,
+/// the failing and gone ones dead, no attempt open; at most `--timeout`.
+async fn develop(args: &Args, api: &Api, groups: &Groups) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let dead = (groups.failing.len() + groups.gone.len()) as u64;
+    loop {
+        let mut developed = true;
+        for n in 0..EVENTS {
+            let (summary, _) = api
+                .call(0, Method::GET, &format!("/v1/events/{}", event_id(n)), None)
+                .await?;
+            let jobs = &summary["jobs"];
+            developed &= jobs["delivered"] == json!(groups.healthy.len())
+                && jobs["dead"] == json!(dead)
+                && jobs["in_flight"] == json!(0);
+        }
+        if developed {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the incident did not develop within --timeout {} s",
+            args.timeout
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Prints how to reach the server, then waits `seconds` or until Ctrl-C.
+async fn hold(api: &Api, seconds: u64, since: &str) {
+    println!(
+        "the incident has developed; walk it from another terminal (README, \"On call\"):\n\
+         \n  export DEFERHOOK_SERVER={} DEFERHOOK_API_TOKEN={TOKEN}\n  \
+         deferhook events list --affected-since {since}\n\
+         \nwaiting {seconds} s (Ctrl-C to go on with the timed questions)",
+        api.base()
+    );
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(seconds)) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// One call: `GET path`, or `POST path` with `body`; its answer and latency.
+async fn ask(
+    api: &Api,
+    question: &'static str,
+    path: &str,
+    body: Option<&Value>,
+) -> anyhow::Result<Asked> {
+    let method = if body.is_some() {
+        Method::POST
+    } else {
+        Method::GET
+    };
+    let call = format!("{method} {path}");
+    let (answer, latency_ms) = api
+        .call(0, method, path, body)
+        .await
+        .with_context(|| format!("asking {question}"))?;
+    Ok(Asked {
+        question,
+        call,
+        latency_ms,
+        answer,
+    })
+}
