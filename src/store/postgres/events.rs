@@ -1,0 +1,79 @@
+//! The event reads in PostgreSQL (see [`crate::store::events`]).
+
+use sqlx::PgPool;
+use crate::store::events::EventStatements;
+
+/// The events with an affected job at `$1` (dead since `$2`; held back by the
+/// destinations of `$3`), newest job id first, below `$4` (all when NULL), at most
+/// `$5` (see [`EventStatements::AFFECTED`]). The counts of each affected event are read on
+/// `jobs_event_id`.
+const AFFECTED: &str = "WITH affected AS ( \
+      SELECT j.event_id, COUNT(*) AS affected FROM jobs j \
+      LEFT JOIN subscribers s ON s.id = j.subscriber_id \
+      WHERE j.state = 'retrying' \
+         OR (j.state = 'in_flight' AND j.due_at <= $1) \
+         OR (j.state = 'dead' AND j.dead_at >= $2) \
+         OR (j.state = 'scheduled' AND j.due_at <= $1 AND ( \
+              NOT s.enabled \
+              OR s.destination IN (SELECT jsonb_array_elements_text($3::jsonb)) \
+              OR s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                   WHERE o.subscriber_id = s.id \
+                   AND o.state = 'in_flight' AND o.due_at > $1))) \
+      GROUP BY j.event_id), \
+    events AS ( \
+      SELECT a.event_id, a.affected, MAX(j.id) AS newest_id, \
+        MIN(j.created_at) AS created_at, \
+        COUNT(CASE WHEN j.state = 'scheduled' THEN 1 END) AS scheduled, \
+        COUNT(CASE WHEN j.state = 'in_flight' AND j.due_at > $1 THEN 1 END) AS in_flight, \
+        COUNT(CASE WHEN j.state = 'retrying' \
+          OR (j.state = 'in_flight' AND j.due_at <= $1) THEN 1 END) AS retrying, \
+        COUNT(CASE WHEN j.state = 'delivered' THEN 1 END) AS delivered, \
+        COUNT(CASE WHEN j.state = 'dead' THEN 1 END) AS dead, \
+        COUNT(CASE WHEN j.state = 'cancelled' THEN 1 END) AS cancelled \
+      FROM affected a JOIN jobs j ON j.event_id = a.event_id \
+      GROUP BY a.event_id, a.affected) \
+    SELECT event_id, affected, newest_id, created_at, scheduled, in_flight, retrying, \
+      delivered, dead, cancelled FROM events \
+    WHERE $4::TEXT IS NULL OR newest_id < $4 ORDER BY newest_id DESC LIMIT $5";
+
+/// Every job of event `$1`, in subscriber id order, without the response bodies.
+const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
+    j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.last_error_reason, NULL::TEXT AS last_error_body, j.lease_owner, j.lease_token, \
+    j.lease_expires_at, s.enabled AS subscriber_enabled \
+    FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id WHERE j.event_id = $1 \
+    ORDER BY j.subscriber_id";
+
+/// The limits and their use at `$2` of the enabled subscribers with a job of event
+/// `$1` due at `$2` and waiting for a claim.
+const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_flight, \
+         s.rate_limit_per_second, \
+         (SELECT COUNT(*) FROM jobs o \
+          WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $2) \
+          AS open_attempts, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > $2 - 1000) END AS started_last_second, \
+         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+          AND a.started_at > $2 - 1000) END AS last_started_at \
+    FROM subscribers s WHERE s.enabled AND s.id IN ( \
+      SELECT j.subscriber_id FROM jobs j WHERE j.event_id = $1 \
+        AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $2)";
+
+/// The destinations of those subscribers, with their requests open at `$2`.
+const DESTINATIONS: &str = "SELECT d.*, \
+    (SELECT COUNT(*) FROM jobs o \
+     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > $2) AS in_flight, \
+    0::BIGINT AS subscribers FROM destinations d WHERE d.key IN ( \
+      SELECT s.destination FROM subscribers s JOIN jobs j ON j.subscriber_id = s.id \
+      WHERE s.enabled AND j.event_id = $1 \
+        AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $2)";
+
+impl EventStatements for PgPool {
+    const AFFECTED: &'static str = AFFECTED;
+    const JOBS: &'static str = JOBS;
+    const LOADS: &'static str = LOADS;
+    const DESTINATIONS: &'static str = DESTINATIONS;
+}
