@@ -18,7 +18,7 @@ use crate::store::dialect::{Query, Value};
 use crate::store::figures::FigureStatements;
 use crate::store::jobs::JobRow;
 use crate::store::records::{
-    AffectedEvent, EventJobs, Job, JobCounts, PageRequest, SubscriberHold,
+    AffectedEvent, EventJob, EventJobs, Job, JobCounts, PageRequest, SubscriberHold,
 };
 use uuid::Uuid;
 
@@ -58,6 +58,14 @@ impl TryFrom<AffectedRow> for AffectedEvent {
     }
 }
 
+/// A job of an event ([`EventStatements::JOBS`]).
+#[derive(sqlx::FromRow)]
+pub struct EventJobRow {
+    #[sqlx(flatten)]
+    job: JobRow,
+    last_error_at: Option<i64>,
+}
+
 /// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
 #[derive(sqlx::FromRow)]
 pub struct LoadRow {
@@ -81,8 +89,8 @@ pub(crate) trait EventStatements: FigureStatements {
     /// The counts are over all the event's jobs, as read at `$1`; `created_at` is its
     /// first job's.
     const AFFECTED: &'static str;
-    /// Every job of event `$1` ([`JobRow`], `last_error_body` NULL), in subscriber id
-    /// order.
+    /// Every job of event `$1` ([`EventJobRow`]: `last_error_body` NULL, and the
+    /// `finished_at` of its latest failed attempt), in subscriber id order.
     const JOBS: &'static str;
     /// The limits and their use at `$2` ([`LoadRow`]) of each enabled subscriber with a
     /// job of event `$1` that is due at `$2` and waits for a claim (`scheduled`,
@@ -131,7 +139,7 @@ pub(crate) async fn event_jobs<S: EventStatements>(
     policy: &DestinationPolicy,
 ) -> Result<Option<EventJobs>, StoreError> {
     let mut tx = db.snapshot().await?;
-    let rows: Vec<JobRow> = S::fetch_all(&mut tx, Query::new(S::JOBS).text(event_id)).await?;
+    let rows: Vec<EventJobRow> = S::fetch_all(&mut tx, Query::new(S::JOBS).text(event_id)).await?;
     if rows.is_empty() {
         S::commit(tx).await?;
         return Ok(None);
@@ -145,8 +153,13 @@ pub(crate) async fn event_jobs<S: EventStatements>(
     S::commit(tx).await?;
     let jobs = rows
         .into_iter()
-        .map(|row| Ok(Job::try_from(row)?.as_of(now)))
-        .collect::<Result<Vec<Job>, StoreError>>()?;
+        .map(|row| {
+            Ok(EventJob {
+                job: Job::try_from(row.job)?.as_of(now),
+                last_error_at: decode::opt_ts(row.last_error_at),
+            })
+        })
+        .collect::<Result<Vec<EventJob>, StoreError>>()?;
     let mut admissions = HashMap::new();
     for row in &destinations {
         admissions.insert(row.key().to_owned(), row.admission(now, policy)?);

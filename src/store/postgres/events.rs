@@ -1,7 +1,7 @@
 //! The event reads in PostgreSQL (see [`crate::store::events`]).
 
-use sqlx::PgPool;
 use crate::store::events::EventStatements;
+use sqlx::PgPool;
 
 /// The events with an affected job at `$1` (dead since `$2`; held back by the
 /// destinations of `$3`), newest job id first, below `$4` (all when NULL), at most
@@ -36,12 +36,15 @@ const AFFECTED: &str = "WITH affected AS ( \
       delivered, dead, cancelled FROM events \
     WHERE $4::TEXT IS NULL OR newest_id < $4 ORDER BY newest_id DESC LIMIT $5";
 
-/// Every job of event `$1`, in subscriber id order, without the response bodies.
+/// Every job of event `$1`, in subscriber id order, without the response bodies, with
+/// its latest failed attempt's `finished_at`.
 const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
     j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
     j.last_error_reason, NULL::TEXT AS last_error_body, j.lease_owner, j.lease_token, \
-    j.lease_expires_at, s.enabled AS subscriber_enabled \
+    j.lease_expires_at, s.enabled AS subscriber_enabled, \
+    (SELECT MAX(a.finished_at) FROM attempts a WHERE a.job_id = j.id \
+     AND a.outcome IN ('retryable', 'terminal', 'blocked')) AS last_error_at \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id WHERE j.event_id = $1 \
     ORDER BY j.subscriber_id";
 

@@ -36,13 +36,23 @@ pub struct SubscriberHold {
     pub circuit_retry_at: Option<Timestamp>,
 }
 
+/// One job of an event, with when its last failure was recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventJob {
+    /// The job as read at `now` (see [`Job::as_of`]); `last_error.body_excerpt` is not
+    /// read (always `None`).
+    pub job: Job,
+    /// `finished_at` of its latest attempt that failed (`retryable`, `terminal` or
+    /// `blocked`), if any.
+    pub last_error_at: Option<Timestamp>,
+}
+
 /// One event's jobs as read in one snapshot at `now` (see
 /// [`crate::store::Store::event_jobs`]).
 #[derive(Clone, Debug, Default)]
 pub struct EventJobs {
-    /// Every job of the event as read at `now` (see [`Job::as_of`]), in subscriber id
-    /// order; `last_error.body_excerpt` is not read (always `None`).
-    pub jobs: Vec<Job>,
+    /// Every job of the event, in subscriber id order.
+    pub jobs: Vec<EventJob>,
     /// For each subscriber with a due job waiting for a claim (its subscriber enabled),
     /// what holds it back; keyed by subscriber id.
     pub holds: HashMap<String, SubscriberHold>,

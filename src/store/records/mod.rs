@@ -17,7 +17,7 @@ mod sweep;
 pub use attempts::Attempt;
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
-pub use events::{AffectedEvent, EventJobs, SubscriberHold};
+pub use events::{AffectedEvent, EventJob, EventJobs, SubscriberHold};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
 pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
