@@ -225,3 +225,159 @@ fn add(counts: &mut BTreeMap<&'static str, u64>, key: Option<&'static str>) {
         *counts.entry(key).or_default() += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::domain::retry_advice::RetryVerdict;
+    use crate::domain::waiting::SubscriberLoad;
+    use crate::store::{Job, LastError, NewJob};
+
+    const NOW: Timestamp = Timestamp::from_millis(1_000_000);
+
+    fn job(subscriber: &str, state: JobState, due_ms: Option<i64>) -> Job {
+        let new = NewJob {
+            id: Uuid::now_v7(),
+            subscriber_id: subscriber.to_owned(),
+            event_id: "e".to_owned(),
+            payload: "{}".to_owned(),
+            deliver_at: Timestamp::from_millis(0),
+            deadline: Timestamp::from_millis(10_000_000),
+            max_attempts: None,
+            created_at: Timestamp::from_millis(0),
+        };
+        Job {
+            state,
+            due_at: due_ms.map(Timestamp::from_millis),
+            ..Job::scheduled(&new, true)
+        }
+    }
+
+    fn failed(mut job: Job, class: ErrorClass, status: u16) -> Job {
+        job.last_error = Some(LastError {
+            class,
+            status: Some(status),
+            reason: Some(format!("HTTP {status}")),
+            body_excerpt: None,
+        });
+        job
+    }
+
+    fn entry(job: Job) -> EventJob {
+        EventJob {
+            job,
+            last_error_at: None,
+        }
+    }
+
+    fn hold(open: u32, destination: Option<WaitingReason>, retry: Option<i64>) -> SubscriberHold {
+        SubscriberHold {
+            load: SubscriberLoad {
+                open_attempts: open,
+                max_in_flight: 2,
+                started_last_second: 0,
+                rate_limit_per_second: None,
+                last_started_at: None,
+                destination_hold: destination,
+            },
+            circuit_retry_at: retry.map(Timestamp::from_millis),
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_reasons_and_lists_the_failing() {
+        let jobs = vec![
+            failed(
+                job("a", JobState::Retrying, Some(2_000_000)),
+                ErrorClass::Http5xx,
+                503,
+            ),
+            job("b", JobState::Scheduled, Some(0)),
+            job("c", JobState::Scheduled, Some(0)),
+            job("d", JobState::Scheduled, Some(5_000_000)),
+            failed(job("e", JobState::Delivered, None), ErrorClass::Timeout, 0),
+            job("f", JobState::InFlight, Some(1_030_000)),
+            job("g", JobState::Scheduled, Some(0)),
+        ];
+        let circuit = Some(WaitingReason::DestinationCircuitOpen);
+        let holds = HashMap::from([
+            ("b".to_owned(), hold(2, None, None)),
+            ("c".to_owned(), hold(0, None, None)),
+            ("g".to_owned(), hold(0, circuit, Some(1_200_000))),
+        ]);
+        let read = EventJobs {
+            jobs: jobs.into_iter().map(entry).collect(),
+            holds,
+        };
+        let s = summarize("e".to_owned(), read, NOW);
+        assert_eq!(
+            (
+                s.jobs.scheduled,
+                s.jobs.retrying,
+                s.jobs.delivered,
+                s.jobs.in_flight
+            ),
+            (4, 1, 1, 1)
+        );
+        assert_eq!(
+            s.waiting_reasons,
+            BTreeMap::from([
+                ("backing_off", 1),
+                ("destination_circuit_open", 1),
+                ("in_flight", 1),
+                ("scheduled", 1),
+                ("subscriber_at_limit", 1),
+            ]),
+            "c waits only for a worker: no reason"
+        );
+        assert_eq!(
+            s.error_classes,
+            BTreeMap::from([("http_5xx", 1)]),
+            "not the delivered job's"
+        );
+        assert_eq!(
+            s.retry_advice,
+            BTreeMap::from([("not_before", 2), ("yes", 1)])
+        );
+        let failing: Vec<&str> = s
+            .failing_subscribers
+            .items
+            .iter()
+            .map(|f| f.subscriber_id.as_str())
+            .collect();
+        assert_eq!(failing, ["a", "b", "g"]);
+        assert_eq!(s.failing_subscribers.total, 3);
+        let g = &s.failing_subscribers.items[2];
+        let advice = g.retry_advice.as_ref().unwrap();
+        assert_eq!(advice.verdict, RetryVerdict::NotBefore);
+        assert_eq!(advice.at, Some(Timestamp::from_millis(1_200_000)));
+        let a = &s.failing_subscribers.items[0];
+        assert_eq!(a.last_error.as_ref().map(|e| e.status), Some(Some(503)));
+        assert_eq!(
+            a.retry_advice.as_ref().map(|r| r.at),
+            Some(Some(Timestamp::from_millis(2_000_000)))
+        );
+    }
+
+    #[test]
+    fn at_most_a_hundred_failing_are_listed() {
+        let jobs = (0..150)
+            .map(|n| {
+                let mut dead = job(&format!("s-{n:03}"), JobState::Dead, None);
+                dead.dead_reason = Some(DeadReason::MaxAttempts);
+                entry(dead)
+            })
+            .collect();
+        let read = EventJobs {
+            jobs,
+            holds: HashMap::new(),
+        };
+        let s = summarize("e".to_owned(), read, NOW);
+        assert_eq!(s.failing_subscribers.total, 150);
+        assert_eq!(s.failing_subscribers.items.len(), MAX_FAILING_ITEMS);
+        assert_eq!(s.dead_reasons, BTreeMap::from([("max_attempts", 150)]));
+        assert_eq!(s.retry_advice, BTreeMap::from([("replay", 150)]));
+    }
+}
