@@ -5,21 +5,27 @@ use sqlx::PgPool;
 
 /// The events with an affected job at `$1` (dead since `$2`; held back by the
 /// destinations of `$3`), newest job id first, below `$4` (all when NULL), at most
-/// `$5` (see [`EventStatements::AFFECTED`]). The counts of each affected event are read on
+/// `$5` (see [`EventStatements::AFFECTED`]). Each kind of affected job is selected on
+/// its own, so each can use its index (`jobs_state`, `jobs_in_flight_subscriber`,
+/// `jobs_dead_at`, `jobs_due`); each affected event's counts are read on
 /// `jobs_event_id`.
-const AFFECTED: &str = "WITH affected AS ( \
-      SELECT j.event_id, COUNT(*) AS affected FROM jobs j \
-      LEFT JOIN subscribers s ON s.id = j.subscriber_id \
-      WHERE j.state = 'retrying' \
-         OR (j.state = 'in_flight' AND j.due_at <= $1) \
-         OR (j.state = 'dead' AND j.dead_at >= $2) \
-         OR (j.state = 'scheduled' AND j.due_at <= $1 AND ( \
-              NOT s.enabled \
-              OR s.destination IN (SELECT jsonb_array_elements_text($3::jsonb)) \
-              OR s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
-                   WHERE o.subscriber_id = s.id \
-                   AND o.state = 'in_flight' AND o.due_at > $1))) \
-      GROUP BY j.event_id), \
+const AFFECTED: &str = "WITH affected_jobs AS ( \
+      SELECT event_id FROM jobs WHERE state = 'retrying' \
+      UNION ALL \
+      SELECT event_id FROM jobs WHERE state = 'in_flight' AND due_at <= $1 \
+      UNION ALL \
+      SELECT event_id FROM jobs WHERE state = 'dead' AND dead_at >= $2 \
+      UNION ALL \
+      SELECT j.event_id FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+      WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+        AND j.state = 'scheduled' AND ( \
+          NOT s.enabled \
+          OR s.destination IN (SELECT jsonb_array_elements_text($3::jsonb)) \
+          OR s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+               WHERE o.subscriber_id = s.id \
+               AND o.state = 'in_flight' AND o.due_at > $1))), \
+    affected AS ( \
+      SELECT event_id, COUNT(*) AS affected FROM affected_jobs GROUP BY event_id), \
     events AS ( \
       SELECT a.event_id, a.affected, MAX(j.id) AS newest_id, \
         MIN(j.created_at) AS created_at, \

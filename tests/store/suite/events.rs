@@ -1,7 +1,7 @@
 //! The event reads (issue #16 parts 1 and 2): which events have affected jobs
 //! (retrying, an expired lease included; dead since an instant; due and held back by a
-//! paused subscriber, a subscriber at its limit, a paused destination or an open
-//! circuit), newest first and paginated, with the counts of all their jobs; and one
+//! paused subscriber, a subscriber at its limit, a paused destination, an open circuit
+//! or a destination at its limit), newest first and paginated, with the counts of all their jobs; and one
 //! event's jobs with what holds its due ones back.
 
 use deferhook::domain::circuit::ForcedCircuit;
@@ -203,6 +203,7 @@ store_case!(
         };
         store.put_subscriber(one, at(0)).await.unwrap();
         add_subscriber(&store, "o").await;
+        add_subscriber(&store, "l").await;
         finish(
             &store,
             job_created_at("m", "e-busy", at(-5_000)),
@@ -210,6 +211,22 @@ store_case!(
             Fate::InFlight,
         )
         .await;
+        finish(
+            &store,
+            job_created_at("l", "e-busy-l", at(-4_500)),
+            at(91_000),
+            Fate::InFlight,
+        )
+        .await;
+        let one = DestinationPut {
+            max_in_flight: Some(Some(1)),
+            ..DestinationPut::default()
+        };
+        store
+            .put_destination("l.example.test:443", one, at(91_000))
+            .await
+            .unwrap()
+            .unwrap();
         let open = DestinationPut {
             circuit: Some(Some(ForcedCircuit::Open)),
             ..DestinationPut::default()
@@ -224,6 +241,7 @@ store_case!(
             vec![
                 due_job("m", "e-queued", -4_000, 0),
                 due_job("o", "e-circuit", -3_000, 0),
+                due_job("l", "e-destination-full", -2_000, 0),
             ],
         )
         .await;
@@ -231,8 +249,8 @@ store_case!(
         let names: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
         assert_eq!(
             names,
-            ["e-circuit", "e-queued"],
-            "the job in flight is not affected; the one its limit holds back is"
+            ["e-destination-full", "e-circuit", "e-queued"],
+            "the jobs in flight are not affected; the ones a limit or a circuit holds back are"
         );
 
         // The summary's holds say why, for the subscribers with due jobs.
@@ -256,6 +274,15 @@ store_case!(
         assert_eq!(
             hold.load.destination_hold,
             Some(WaitingReason::DestinationCircuitOpen)
+        );
+        let read = store
+            .event_jobs("e-destination-full", at(NOW))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            read.holds["l"].load.holds_back(at(NOW)),
+            Some(WaitingReason::DestinationAtLimit)
         );
     }
 );
