@@ -313,6 +313,12 @@ async fn bad_input_is_named(db: Db) {
         422,
         &["event_id"],
     );
+    // Any visible ASCII is an event id: `/` and `?` percent-encoded in the path.
+    app.create_subscriber("s").await;
+    fan_out(&app, "room/7?closed#1", &["s"]).await;
+    let odd = expect_json(&app.get("/v1/events/room%2F7%3Fclosed%231").await, 200);
+    assert_eq!(odd["event_id"], "room/7?closed#1");
+    assert_eq!(odd["jobs"]["scheduled"], 1);
     let missing = expect_problem(&app.get("/v1/events/never-sent").await, 404);
     assert!(
         missing["detail"].as_str().unwrap().contains("never-sent"),
