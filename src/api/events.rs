@@ -27,7 +27,9 @@ pub const MAX_FAN_OUT: usize = 10_000;
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(fan_out))
+    OpenApiRouter::new()
+        .routes(routes!(fan_out, super::event_reads::list_events))
+        .routes(routes!(super::event_reads::get_event))
 }
 
 /// One event for many subscribers. Scheduling fields as in `POST /v1/jobs`.

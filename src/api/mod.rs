@@ -4,6 +4,8 @@
 pub mod auth;
 mod destinations;
 mod doc;
+mod event_reads;
+mod event_summary;
 mod events;
 pub mod extract;
 mod health;
@@ -103,6 +105,7 @@ pub struct ApiSettings {
         (name = "jobs", description = "Delayed webhook jobs"),
         (name = "subscribers", description = "Registered receivers"),
         (name = "destinations", description = "The host:port destinations subscribers share: limits, pauses, circuit breakers"),
+        (name = "events", description = "Events fanned out to subscribers: which are affected, and one event's summary"),
         (name = "replays", description = "Paced replays of dead letters"),
         (name = "health", description = "Probes"),
     )

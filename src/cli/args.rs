@@ -163,7 +163,7 @@ fn parse_server(raw: &str) -> Result<Url, String> {
 }
 
 /// Checks that `raw` is an RFC 3339 timestamp with an offset; it is sent as written.
-fn parse_time(raw: &str) -> Result<String, String> {
+pub(crate) fn parse_time(raw: &str) -> Result<String, String> {
     time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
         .map(|_| raw.to_owned())
         .map_err(|_| {

@@ -1,9 +1,10 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
-//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`).
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use super::args::{DestinationsArgs, JobsArgs, ReplayArgs};
+use super::event_args::EventsArgs;
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
@@ -42,6 +43,9 @@ pub enum Command {
     /// Show destinations (host:port) of a running server and change their limit,
     /// pause or circuit (`list`, `show`, `set`).
     Destinations(DestinationsArgs),
+    /// Show which events of a running server are affected, and one event's summary
+    /// (`list`, `show`).
+    Events(EventsArgs),
 }
 
 /// How log lines are written.

@@ -1,7 +1,8 @@
 //! The command line: its root ([`command`]) and the operator commands that talk to a
 //! running server over its HTTP API: `deferhook jobs get | list`,
 //! `deferhook replay create | status | cancel` and
-//! `deferhook destinations list | show | set`.
+//! `deferhook destinations list | show | set` and
+//! `deferhook events list | show`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
@@ -11,6 +12,8 @@ pub mod args;
 pub mod client;
 pub mod command;
 pub mod destinations;
+pub mod event_args;
+pub mod events;
 pub mod jobs;
 pub mod pages;
 pub mod progress;

@@ -7,7 +7,7 @@
 //!
 //! Layout: [`records`] holds what the store reads and writes, one subject per file.
 //! Each subject (`subscribers`, `secrets`, `jobs`, `creates`, `attempts`, `claims`,
-//! `outcomes`, `sweep`, `replays`, `figures`, `maintenance`) has a file here with what
+//! `outcomes`, `sweep`, `replays`, `figures`, `maintenance`, `events`) has a file here with what
 //! both backends share — the rows it decodes and its algorithm, a plain function over
 //! a small statement trait built on `Transactions` — and a file of the same name in
 //! [`sqlite`] and [`postgres`] with that backend's SQL, as constants in its own
@@ -22,6 +22,7 @@ mod decode;
 mod destinations;
 pub mod dialect;
 mod error;
+mod events;
 mod figures;
 pub mod group_commit;
 mod jobs;
@@ -317,6 +318,33 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         dead_before: Option<Timestamp>,
         limit: u32,
     ) -> Result<PurgedJobs, StoreError>;
+
+    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
+
+    /// The events with affected jobs as read at `now`, newest first (by their newest
+    /// job's id, descending), strictly older than `page.after` (a newest job id), at
+    /// most `page.limit`. A job is affected when it is `retrying` (an expired lease
+    /// included), `dead` with `dead_at >= since`, or `scheduled`, due and held back: its
+    /// subscriber paused or at its `max_in_flight`, or its destination paused, its
+    /// circuit open or at its limit (a subscriber's rate limit, a sub-second hold, is
+    /// not counted). Each event comes with the counts of all its jobs per state; read in
+    /// one snapshot.
+    async fn list_affected_events(
+        &self,
+        since: Timestamp,
+        page: PageRequest<Uuid>,
+        now: Timestamp,
+    ) -> Result<Vec<AffectedEvent>, StoreError>;
+
+    /// Every job of event `event_id` as read at `now`, in subscriber id order, with
+    /// what holds back the due ones of enabled subscribers (their subscriber's load and
+    /// destination), read in one snapshot in a few grouped statements; `None` when no
+    /// job has that event id.
+    async fn event_jobs(
+        &self,
+        event_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<EventJobs>, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -10,6 +10,7 @@ mod auth;
 mod dead_jobs_gauge;
 mod destinations;
 mod errors;
+mod event_reads;
 mod fan_out;
 mod health;
 mod http_errors;

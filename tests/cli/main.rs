@@ -11,6 +11,7 @@ mod pg;
 mod commands;
 mod deploy_files;
 mod destination_commands;
+mod event_commands;
 mod migrations;
 mod openapi;
 mod operator_commands;

@@ -259,6 +259,25 @@ impl Store for Outage {
             .purge_finished(finished_before, dead_before, limit)
             .await
     }
+
+    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
+    async fn list_affected_events(
+        &self,
+        since: Timestamp,
+        page: PageRequest<Uuid>,
+        now: Timestamp,
+    ) -> Result<Vec<AffectedEvent>, StoreError> {
+        self.check()?;
+        self.inner.list_affected_events(since, page, now).await
+    }
+    async fn event_jobs(
+        &self,
+        event_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<EventJobs>, StoreError> {
+        self.check()?;
+        self.inner.event_jobs(event_id, now).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

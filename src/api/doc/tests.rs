@@ -79,6 +79,7 @@ fn pages_refer_to_their_item_schemas() {
     assert_eq!(
         pages,
         [
+            "Page_AffectedEventView",
             "Page_DestinationView",
             "Page_JobView",
             "Page_SubscriberView"
@@ -123,6 +124,7 @@ fn every_limit_is_what_the_server_accepts() {
         labels,
         [
             "GET /v1/destinations",
+            "GET /v1/events",
             "GET /v1/jobs",
             "GET /v1/subscribers"
         ]
@@ -250,6 +252,7 @@ fn every_id_in_a_request_carries_its_rule() {
             "CreateReplayRequest.event_id",
             "CreateReplayRequest.subscriber_id",
             "FanOutRequest.event_id",
+            "GET /v1/events/{event_id} event_id",
             "GET /v1/jobs event_id",
             "GET /v1/jobs subscriber_id",
             "GET /v1/subscribers/{subscriber_id} subscriber_id",
@@ -386,7 +389,7 @@ fn the_destination_parameters_carry_the_pattern() {
 fn every_cursor_parameter_carries_the_pattern() {
     let document = document();
     let cursors = parameters(&document, "cursor");
-    assert_eq!(cursors.len(), 3);
+    assert_eq!(cursors.len(), 4);
     for (label, parameter) in cursors {
         assert_eq!(parameter["schema"]["pattern"], CURSOR_PATTERN, "{label}");
         assert_eq!(parameter["schema"]["minLength"], 1, "{label}");

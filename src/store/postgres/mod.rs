@@ -16,6 +16,7 @@ mod claims;
 mod clock;
 mod creates;
 mod destinations;
+mod events;
 mod figures;
 mod jobs;
 mod maintenance;
@@ -434,6 +435,25 @@ impl Store for PostgresStore {
             }
             pause = (pause * 2).min(Duration::from_secs(5));
         }
+    }
+
+    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
+
+    async fn list_affected_events(
+        &self,
+        since: Timestamp,
+        page: PageRequest<Uuid>,
+        now: Timestamp,
+    ) -> Result<Vec<AffectedEvent>, StoreError> {
+        shared::events::list_affected(&self.db, since, page, now, &self.policy).await
+    }
+
+    async fn event_jobs(
+        &self,
+        event_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<EventJobs>, StoreError> {
+        shared::events::event_jobs(&self.db, event_id, now, &self.policy).await
     }
 }
 

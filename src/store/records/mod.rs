@@ -4,6 +4,7 @@
 mod attempts;
 mod claims;
 mod destinations;
+mod events;
 mod figures;
 mod jobs;
 mod listing;
@@ -16,6 +17,7 @@ mod sweep;
 pub use attempts::Attempt;
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
+pub use events::{AffectedEvent, EventJob, EventJobs, SubscriberHold};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
 pub use listing::{JobFilter, PageRequest, uuid_v7_floor};

@@ -14,6 +14,7 @@ mod claims;
 mod clock;
 mod creates;
 mod destinations;
+mod events;
 mod figures;
 mod jobs;
 mod maintenance;
@@ -503,5 +504,24 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
         shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
+    }
+
+    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
+
+    async fn list_affected_events(
+        &self,
+        since: Timestamp,
+        page: PageRequest<Uuid>,
+        now: Timestamp,
+    ) -> Result<Vec<AffectedEvent>, StoreError> {
+        shared::events::list_affected(&self.db, since, page, now, &self.policy).await
+    }
+
+    async fn event_jobs(
+        &self,
+        event_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<EventJobs>, StoreError> {
+        shared::events::event_jobs(&self.db, event_id, now, &self.policy).await
     }
 }

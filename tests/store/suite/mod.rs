@@ -7,6 +7,7 @@ pub mod clock;
 pub mod control;
 pub mod deadlines;
 pub mod destinations;
+pub mod events;
 pub mod expired_leases;
 pub mod fencing;
 pub mod filters;

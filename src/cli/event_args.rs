@@ -1,0 +1,52 @@
+//! Flags of `deferhook events list | show`.
+
+use clap::{Args, Subcommand};
+
+use super::args::{ClientArgs, parse_time};
+
+/// `deferhook events …`: which events are affected, and one event's summary.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: EventsCommand,
+}
+
+/// The `events` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// List the events with jobs not delivered (retrying, dead since --affected-since,
+    /// or due and held back), newest first, with their jobs per state.
+    List(ListEventsArgs),
+    /// Show one event: its jobs by state, waiting reason, dead reason, last error class
+    /// and retry advice, and its failing subscribers.
+    Show(ShowEventArgs),
+}
+
+/// `deferhook events list`.
+#[derive(Debug, Args)]
+pub struct ListEventsArgs {
+    /// Count dead jobs from this instant (RFC 3339 with an offset); default: the last
+    /// hour.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub affected_since: Option<String>,
+    /// Events per page, 1 to 1000 (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every affected event.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `deferhook events show`.
+#[derive(Debug, Args)]
+pub struct ShowEventArgs {
+    /// The producer's event id.
+    pub event_id: String,
+}
