@@ -43,7 +43,7 @@ use super::transactions::{Row, Transactions};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::replay::ReplayFilter;
+use crate::domain::replay::{ReplayFilter, ReplayState};
 use crate::domain::waiting::SubscriberLoad;
 use crate::store as shared;
 
@@ -503,5 +503,15 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
         shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
+    }
+
+    // --- issue #16 part 7: replays of a slice ---
+
+    async fn list_replays(
+        &self,
+        state: Option<ReplayState>,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Replay>, StoreError> {
+        shared::replays::list(&self.db, state, page).await
     }
 }
