@@ -81,6 +81,7 @@ fn pages_refer_to_their_item_schemas() {
         [
             "Page_DestinationView",
             "Page_JobView",
+            "Page_ReplayView",
             "Page_SubscriberView"
         ]
     );
@@ -124,6 +125,7 @@ fn every_limit_is_what_the_server_accepts() {
         [
             "GET /v1/destinations",
             "GET /v1/jobs",
+            "GET /v1/replays",
             "GET /v1/subscribers"
         ]
     );
@@ -386,7 +388,7 @@ fn the_destination_parameters_carry_the_pattern() {
 fn every_cursor_parameter_carries_the_pattern() {
     let document = document();
     let cursors = parameters(&document, "cursor");
-    assert_eq!(cursors.len(), 3);
+    assert_eq!(cursors.len(), 4);
     for (label, parameter) in cursors {
         assert_eq!(parameter["schema"]["pattern"], CURSOR_PATTERN, "{label}");
         assert_eq!(parameter["schema"]["minLength"], 1, "{label}");
