@@ -1,12 +1,14 @@
 //! Replays in the store, shared by both backends: the records, the query that matches
-//! dead letters, the row mapping, and the plan of one paced step.
+//! dead letters (or retrying jobs), the row mapping, and the plan of one paced step.
 //!
-//! A replay snapshots the ids of the dead jobs it matched (`replay_jobs`, in the order
-//! they died) when it is created, so `matched` is exact and its progress
-//! (`next_position`) is durable: a restart, or another instance, carries on where the
-//! last step stopped. Each step takes the replay's row lock, asks [`Pacing`] how many
-//! jobs may go now, and requeues that many of the next snapshotted jobs that are still
-//! `dead` (a job delivered or requeued meanwhile is skipped, never resent).
+//! A replay snapshots the ids of the jobs it matched (`replay_jobs`, dead ones in the
+//! order they died, retrying ones in the order they were created) when it is created,
+//! so `matched` is exact and its progress (`next_position`) is durable: a restart, or
+//! another instance, carries on where the last step stopped. Each step takes the
+//! replay's row lock, asks [`Pacing`] how many jobs may go now, and releases that many
+//! of the next snapshotted jobs still in the selected state: dead ones requeued,
+//! retrying ones brought forward with the write of an operator's retry (a job that
+//! changed meanwhile is skipped, never resent).
 
 use std::sync::Arc;
 
@@ -323,7 +325,10 @@ async fn step<S: ReplayStatements>(
             replay.burst_position
         });
     let (state,): (String,) = S::fetch_one(tx, step).await?;
-    progress.requeued += requeued;
+    match replay.selects {
+        ReplaySelection::Dead => progress.requeued += requeued,
+        ReplaySelection::Retrying => progress.brought_forward += requeued,
+    }
     progress.skipped += skipped;
     progress.finished += u32::from(state == ReplayState::Done.as_str());
     Ok(())

@@ -180,7 +180,12 @@ store_case!(
         assert_eq!((created.matched, created.state), (3, ReplayState::Running));
         assert_eq!(created.filter.selects, ReplaySelection::Retrying);
 
-        assert_eq!(store.advance_replays(start).await.unwrap().requeued, 1);
+        let step = store.advance_replays(start).await.unwrap();
+        assert_eq!(
+            (step.brought_forward, step.requeued),
+            (1, 0),
+            "brought forward, not requeued"
+        );
         let first = job(&store, retrying[0].id).await;
         assert_eq!(first.state, JobState::Retrying);
         assert_eq!(first.due_at, Some(start), "due at its release time");
@@ -200,7 +205,14 @@ store_case!(
                 "not yet released"
             );
         }
-        assert_eq!(store.advance_replays(at(2_100)).await.unwrap().requeued, 0);
+        assert_eq!(
+            store
+                .advance_replays(at(2_100))
+                .await
+                .unwrap()
+                .brought_forward,
+            0
+        );
         assert_eq!(claim_one(&store, "w", at(2_100)).await.job_id, first.id);
 
         // The second is cancelled before its turn: it is skipped; the third is
@@ -214,7 +226,10 @@ store_case!(
                 .unwrap()
         );
         let step = store.advance_replays(at(2_200)).await.unwrap();
-        assert_eq!((step.requeued, step.skipped, step.finished), (1, 1, 1));
+        assert_eq!(
+            (step.brought_forward, step.skipped, step.finished),
+            (1, 1, 1)
+        );
         let third = job(&store, retrying[2].id).await;
         assert_eq!(
             (third.state, third.due_at),
