@@ -1,10 +1,12 @@
 //! `deferhook replay create --subscribers … --error-class … --last-status … --select …`
 //! and `deferhook replay list`: what they send and print, against a stand-in server
-//! answering the replay API's shapes.
+//! answering the replay API's shapes, then end to end against the real server.
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::operator_support::{FakeServer, cli};
+use crate::operator_support::{FakeServer, cli, cli_within, refusing_receiver, served};
 
 /// The JSON body of a recorded request.
 fn body_of(request: &str) -> Value {
@@ -171,4 +173,109 @@ fn list_prints_a_table_newest_first_and_the_next_cursor() {
     assert_eq!(ran.stdout, "No replays.\n");
     let bad = cli(Some(&empty.base), &["replay", "list", "--state", "paused"]);
     assert_eq!(bad.code, Some(2), "{bad:?}");
+}
+
+#[test]
+fn a_slice_replays_on_the_real_server_and_is_listed() {
+    let served = served(true);
+    let receiver = refusing_receiver();
+    let mut dead = Vec::new();
+    for s in ["a", "b", "c"] {
+        served.subscriber(s, &receiver);
+        let id = served.job(s, &format!("{s}-evt"), 0);
+        served.wait_state(&id, "dead");
+        dead.push(id);
+    }
+    let base = served.base_url.as_str();
+    // The receiver answers 400 to everything: each job died on an http_4xx 400.
+    let slice = [
+        "replay",
+        "create",
+        "--subscribers",
+        "a,b,ghost",
+        "--error-class",
+        "http_4xx",
+        "--last-status",
+        "400",
+        "--rate",
+        "50",
+        "--max-jobs",
+        "100",
+    ];
+    let ran = cli_within(
+        base,
+        &[&slice[..], &["--watch"]].concat(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let last = ran.stdout.lines().last().unwrap_or_default().to_owned();
+    assert!(
+        last.ends_with(": done, 2 requeued and 0 skipped of 2 matched"),
+        "{}",
+        ran.stdout
+    );
+    let (_, c) = served.call("GET", &format!("/v1/jobs/{}", dead[2]), None);
+    assert_eq!(
+        (c["state"].as_str(), c["attempts"].as_u64()),
+        (Some("dead"), Some(1)),
+        "c was not in the slice"
+    );
+    let none = cli(
+        Some(base),
+        &[
+            "replay",
+            "create",
+            "--subscribers",
+            "a,b",
+            "--last-status",
+            "503",
+            "--rate",
+            "1",
+            "--max-jobs",
+            "1",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(
+        none.stdout,
+        "0 dead jobs match (dry run: nothing was changed)\n"
+    );
+
+    let listed = cli(Some(base), &["replay", "list", "--state", "done"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    let row = listed
+        .stdout
+        .lines()
+        .find(|l| l.contains("subscriber_ids="))
+        .unwrap_or_else(|| panic!("{}", listed.stdout));
+    for text in [
+        "done",
+        "dead",
+        "2/2",
+        "50/s",
+        "subscriber_ids=a,b,ghost, error_class=http_4xx, last_status=400",
+    ] {
+        assert!(row.contains(text), "{text}: {row}");
+    }
+    let running = cli(Some(base), &["replay", "list", "--state", "running"]);
+    assert_eq!(running.stdout, "No replays.\n");
+    let refused = cli(
+        Some(base),
+        &[
+            "replay",
+            "create",
+            "--select",
+            "retrying",
+            "--subscriber",
+            "a",
+            "--ttl-ms",
+            "60000",
+            "--rate",
+            "1",
+            "--max-jobs",
+            "1",
+        ],
+    );
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("ttl_ms"), "{}", refused.stderr);
 }
