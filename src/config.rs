@@ -198,7 +198,8 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub clock_offset_warn_ms: u64,
     /// Most jobs requeued per second by all running replays together, across all
-    /// instances (a replay's `rate_per_second` counts against it until it ends).
+    /// instances (a replay's `rate_per_second` counts against it until it has
+    /// released or skipped every job it matched).
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_replay_rate: u32,

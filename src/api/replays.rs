@@ -1,5 +1,6 @@
-//! `/v1/replays`: move selected dead letters back to `scheduled` at a bounded rate
-//! (docs/DESIGN.md §5, CASES C-11), follow a replay's progress, stop it.
+//! `/v1/replays`: move selected dead letters back to `scheduled`, or bring selected
+//! retrying jobs forward, at a bounded rate (docs/DESIGN.md §5.5, CASES C-11); list the
+//! replays, follow one's progress, stop it.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -12,31 +13,48 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::AppState;
-use super::extract::AppJson;
+use super::extract::{AppJson, AppQuery};
+use super::pagination::{self, Page};
 use super::problem::{ApiError, Problem};
 use crate::domain::ids::new_id;
-use crate::domain::replay::ReplayState;
+use crate::domain::policy::ErrorClass;
+use crate::domain::replay::{ReplaySelection, ReplayState};
 use crate::domain::replay_plan::{ReplayFields, ReplayPlan};
 use crate::domain::{DeadReason, Timestamp};
-use crate::store::{NewReplay, Replay};
+use crate::store::{NewReplay, PageRequest, Replay};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create_replay))
+        .routes(routes!(create_replay, list_replays))
         .routes(routes!(get_replay))
         .routes(routes!(cancel_replay))
 }
 
-/// A replay of dead jobs. Give at least one filter, or `"all": true` to replay every
-/// dead job (up to `max_jobs`); all given filters must match.
+/// A replay of dead jobs, or of retrying ones with `"selects": "retrying"`. Give at
+/// least one filter, or `"all": true` to replay every job selected (up to `max_jobs`);
+/// all given filters must match.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateReplayRequest {
-    /// Only this subscriber's dead jobs.
+    /// `dead` (the default): requeue dead jobs. `retrying`: make retrying jobs due at
+    /// their release time instead of their `next_attempt_at` (no attempt spent, their
+    /// deadline kept); not with `dead_reason`, `dead_after`, `dead_before` or `ttl_ms`.
+    pub selects: Option<ReplaySelection>,
+    /// Only this subscriber's jobs (not with `subscriber_ids`).
     pub subscriber_id: Option<String>,
-    /// Only this event's dead jobs.
+    /// Only the jobs of these subscribers: 1 to 1000 distinct ids (not with
+    /// `subscriber_id`). An id that names no subscriber matches nothing.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub subscriber_ids: Option<Vec<String>>,
+    /// Only this event's jobs.
     pub event_id: Option<String>,
+    /// Only jobs whose last error has this class (`last_error.class`).
+    #[schema(value_type = Option<ErrorClass>)]
+    pub error_class: Option<String>,
+    /// Only jobs whose last error has this HTTP status (`last_error.status`, 100–599).
+    #[schema(minimum = 100, maximum = 599)]
+    pub last_status: Option<i64>,
     /// Only jobs dead for this reason.
     pub dead_reason: Option<DeadReason>,
     /// Only jobs that became dead at or after this instant (RFC 3339 with an offset).
@@ -46,18 +64,18 @@ pub struct CreateReplayRequest {
     /// after `dead_after`.
     #[schema(format = DateTime)]
     pub dead_before: Option<String>,
-    /// `true` replays every dead job; not combined with other filters.
+    /// `true` replays every job selected; not combined with other filters.
     pub all: Option<bool>,
-    /// Most jobs to replay (1–100000), the oldest dead first.
+    /// Most jobs to replay (1–100000): the oldest dead first, or the oldest retrying.
     #[schema(minimum = 1, maximum = 100000)]
     pub max_jobs: u32,
     /// Most jobs requeued per second, across all instances (1 to the server's
     /// `--max-replay-rate`).
     #[schema(minimum = 1)]
     pub rate_per_second: u32,
-    /// Each requeued job's new deadline is its requeue time plus this, in ms (default:
-    /// the server's `--default-ttl-ms`; at least its `--attempt-timeout-ms`, at most
-    /// ten years).
+    /// Each requeued dead job's new deadline is its requeue time plus this, in ms
+    /// (default: the server's `--default-ttl-ms`; at least its `--attempt-timeout-ms`,
+    /// at most ten years). Not with `selects: retrying`.
     #[schema(minimum = 1, maximum = 315360000000_u64)]
     pub ttl_ms: Option<u64>,
     /// `true`: only count the matching jobs; nothing changes.
@@ -69,15 +87,21 @@ pub struct CreateReplayRequest {
 pub struct ReplayFilterView {
     /// Only this subscriber.
     pub subscriber_id: Option<String>,
+    /// Only these subscribers.
+    pub subscriber_ids: Option<Vec<String>>,
     /// Only this event.
     pub event_id: Option<String>,
+    /// Only this last error class.
+    pub error_class: Option<ErrorClass>,
+    /// Only this last HTTP status.
+    pub last_status: Option<u16>,
     /// Only this reason.
     pub dead_reason: Option<DeadReason>,
     /// Dead at or after.
     pub dead_after: Option<Timestamp>,
     /// Dead before.
     pub dead_before: Option<Timestamp>,
-    /// Every dead job.
+    /// Every job selected.
     pub all: bool,
 }
 
@@ -89,7 +113,9 @@ pub struct ReplayView {
     pub id: Uuid,
     /// `running`, `done` or `cancelled`.
     pub state: ReplayState,
-    /// Which dead jobs it selected.
+    /// `dead`: it requeues dead jobs; `retrying`: it brings retrying jobs forward.
+    pub selects: ReplaySelection,
+    /// Which jobs it selected.
     pub filter: ReplayFilterView,
     /// Most jobs it could take.
     pub max_jobs: u32,
@@ -97,13 +123,15 @@ pub struct ReplayView {
     pub rate_per_second: u32,
     /// Requeued jobs' time to their new deadline, in ms.
     pub ttl_ms: u64,
-    /// Dead jobs matched when it was created.
+    /// Jobs matched when it was created.
     pub matched: u64,
-    /// Jobs moved back to `scheduled` so far (same id, event id, payload and attempt
-    /// history; a fresh deadline and attempt budget).
+    /// Jobs released so far: dead ones moved back to `scheduled` (same id, event id,
+    /// payload and attempt history; a fresh deadline and attempt budget), or retrying
+    /// ones made due (same deadline and attempts).
     pub requeued: u64,
-    /// Matched jobs no longer dead when their turn came (e.g. delivered after another
-    /// replay); left alone, never resent.
+    /// Matched jobs no longer in the selected state when their turn came (e.g.
+    /// delivered after another replay), or retrying ones past their deadline or out of
+    /// attempts; left alone, never resent.
     pub skipped: u64,
     /// When it was created.
     pub created_at: Timestamp,
@@ -118,9 +146,14 @@ impl From<Replay> for ReplayView {
         ReplayView {
             id: r.id,
             state: r.state,
+            selects: r.filter.selects,
             filter: ReplayFilterView {
                 subscriber_id: r.filter.subscriber_id,
+                subscriber_ids: (!r.filter.subscriber_ids.is_empty())
+                    .then_some(r.filter.subscriber_ids),
                 event_id: r.filter.event_id,
+                error_class: r.filter.error_class,
+                last_status: r.filter.last_status,
                 dead_reason: r.filter.dead_reason,
                 dead_after: r.filter.dead_after,
                 dead_before: r.filter.dead_before,
@@ -142,14 +175,19 @@ impl From<Replay> for ReplayView {
 /// The answer of a dry run.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DryRunView {
-    /// Dead jobs a replay with this filter would take now (at most `max_jobs`).
+    /// Jobs a replay with this filter would take now (at most `max_jobs`).
     pub matched: u64,
 }
 
-/// Replay dead jobs. Selects dead jobs by the filter (oldest dead first, at most
-/// `max_jobs`) and moves them back to `scheduled` at `rate_per_second`, across all
-/// instances, keeping their id, event id, payload and attempt history; each gets a
-/// fresh deadline and attempt budget. A job delivered meanwhile is never resent.
+/// Replay dead jobs, or bring retrying ones forward.
+///
+/// Selects dead jobs by the filter (oldest dead first, at most `max_jobs`) and moves
+/// them back to `scheduled` at `rate_per_second`, across all instances, keeping their
+/// id, event id, payload and attempt history; each gets a fresh deadline and attempt
+/// budget. With `selects: retrying`, selects retrying jobs (oldest first) and makes each
+/// due at its release time at the same pace, as `POST /v1/jobs/{id}/retry` does for one
+/// (no attempt spent, deadline kept). A job that left the selected state meanwhile is
+/// skipped, never resent.
 #[utoipa::path(
     post,
     path = "/v1/replays",
@@ -157,9 +195,9 @@ pub struct DryRunView {
     request_body = CreateReplayRequest,
     responses(
         (status = 202, description = "Accepted; workers requeue the matched jobs at the given pace (`state: done` at once when nothing matched)", body = ReplayView),
-        (status = 200, description = "Dry run: how many dead jobs match; nothing changed", body = DryRunView),
+        (status = 200, description = "Dry run: how many jobs match; nothing changed", body = DryRunView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Running replays already use the server's --max-replay-rate (their rates add up); nothing created", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Running replays that still have jobs to release already use the server's --max-replay-rate (their rates add up); nothing created", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, or no filter and no `all: true`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable; nothing changed, retry", body = Problem, content_type = "application/problem+json"),
     )
@@ -190,7 +228,11 @@ impl CreateReplayRequest {
     /// The replay as asked for, for [`ReplayPlan::check`] (`dry_run` aside).
     fn fields(self) -> ReplayFields {
         ReplayFields {
+            selects: self.selects,
             subscriber_id: self.subscriber_id,
+            subscriber_ids: self.subscriber_ids,
+            error_class: self.error_class,
+            last_status: self.last_status,
             event_id: self.event_id,
             dead_reason: self.dead_reason,
             dead_after: self.dead_after,
@@ -222,6 +264,60 @@ fn replay_id(raw: &str) -> Result<Uuid, ApiError> {
 
 fn not_found(id: Uuid) -> ApiError {
     ApiError::NotFound(format!("replay {id} does not exist"))
+}
+
+/// Query of the replay listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListReplaysQuery {
+    /// Only replays in this state: `running`, `done` or `cancelled`.
+    #[param(value_type = Option<ReplayState>)]
+    pub state: Option<String>,
+    /// Items per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// List replays, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/replays",
+    tag = "replays",
+    params(ListReplaysQuery),
+    responses(
+        (status = 200, description = "One page of replays, newest first", body = Page<ReplayView>),
+        (status = 422, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_replays(
+    State(state): State<AppState>,
+    AppQuery(query): AppQuery<ListReplaysQuery>,
+) -> Result<Json<Page<ReplayView>>, ApiError> {
+    let replay_state = query
+        .state
+        .as_deref()
+        .map(|raw| {
+            raw.parse::<ReplayState>()
+                .map_err(|_| ApiError::invalid("state", "must be one of running, done, cancelled"))
+        })
+        .transpose()?;
+    let limit = pagination::limit(query.limit.as_deref())?;
+    let after =
+        pagination::decode_cursor(query.cursor.as_deref(), |key| Uuid::parse_str(key).ok())?;
+    let page = PageRequest {
+        after,
+        limit: limit + 1,
+    };
+    let fetched = state.store.list_replays(replay_state, page).await?;
+    Ok(Json(pagination::page(
+        fetched,
+        limit,
+        |r| r.id.to_string(),
+        ReplayView::from,
+    )))
 }
 
 /// A replay's progress.

@@ -263,13 +263,22 @@ pub struct ReplayArgs {
 /// The `replay` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ReplayCommand {
-    /// Start a replay of the dead jobs that match (or count them with --dry-run).
+    /// Start a replay of the dead jobs that match, or bring the retrying ones forward
+    /// with --select retrying (or count them with --dry-run).
     Create(CreateReplayArgs),
+    /// List replays, newest first.
+    List(ListReplaysArgs),
     /// Show a replay's progress.
     Status(ReplayStatusArgs),
     /// Stop a running replay; jobs already requeued stay requeued.
     Cancel(ReplayIdArgs),
 }
+
+/// What a replay takes (`--select`).
+pub const REPLAY_SELECTIONS: [&str; 2] = ["dead", "retrying"];
+
+/// The states a replay listing can filter on.
+pub const REPLAY_STATES: [&str; 3] = ["running", "done", "cancelled"];
 
 /// `deferhook replay create`: at least one filter, or `--all`.
 #[derive(Debug, Args)]
@@ -277,12 +286,28 @@ pub enum ReplayCommand {
     ArgGroup::new("selection")
         .required(true)
         .multiple(true)
-        .args(["subscriber", "event", "dead_reason", "dead_after", "dead_before", "all"])
+        .args(["subscriber", "subscribers", "event", "error_class", "last_status",
+               "dead_reason", "dead_after", "dead_before", "all"])
 ))]
 pub struct CreateReplayArgs {
-    /// Only dead jobs of this subscriber.
-    #[arg(long, value_name = "ID")]
+    /// `dead` (the default) requeues dead jobs; `retrying` makes retrying jobs due at
+    /// the replay's pace instead of at their next_attempt_at (no attempt spent, their
+    /// deadline kept; not with --dead-*, --ttl-ms).
+    #[arg(long, value_name = "JOBS", value_parser = PossibleValuesParser::new(REPLAY_SELECTIONS))]
+    pub select: Option<String>,
+    /// Only jobs of this subscriber.
+    #[arg(long, value_name = "ID", conflicts_with = "subscribers")]
     pub subscriber: Option<String>,
+    /// Only jobs of these subscribers, comma-separated (at most 1000; an id that names
+    /// no subscriber matches nothing).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', num_args = 1)]
+    pub subscribers: Option<Vec<String>>,
+    /// Only jobs whose last error has this class.
+    #[arg(long, value_parser = PossibleValuesParser::new(ERROR_CLASSES))]
+    pub error_class: Option<String>,
+    /// Only jobs whose last error has this HTTP status (100–599).
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u16).range(100..=599))]
+    pub last_status: Option<u16>,
     /// Only dead jobs of this event.
     #[arg(long, value_name = "ID")]
     pub event: Option<String>,
@@ -295,14 +320,15 @@ pub struct CreateReplayArgs {
     /// Only jobs that died before this time (RFC 3339).
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub dead_before: Option<String>,
-    /// Every dead job (instead of filters).
-    #[arg(long, conflicts_with_all = ["subscriber", "event", "dead_reason", "dead_after", "dead_before"])]
+    /// Every job selected (instead of filters).
+    #[arg(long, conflicts_with_all = ["subscriber", "subscribers", "event", "error_class",
+        "last_status", "dead_reason", "dead_after", "dead_before"])]
     pub all: bool,
     /// Most jobs requeued per second, across all instances (at most the server's
     /// `--max-replay-rate`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub rate: u32,
-    /// Most jobs the replay takes, oldest dead first (1 to 100000).
+    /// Most jobs the replay takes, oldest dead (or oldest retrying) first (1 to 100000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_jobs: u32,
     /// Each requeued job's new deadline is its requeue time plus this, in
@@ -315,6 +341,23 @@ pub struct CreateReplayArgs {
     /// Follow the replay's progress until it ends.
     #[arg(long, conflicts_with = "dry_run")]
     pub watch: bool,
+}
+
+/// `deferhook replay list`.
+#[derive(Debug, Args)]
+pub struct ListReplaysArgs {
+    /// Only replays in this state.
+    #[arg(long, value_parser = PossibleValuesParser::new(REPLAY_STATES))]
+    pub state: Option<String>,
+    /// Replays per page (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every replay.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `deferhook replay status`.

@@ -60,17 +60,24 @@ pub fn json(value: &Value) -> String {
 }
 
 /// The fields of a replay's filter, in the order they are shown.
-const FILTER_ORDER: [&str; 6] = [
+const FILTER_ORDER: [&str; 9] = [
     "subscriber_id",
+    "subscriber_ids",
     "event_id",
+    "error_class",
+    "last_status",
     "dead_reason",
     "dead_after",
     "dead_before",
     "all",
 ];
 
+/// Items of a list a filter shows before it says how many more there are.
+const LIST_SHOWN: usize = 5;
+
 /// A replay's filter as `name=value` pairs, leaving out what is unset; `all` when it
-/// selects every dead job. Fields a newer server adds come last.
+/// selects every job; a list as `a,b,c` (its first [`LIST_SHOWN`] items, then how many
+/// more). Fields a newer server adds come last.
 pub fn filter(filter: &Value) -> String {
     let Some(object) = filter.as_object() else {
         return NONE.to_owned();
@@ -87,6 +94,7 @@ pub fn filter(filter: &Value) -> String {
             Value::Null | Value::Bool(false) => None,
             Value::Bool(true) => Some(name.clone()),
             Value::String(text) => Some(format!("{name}={text}")),
+            Value::Array(items) => Some(format!("{name}={}", list(items))),
             other => Some(format!("{name}={other}")),
         })
         .collect();
@@ -95,6 +103,23 @@ pub fn filter(filter: &Value) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// `a,b,c`, or `a,b,c,d,e (+7 more)`.
+fn list(items: &[Value]) -> String {
+    let shown: Vec<String> = items
+        .iter()
+        .take(LIST_SHOWN)
+        .map(|item| match item {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    let mut text = shown.join(",");
+    if items.len() > LIST_SHOWN {
+        text.push_str(&format!(" (+{} more)", items.len() - LIST_SHOWN));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -137,5 +162,20 @@ mod tests {
         );
         assert_eq!(filter(&json!({"all": true, "event_id": null})), "all");
         assert_eq!(filter(&Value::Null), NONE);
+    }
+
+    #[test]
+    fn a_filter_shows_a_long_list_shortened() {
+        let ids: Vec<String> = (1..=12).map(|n| format!("s{n}")).collect();
+        let value = json!({"subscriber_ids": ids, "error_class": "http_5xx",
+                           "last_status": 503, "all": false});
+        assert_eq!(
+            filter(&value),
+            "subscriber_ids=s1,s2,s3,s4,s5 (+7 more), error_class=http_5xx, last_status=503"
+        );
+        assert_eq!(
+            filter(&json!({"subscriber_ids": ["a", "b"]})),
+            "subscriber_ids=a,b"
+        );
     }
 }

@@ -1,12 +1,14 @@
-//! `deferhook replay create | status | cancel`.
+//! `deferhook replay create | list | status | cancel`.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::args::{CreateReplayArgs, ReplayArgs, ReplayCommand, ReplayIdArgs, ReplayStatusArgs};
+use super::args::{
+    CreateReplayArgs, ListReplaysArgs, ReplayArgs, ReplayCommand, ReplayIdArgs, ReplayStatusArgs,
+};
 use super::client::{ApiClient, CliError, decode, quiet_when_closed};
-use super::progress;
 use super::render::{self, or_none};
+use super::{pages, progress};
 
 /// A replay as the API shows it.
 #[derive(Debug, Clone, Deserialize)]
@@ -15,7 +17,10 @@ pub struct Replay {
     pub id: String,
     /// `running`, `done` or `cancelled`.
     pub state: String,
-    /// Which dead jobs it selected.
+    /// `dead` or `retrying` (absent from an older server: `dead`).
+    #[serde(default)]
+    pub selects: Option<String>,
+    /// Which jobs it selected.
     #[serde(default)]
     pub filter: Value,
     /// Most jobs it may match.
@@ -24,11 +29,11 @@ pub struct Replay {
     pub rate_per_second: Option<u64>,
     /// Time each requeued job gets before its new deadline.
     pub ttl_ms: Option<u64>,
-    /// Dead jobs it selected.
+    /// Jobs it selected.
     pub matched: u64,
-    /// Jobs moved back to `scheduled` so far.
+    /// Jobs released so far (dead ones requeued, retrying ones made due).
     pub requeued: u64,
-    /// Matched jobs that were no longer dead when their turn came.
+    /// Matched jobs no longer in the selected state when their turn came.
     #[serde(default)]
     pub skipped: u64,
     /// When it was created.
@@ -43,6 +48,11 @@ impl Replay {
     /// Jobs it has dealt with: requeued or skipped.
     pub fn done(&self) -> u64 {
         self.requeued + self.skipped
+    }
+
+    /// `dead` or `retrying`.
+    pub fn selects(&self) -> &str {
+        self.selects.as_deref().unwrap_or("dead")
     }
 
     /// Whether it is still moving jobs.
@@ -65,6 +75,7 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let json = args.client.json;
     let result = match args.command {
         ReplayCommand::Create(create) => create_replay(&client, &create, json).await,
+        ReplayCommand::List(list) => list_replays(&client, &list, json).await,
         ReplayCommand::Status(status) => replay_status(&client, &status, json).await,
         ReplayCommand::Cancel(cancel) => cancel_replay(&client, &cancel, json).await,
     };
@@ -87,6 +98,78 @@ async fn replay_status(
         let replay: Replay = decode(&value, "the replay")?;
         render::line(replay_fields(&replay))
     }
+}
+
+/// `GET /v1/replays`: one page (every page with `--all`), as a table or JSON.
+async fn list_replays(
+    client: &ApiClient,
+    args: &ListReplaysArgs,
+    json: bool,
+) -> Result<(), CliError> {
+    let query: Vec<(&'static str, String)> = [
+        ("state", args.state.clone()),
+        ("limit", args.limit.map(|n| n.to_string())),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.map(|v| (name, v)))
+    .collect();
+    let listed = pages::read(
+        client,
+        &["v1", "replays"],
+        &query,
+        args.cursor.clone(),
+        args.all,
+        "the replay list",
+    )
+    .await?;
+    if json {
+        return render::emit(&listed.json());
+    }
+    let replays: Vec<Replay> = listed
+        .items
+        .iter()
+        .map(|r| decode(r, "a replay"))
+        .collect::<Result<_, _>>()?;
+    let mut text = if replays.is_empty() {
+        "No replays.\n".to_owned()
+    } else {
+        format!("{}\n", replay_table(&replays))
+    };
+    if let Some(next) = listed.next_cursor {
+        text.push_str(&format!("More replays: add --cursor {next} (or --all)\n"));
+    }
+    render::emit(&text)
+}
+
+/// Replays as a table, one row each, in the server's order (newest first).
+pub fn replay_table(replays: &[Replay]) -> String {
+    let rows = replays.iter().map(|r| {
+        vec![
+            r.id.clone(),
+            r.state.clone(),
+            r.selects().to_owned(),
+            format!("{}/{}", r.done(), r.matched),
+            r.requeued.to_string(),
+            r.skipped.to_string(),
+            or_none(r.rate_per_second.map(|n| format!("{n}/s"))),
+            or_none(r.created_at.as_ref()),
+            render::filter(&r.filter),
+        ]
+    });
+    render::table(
+        &[
+            "id",
+            "state",
+            "selects",
+            "done",
+            "requeued",
+            "skipped",
+            "rate",
+            "created_at",
+            "filter",
+        ],
+        rows,
+    )
 }
 
 /// `POST /v1/replays/{id}/cancel`: the resulting state.
@@ -120,8 +203,9 @@ async fn create_replay(
             return render::line(render::json(&value));
         }
         let count: DryRun = decode(&value, "the dry run")?;
+        let jobs = args.select.as_deref().unwrap_or("dead");
         return render::line(format!(
-            "{} dead jobs match (dry run: nothing was changed)",
+            "{} {jobs} jobs match (dry run: nothing was changed)",
             count.matched
         ));
     }
@@ -148,8 +232,10 @@ struct DryRun {
 fn create_body(args: &CreateReplayArgs) -> Value {
     let mut body = Map::new();
     let texts = [
+        ("selects", &args.select),
         ("subscriber_id", &args.subscriber),
         ("event_id", &args.event),
+        ("error_class", &args.error_class),
         ("dead_reason", &args.dead_reason),
         ("dead_after", &args.dead_after),
         ("dead_before", &args.dead_before),
@@ -158,6 +244,12 @@ fn create_body(args: &CreateReplayArgs) -> Value {
         if let Some(value) = value {
             body.insert(name.into(), json!(value));
         }
+    }
+    if let Some(ids) = &args.subscribers {
+        body.insert("subscriber_ids".into(), json!(ids));
+    }
+    if let Some(status) = args.last_status {
+        body.insert("last_status".into(), json!(status));
     }
     if args.all {
         body.insert("all".into(), json!(true));
@@ -178,6 +270,7 @@ pub fn replay_fields(replay: &Replay) -> String {
     render::fields(&[
         ("id", replay.id.clone()),
         ("state", replay.state.clone()),
+        ("selects", replay.selects().to_owned()),
         ("filter", render::filter(&replay.filter)),
         ("matched", replay.matched.to_string()),
         ("requeued", replay.requeued.to_string()),
@@ -242,6 +335,83 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_sends_its_list_class_status_and_selection() {
+        let args = create_args(&[
+            "--subscribers",
+            "a,b,c",
+            "--error-class",
+            "http_5xx",
+            "--last-status",
+            "503",
+            "--select",
+            "retrying",
+            "--rate",
+            "20",
+            "--max-jobs",
+            "1000",
+        ]);
+        assert_eq!(
+            create_body(&args),
+            json!({"selects": "retrying", "error_class": "http_5xx",
+                   "subscriber_ids": ["a", "b", "c"], "last_status": 503,
+                   "max_jobs": 1000, "rate_per_second": 20})
+        );
+        let status_alone = create_args(&["--last-status", "410", "--rate", "1", "--max-jobs", "1"]);
+        assert_eq!(create_body(&status_alone)["last_status"], 410);
+        for argv in [
+            &[
+                "--subscribers",
+                "a",
+                "--subscriber",
+                "b",
+                "--rate",
+                "1",
+                "--max-jobs",
+                "1",
+            ][..],
+            &[
+                "--all",
+                "--subscribers",
+                "a",
+                "--rate",
+                "1",
+                "--max-jobs",
+                "1",
+            ],
+            &[
+                "--all",
+                "--error-class",
+                "timeout",
+                "--rate",
+                "1",
+                "--max-jobs",
+                "1",
+            ],
+            &[
+                "--error-class",
+                "http_500",
+                "--rate",
+                "1",
+                "--max-jobs",
+                "1",
+            ],
+            &["--last-status", "600", "--rate", "1", "--max-jobs", "1"],
+            &[
+                "--all",
+                "--select",
+                "zombie",
+                "--rate",
+                "1",
+                "--max-jobs",
+                "1",
+            ],
+        ] {
+            let full = ["deferhook", "replay", "create"].iter().chain(argv);
+            assert!(Cli::try_parse_from(full).is_err(), "{argv:?}");
+        }
+    }
+
+    #[test]
     fn a_selection_is_required_and_all_excludes_filters() {
         for argv in [
             &["--rate", "1", "--max-jobs", "1"][..],
@@ -287,5 +457,6 @@ mod tests {
         let table = replay_fields(&replay);
         assert!(table.contains("all"), "{table}");
         assert!(table.contains("finished_at"), "{table}");
+        assert_eq!(replay.selects(), "dead", "an older server's replay");
     }
 }

@@ -192,10 +192,12 @@ impl Worker {
     async fn advance_replays(&self, now: Timestamp) -> Option<ReplayProgress> {
         match self.ctx.store.advance_replays(now).await {
             Ok(progress) => {
-                if progress.requeued + progress.skipped > 0 || progress.finished > 0 {
+                let moved = progress.requeued + progress.brought_forward + progress.skipped;
+                if moved > 0 || progress.finished > 0 {
                     tracing::info!(
                         requeued = progress.requeued,
-                        skipped_no_longer_dead = progress.skipped,
+                        brought_forward = progress.brought_forward,
+                        skipped = progress.skipped,
                         replays_finished = progress.finished,
                         "replay"
                     );

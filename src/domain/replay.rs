@@ -2,10 +2,11 @@
 //! that paces moving them back to `scheduled`, so a receiver that has just recovered
 //! is not flooded (CASES C-11). Pure: every rule takes `now`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::names::wire_names;
+use super::policy::ErrorClass;
 use super::{DeadReason, Timestamp};
 
 /// Where a replay is.
@@ -26,23 +27,52 @@ wire_names!(ReplayState, "Every state." {
     Cancelled => "cancelled",
 });
 
-/// Which dead jobs a replay selects; all given conditions must hold, and the store
-/// matches only jobs in state `dead`. With no condition every dead job matches, so the
-/// API takes an empty filter only with an explicit `all: true` (nothing replays
-/// everything by accident).
+/// Which jobs a replay takes: dead letters to requeue, or retrying jobs to bring
+/// forward (the `selects` field of a replay).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaySelection {
+    /// Dead jobs: each goes back to `scheduled` with a fresh deadline and attempt
+    /// budget.
+    #[default]
+    Dead,
+    /// Retrying jobs: each is made due at its release time instead of its
+    /// `next_attempt_at` ([`crate::domain::JobEvent::RetryNow`]); its deadline and
+    /// attempts are unchanged.
+    Retrying,
+}
+
+wire_names!(ReplaySelection, "Every selection." {
+    Dead => "dead",
+    Retrying => "retrying",
+});
+
+/// Which jobs a replay selects; all given conditions must hold, and the store matches
+/// only jobs in the state [`ReplayFilter::selects`] names. With no condition every such
+/// job matches, so the API takes an empty filter only with an explicit `all: true`
+/// (nothing replays everything by accident).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayFilter {
+    /// Dead jobs (the default) or retrying ones.
+    pub selects: ReplaySelection,
     /// Only this subscriber's jobs.
     pub subscriber_id: Option<String>,
+    /// Only the jobs of one of these subscribers (empty: no such condition; ids that
+    /// name no subscriber match nothing).
+    pub subscriber_ids: Vec<String>,
     /// Only this event's jobs.
     pub event_id: Option<String>,
-    /// Only jobs dead for this reason.
+    /// Only jobs dead for this reason (dead jobs only).
     pub dead_reason: Option<DeadReason>,
-    /// Only jobs that became dead at or after this instant.
+    /// Only jobs that became dead at or after this instant (dead jobs only).
     pub dead_after: Option<Timestamp>,
-    /// Only jobs that became dead before this instant.
+    /// Only jobs that became dead before this instant (dead jobs only).
     pub dead_before: Option<Timestamp>,
-    /// The operator asked for every dead job (no other condition given).
+    /// Only jobs whose last error has this class (`last_error.class`).
+    pub error_class: Option<ErrorClass>,
+    /// Only jobs whose last error has this HTTP status (`last_error.status`).
+    pub last_status: Option<u16>,
+    /// The operator asked for every job of the selection (no other condition given).
     pub all: bool,
 }
 

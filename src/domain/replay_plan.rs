@@ -3,11 +3,15 @@
 //! the server's [`ReplayLimits`]. Pure: nothing is read or stored here.
 
 use super::field_error::{self, FieldError};
-use super::replay::ReplayFilter;
+use super::policy::ErrorClass;
+use super::replay::{ReplayFilter, ReplaySelection};
 use super::{DeadReason, Timestamp, validate};
 
 /// The most `ttl_ms` of a replay: ten years, in ms.
 pub const MAX_REPLAY_TTL_MS: u64 = 315_360_000_000;
+
+/// Most ids a replay's `subscriber_ids` names.
+pub const MAX_REPLAY_SUBSCRIBERS: usize = 1000;
 
 /// Limits from the server's configuration.
 #[derive(Debug, Clone, Copy)]
@@ -25,11 +29,20 @@ pub struct ReplayLimits {
     pub max_jobs: u32,
 }
 
-/// A replay as an operator asked for it (instants not yet parsed).
+/// A replay as an operator asked for it (instants, class and status not yet checked).
 #[derive(Debug, Clone, Default)]
 pub struct ReplayFields {
-    /// Only this subscriber's dead jobs.
+    /// Dead jobs (`None`: the default) or retrying ones.
+    pub selects: Option<ReplaySelection>,
+    /// Only this subscriber's jobs.
     pub subscriber_id: Option<String>,
+    /// Only the jobs of these subscribers (1 to [`MAX_REPLAY_SUBSCRIBERS`] distinct
+    /// ids; not with `subscriber_id`).
+    pub subscriber_ids: Option<Vec<String>>,
+    /// Only jobs whose last error has this class (an [`ErrorClass`] name).
+    pub error_class: Option<String>,
+    /// Only jobs whose last error has this HTTP status (100–599).
+    pub last_status: Option<i64>,
     /// Only this event's dead jobs.
     pub event_id: Option<String>,
     /// Only jobs dead for this reason.
@@ -65,7 +78,9 @@ pub struct ReplayPlan {
 
 impl ReplayPlan {
     /// Checks `fields` against `limits`; fails with every invalid field. A filter is
-    /// required (or `all: true`, alone), so nothing replays every dead job by accident.
+    /// required (or `all: true`, alone), so nothing replays every job by accident; the
+    /// `dead_*` filters and `ttl_ms` apply to dead jobs only, so they are refused with
+    /// `selects: retrying` (whose jobs keep their deadline).
     pub fn check(
         fields: ReplayFields,
         limits: ReplayLimits,
@@ -73,16 +88,18 @@ impl ReplayPlan {
         // The rule looks at what was given, valid or not (an invalid one is reported
         // on its own).
         let narrowed = fields.subscriber_id.is_some()
+            || fields.subscriber_ids.is_some()
             || fields.event_id.is_some()
+            || fields.error_class.is_some()
+            || fields.last_status.is_some()
             || fields.dead_reason.is_some()
             || fields.dead_after.is_some()
             || fields.dead_before.is_some();
+        let selects = fields.selects.unwrap_or_default();
         let mut errors = Vec::new();
-        if let Some(id) = &fields.subscriber_id {
-            field_error::collect(&mut errors, "subscriber_id", validate::subscriber_id(id));
-        }
-        if let Some(id) = &fields.event_id {
-            field_error::collect(&mut errors, "event_id", validate::event_id(id));
+        check_ids(&mut errors, &fields);
+        if selects == ReplaySelection::Retrying {
+            check_retrying(&mut errors, &fields);
         }
         let dead_after = instant(&mut errors, "dead_after", fields.dead_after.as_deref());
         let dead_before = instant(&mut errors, "dead_before", fields.dead_before.as_deref());
@@ -91,20 +108,27 @@ impl ReplayPlan {
         {
             errors.push(FieldError::new("dead_before", "must be after dead_after"));
         }
+        let error_class = error_class(&mut errors, fields.error_class.as_deref());
+        let last_status = last_status(&mut errors, fields.last_status);
         check_amounts(&mut errors, &fields, limits);
         let filter = ReplayFilter {
+            selects,
             subscriber_id: fields.subscriber_id,
+            subscriber_ids: fields.subscriber_ids.unwrap_or_default(),
             event_id: fields.event_id,
             dead_reason: fields.dead_reason,
             dead_after,
             dead_before,
+            error_class,
+            last_status,
             all: fields.all.unwrap_or(false),
         };
         let filter_error = match (filter.all, narrowed) {
-            (true, true) => Some("`all: true` replays every dead job: give it without filters"),
+            (true, true) => Some("`all: true` replays every job selected: give it without filters"),
             (false, false) => Some(
-                "give at least one of subscriber_id, event_id, dead_reason, dead_after, \
-                 dead_before, or `all: true` to replay every dead job",
+                "give at least one of subscriber_id, subscriber_ids, event_id, error_class, \
+                 last_status, dead_reason, dead_after, dead_before, or `all: true` to replay \
+                 every job selected",
             ),
             _ => None,
         };
@@ -122,6 +146,88 @@ impl ReplayPlan {
             rate_budget: limits.max_rate_per_second,
         })
     }
+}
+
+/// `subscriber_id`, `subscriber_ids` (not both; 1 to [`MAX_REPLAY_SUBSCRIBERS`]
+/// distinct valid ids) and `event_id`.
+fn check_ids(errors: &mut Vec<FieldError>, fields: &ReplayFields) {
+    if let Some(id) = &fields.subscriber_id {
+        field_error::collect(errors, "subscriber_id", validate::subscriber_id(id));
+    }
+    if let Some(ids) = &fields.subscriber_ids {
+        if fields.subscriber_id.is_some() {
+            errors.push(FieldError::new(
+                "subscriber_ids",
+                "give subscriber_id or subscriber_ids, not both",
+            ));
+        }
+        if ids.is_empty() || ids.len() > MAX_REPLAY_SUBSCRIBERS {
+            errors.push(FieldError::new(
+                "subscriber_ids",
+                format!(
+                    "names {} subscribers; 1 to {MAX_REPLAY_SUBSCRIBERS} per replay",
+                    ids.len()
+                ),
+            ));
+        } else {
+            errors.extend(validate::subscriber_id_list(ids, "subscriber_ids"));
+        }
+    }
+    if let Some(id) = &fields.event_id {
+        field_error::collect(errors, "event_id", validate::event_id(id));
+    }
+}
+
+/// With `selects: retrying`: no `dead_*` filter (a retrying job is not dead) and no
+/// `ttl_ms` (a job brought forward keeps its deadline).
+fn check_retrying(errors: &mut Vec<FieldError>, fields: &ReplayFields) {
+    let dead_only = [
+        ("dead_reason", fields.dead_reason.is_some()),
+        ("dead_after", fields.dead_after.is_some()),
+        ("dead_before", fields.dead_before.is_some()),
+    ];
+    for (field, given) in dead_only {
+        if given {
+            errors.push(FieldError::new(
+                field,
+                "applies to dead jobs only: not with `selects: retrying`",
+            ));
+        }
+    }
+    if fields.ttl_ms.is_some() {
+        errors.push(FieldError::new(
+            "ttl_ms",
+            "a retrying job brought forward keeps its deadline: not with `selects: retrying`",
+        ));
+    }
+}
+
+/// The class named `text`, if given and known; an unknown one is an error naming
+/// `error_class` and the known ones.
+fn error_class(errors: &mut Vec<FieldError>, text: Option<&str>) -> Option<ErrorClass> {
+    text?
+        .parse::<ErrorClass>()
+        .map_err(|_| {
+            let known: Vec<&str> = ErrorClass::ALL.iter().map(|c| c.as_str()).collect();
+            errors.push(FieldError::new(
+                "error_class",
+                format!("must be one of {}", known.join(", ")),
+            ));
+        })
+        .ok()
+}
+
+/// `status`, if given and an HTTP status (100–599); else an error naming `last_status`.
+fn last_status(errors: &mut Vec<FieldError>, status: Option<i64>) -> Option<u16> {
+    let status = status?;
+    u16::try_from(status)
+        .ok()
+        .filter(|s| (100..=599).contains(s))
+        .or_else(|| {
+            let message = "must be an HTTP status, an integer from 100 to 599";
+            errors.push(FieldError::new("last_status", message));
+            None
+        })
 }
 
 /// The instant in `text`, if given and valid; an invalid one is an error about `field`.

@@ -83,32 +83,56 @@ pub(crate) async fn transition_waiting<S: JobStatements>(
     transition: Transition,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
-    let job_id = id.to_string();
-    let query = Query::new(S::TRANSITION_WAITING)
-        .text(&job_id)
-        .text(seen.state.as_str())
-        .text(transition.to.as_str())
-        .bind(Value::OptInt(transition.due_at.map(Timestamp::as_millis)))
-        .int(transition.deadline.as_millis())
-        .int(now.as_millis())
-        .int(seen.updated_at.as_millis());
     let lease_may_end = seen.state == JobState::Retrying;
     let due = transition.due_at.is_some();
     if !lease_may_end && !due {
+        let query = waiting_query::<S>(id, seen, transition, now);
         return Ok(db.write_alone(query).await? == 1);
     }
     let mut tx = db.write().await?;
-    let applied = S::execute(&mut tx, query).await? == 1;
-    if applied && lease_may_end {
-        // An attempt is in progress only if the job's expired lease was just ended.
-        sweep::mark_attempt_unknown::<S>(&mut tx, &job_id, now).await?;
-    }
+    let applied = apply_waiting::<S>(&mut tx, id, seen, transition, now).await?;
     if applied && due {
         // Its due time may now be sooner than other instances' workers plan to wake.
         S::announce(&mut tx).await?;
     }
     S::commit(tx).await?;
     Ok(applied)
+}
+
+/// [`transition_waiting`]'s write in `tx`, without the announcement: also how a replay
+/// step brings a retrying job forward ([`crate::store::replays`]), so both apply
+/// [`crate::domain::JobEvent::RetryNow`] the same way.
+pub(crate) async fn apply_waiting<S: JobStatements>(
+    tx: &mut S::Tx,
+    id: Uuid,
+    seen: JobVersion,
+    transition: Transition,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let query = waiting_query::<S>(id, seen, transition, now);
+    let applied = S::execute(tx, query).await? == 1;
+    if applied && seen.state == JobState::Retrying {
+        // An attempt is in progress only if the job's expired lease was just ended.
+        sweep::mark_attempt_unknown::<S>(tx, &id.to_string(), now).await?;
+    }
+    Ok(applied)
+}
+
+/// The conditional write of [`JobStatements::TRANSITION_WAITING`].
+fn waiting_query<S: JobStatements>(
+    id: Uuid,
+    seen: JobVersion,
+    transition: Transition,
+    now: Timestamp,
+) -> Query {
+    Query::new(S::TRANSITION_WAITING)
+        .text(id.to_string())
+        .text(seen.state.as_str())
+        .text(transition.to.as_str())
+        .bind(Value::OptInt(transition.due_at.map(Timestamp::as_millis)))
+        .int(transition.deadline.as_millis())
+        .int(now.as_millis())
+        .int(seen.updated_at.as_millis())
 }
 
 /// The columns [`JobRow`] reads, from `jobs j JOIN subscribers s`.

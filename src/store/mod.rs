@@ -53,7 +53,7 @@ pub use wake::Wake;
 
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::replay::ReplayFilter;
+use crate::domain::replay::{ReplayFilter, ReplayState};
 use crate::domain::waiting::SubscriberLoad;
 
 /// A shared handle to a store.
@@ -345,6 +345,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         event_id: &str,
         now: Timestamp,
     ) -> Result<Option<EventJobs>, StoreError>;
+
+    // --- issue #16 part 7: replays of a slice ---
+
+    /// The replays in `state` (every state when `None`), newest first (descending
+    /// UUIDv7 id), strictly older than `page.after`, at most `page.limit`.
+    async fn list_replays(
+        &self,
+        state: Option<ReplayState>,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<Replay>, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -1,24 +1,26 @@
 //! Replays in the store, shared by both backends: the records, the query that matches
-//! dead letters, the row mapping, and the plan of one paced step.
+//! dead letters (or retrying jobs), the row mapping, and the plan of one paced step.
 //!
-//! A replay snapshots the ids of the dead jobs it matched (`replay_jobs`, in the order
-//! they died) when it is created, so `matched` is exact and its progress
-//! (`next_position`) is durable: a restart, or another instance, carries on where the
-//! last step stopped. Each step takes the replay's row lock, asks [`Pacing`] how many
-//! jobs may go now, and requeues that many of the next snapshotted jobs that are still
-//! `dead` (a job delivered or requeued meanwhile is skipped, never resent).
+//! A replay snapshots the ids of the jobs it matched (`replay_jobs`, dead ones in the
+//! order they died, retrying ones in the order they were created) when it is created,
+//! so `matched` is exact and its progress (`next_position`) is durable: a restart, or
+//! another instance, carries on where the last step stopped. Each step takes the
+//! replay's row lock, asks [`Pacing`] how many jobs may go now, and releases that many
+//! of the next snapshotted jobs still in the selected state: dead ones requeued,
+//! retrying ones brought forward with the write of an operator's retry (a job that
+//! changed meanwhile is skipped, never resent).
 
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::domain::Timestamp;
-use crate::domain::replay::{Pacing, ReplayFilter, ReplayState};
+use crate::domain::replay::{Pacing, ReplayFilter, ReplaySelection, ReplayState};
+use crate::domain::{Timestamp, Transition};
 use crate::store::dialect::matching::{count_matching, snapshot_matching};
 use crate::store::dialect::{Query, Value};
 use crate::store::figures::Exists;
-use crate::store::records::{NewReplay, Replay, ReplayProgress};
-use crate::store::transactions::Transactions;
+use crate::store::jobs::{self, JobStatements};
+use crate::store::records::{NewReplay, PageRequest, Replay, ReplayProgress};
 use crate::store::{StoreError, Wake};
 
 mod plan;
@@ -32,8 +34,9 @@ pub use stored::{CandidateRow, DueReplayRow, ReplayRow, encode_filter};
 /// Most running replays one step advances.
 pub const REPLAYS_PER_STEP: u32 = 16;
 
-/// The statements of replays, in the backend's dialect.
-pub(crate) trait ReplayStatements: Transactions {
+/// The statements of replays, in the backend's dialect (a step brings retrying jobs
+/// forward with the statements of [`JobStatements`]).
+pub(crate) trait ReplayStatements: JobStatements {
     /// When the next running replay may release jobs (one nullable column).
     const NEXT_AT: &'static str;
     /// Replay `$1` ([`ReplayRow`]).
@@ -69,6 +72,9 @@ pub(crate) trait ReplayStatements: Transactions {
     /// Moves dead job `$1` back to state `$2`, due at `$3`, deadline `$4`, at `$5`, with
     /// a fresh attempt budget; returns its id when it was still dead.
     const REQUEUE: &'static str;
+    /// The replays newest first (descending id, a UUIDv7): in state `$1` (`''`: any),
+    /// with an id below `$2` (`''`: from the newest), at most `$3` ([`ReplayRow`]).
+    const LIST: &'static str;
     /// Stores a step of replay `$1` (`$2` next position, `$3`
     /// requeued, `$4` skipped, `$5` paced until, `$6` next at, `$7` now, `$8`
     /// exhausted, `$9` burst position); returns its state.
@@ -176,6 +182,21 @@ pub(crate) async fn get<S: ReplayStatements>(
     row.map(Replay::try_from).transpose()
 }
 
+/// The replays in `state` (any when `None`), newest first, strictly older than
+/// `page.after`, at most `page.limit`.
+pub(crate) async fn list<S: ReplayStatements>(
+    db: &S,
+    state: Option<ReplayState>,
+    page: PageRequest<Uuid>,
+) -> Result<Vec<Replay>, StoreError> {
+    let query = Query::new(S::LIST)
+        .text(state.map(ReplayState::as_str).unwrap_or_default())
+        .text(page.after.map(|id| id.to_string()).unwrap_or_default())
+        .int(i64::from(page.limit));
+    let rows: Vec<ReplayRow> = db.read_all(query).await?;
+    rows.into_iter().map(Replay::try_from).collect()
+}
+
 /// Stops replay `id` if it is running; answers it as it now is.
 pub(crate) async fn cancel<S: ReplayStatements>(
     db: &S,
@@ -190,6 +211,34 @@ pub(crate) async fn cancel<S: ReplayStatements>(
     let replay = fetch::<S>(&mut tx, id).await?;
     S::commit(tx).await?;
     replay.map(Replay::try_from).transpose()
+}
+
+/// Releases one planned job of `replay` in `tx` at `now`: a dead one moved back to
+/// `scheduled` if it is still dead; a retrying one made due if it did not change since
+/// it was read (the write of `POST /v1/jobs/{id}/retry`). Whether it was.
+async fn release<S: ReplayStatements>(
+    tx: &mut S::Tx,
+    replay: &DueReplay,
+    candidate: &Candidate,
+    transition: Transition,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    match replay.selects {
+        ReplaySelection::Dead => {
+            let query = Query::new(S::REQUEUE)
+                .text(candidate.job_id.to_string())
+                .text(transition.to.as_str())
+                .int(transition.due_at.unwrap_or(now).as_millis())
+                .int(transition.deadline.as_millis())
+                .int(now.as_millis());
+            let moved: Option<(String,)> = S::fetch_optional(tx, query).await?;
+            Ok(moved.is_some())
+        }
+        ReplaySelection::Retrying => {
+            jobs::apply_waiting::<S>(tx, candidate.job_id, candidate.version(), transition, now)
+                .await
+        }
+    }
 }
 
 /// Advances the replays due at `now` (see [`crate::store::Store::advance_replays`]).
@@ -251,15 +300,8 @@ async fn step<S: ReplayStatements>(
         .collect::<Result<Vec<_>, _>>()?;
     let plan = plan_step(replay, &allowance, &candidates, now);
     let mut requeued = 0u64;
-    for (job_id, transition) in &plan.requeue {
-        let query = Query::new(S::REQUEUE)
-            .text(job_id.to_string())
-            .text(transition.to.as_str())
-            .int(transition.due_at.unwrap_or(now).as_millis())
-            .int(transition.deadline.as_millis())
-            .int(now.as_millis());
-        let moved: Option<(String,)> = S::fetch_optional(tx, query).await?;
-        requeued += u64::from(moved.is_some());
+    for (candidate, transition) in &plan.requeue {
+        requeued += u64::from(release::<S>(tx, replay, candidate, *transition, now).await?);
     }
     let skipped = plan.skipped + (plan.requeue.len() as u64 - requeued);
     // The bucket is spent only by a burst that requeued something.
@@ -283,7 +325,10 @@ async fn step<S: ReplayStatements>(
             replay.burst_position
         });
     let (state,): (String,) = S::fetch_one(tx, step).await?;
-    progress.requeued += requeued;
+    match replay.selects {
+        ReplaySelection::Dead => progress.requeued += requeued,
+        ReplaySelection::Retrying => progress.brought_forward += requeued,
+    }
     progress.skipped += skipped;
     progress.finished += u32::from(state == ReplayState::Done.as_str());
     Ok(())

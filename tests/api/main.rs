@@ -22,6 +22,7 @@ mod jobs_filters;
 mod jobs_read;
 mod limits;
 mod loopback_host;
+mod replay_slices;
 mod replays;
 mod request_ids;
 mod secret_rotation;

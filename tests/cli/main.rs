@@ -18,5 +18,6 @@ mod operator_commands;
 mod operator_support;
 mod replay_commands;
 mod replay_live;
+mod replay_slices;
 mod request_log;
 mod secret_flags;

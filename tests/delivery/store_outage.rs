@@ -278,6 +278,17 @@ impl Store for Outage {
         self.check()?;
         self.inner.event_jobs(event_id, now).await
     }
+
+    // --- issue #16 part 7: replays of a slice ---
+
+    async fn list_replays(
+        &self,
+        state: Option<deferhook::domain::replay::ReplayState>,
+        page: deferhook::store::PageRequest<Uuid>,
+    ) -> Result<Vec<Replay>, StoreError> {
+        self.check()?;
+        self.inner.list_replays(state, page).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

@@ -82,6 +82,7 @@ fn pages_refer_to_their_item_schemas() {
             "Page_AffectedEventView",
             "Page_DestinationView",
             "Page_JobView",
+            "Page_ReplayView",
             "Page_SubscriberView"
         ]
     );
@@ -126,6 +127,7 @@ fn every_limit_is_what_the_server_accepts() {
             "GET /v1/destinations",
             "GET /v1/events",
             "GET /v1/jobs",
+            "GET /v1/replays",
             "GET /v1/subscribers"
         ]
     );
@@ -389,7 +391,13 @@ fn the_destination_parameters_carry_the_pattern() {
 fn every_cursor_parameter_carries_the_pattern() {
     let document = document();
     let cursors = parameters(&document, "cursor");
-    assert_eq!(cursors.len(), 4);
+    // Every paginated list (each takes a `limit`, listed above) takes a cursor.
+    let paginated: Vec<String> = parameters(&document, "limit")
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    let labels: Vec<String> = cursors.iter().map(|(label, _)| label.clone()).collect();
+    assert_eq!(labels, paginated);
     for (label, parameter) in cursors {
         assert_eq!(parameter["schema"]["pattern"], CURSOR_PATTERN, "{label}");
         assert_eq!(parameter["schema"]["minLength"], 1, "{label}");

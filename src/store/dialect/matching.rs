@@ -1,53 +1,84 @@
-//! The dead jobs a replay filter matches, oldest dead first: counted for a dry run,
-//! snapshotted into `replay_jobs` when a replay is created.
+//! The jobs a replay filter matches (dead ones oldest dead first, retrying ones oldest
+//! first): counted for a dry run, snapshotted into `replay_jobs` when a replay is
+//! created.
 
 use super::listing::push_job_conditions;
 use super::{Dialect, Statement, Value};
 use crate::domain::JobState;
-use crate::domain::replay::ReplayFilter;
+use crate::domain::replay::{ReplayFilter, ReplaySelection};
 use crate::store::records::{JobFilter, NewReplay};
 
-/// The listing filter that selects the dead jobs `filter` matches.
+/// The listing filter that selects the jobs `filter` matches (all but
+/// `subscriber_ids`, which [`push_matching`] adds).
 pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
+    let state = match filter.selects {
+        ReplaySelection::Dead => JobState::Dead,
+        ReplaySelection::Retrying => JobState::Retrying,
+    };
     JobFilter {
-        states: vec![JobState::Dead],
+        states: vec![state],
         subscriber_id: filter.subscriber_id.clone(),
         event_id: filter.event_id.clone(),
         dead_reason: filter.dead_reason,
         dead_after: filter.dead_after,
         dead_before: filter.dead_before,
+        error_class: filter.error_class,
+        last_status: filter.last_status,
         ..JobFilter::default()
     }
 }
 
 /// The index that serves `filter` best: the most selective condition given.
 pub fn matching_index(filter: &ReplayFilter) -> &'static str {
+    let dead = filter.selects == ReplaySelection::Dead;
     if filter.event_id.is_some() {
         "jobs_event_id"
-    } else if filter.subscriber_id.is_some() {
+    } else if filter.subscriber_id.is_some() || !filter.subscriber_ids.is_empty() {
         "jobs_subscriber_state"
-    } else if filter.dead_reason.is_some() {
+    } else if dead && filter.dead_reason.is_some() {
         "jobs_dead_reason"
-    } else {
+    } else if dead {
         "jobs_dead_at"
+    } else {
+        "jobs_state"
     }
 }
 
-/// Pushes ` FROM jobs j WHERE …` selecting the dead jobs `filter` matches, oldest
-/// dead first, at most `max_jobs`, onto `query` (which has begun a `SELECT` that may
-/// name `j.*`). Index-backed by [`matching_index`], which SQLite's statement names
-/// (its planner has no statistics).
+/// The order of the match: dead jobs in the order they died, retrying ones in the
+/// order they were created (UUIDv7 ids).
+fn order(filter: &ReplayFilter) -> &'static str {
+    match filter.selects {
+        ReplaySelection::Dead => "j.dead_at, j.id",
+        ReplaySelection::Retrying => "j.id",
+    }
+}
+
+/// Pushes ` FROM jobs j WHERE …` selecting the jobs `filter` matches in its order
+/// (dead ones oldest dead first, retrying ones oldest first), at most `max_jobs`, onto
+/// `query` (which has begun a `SELECT` that may name `j.*`). Index-backed by
+/// [`matching_index`], which SQLite's statement names (its planner has no statistics).
+/// Only jobs stored in the selected state match: a job read as `retrying` because its
+/// lease expired is already due.
 pub fn push_matching(query: &mut Statement, filter: &ReplayFilter, max_jobs: u32) {
     // The state is a literal so SQLite may use the partial indexes on dead jobs.
     let hint = query.dialect().index_hint(matching_index(filter));
     query.push(&format!(" FROM jobs j{hint} WHERE 1 = 1"));
     push_job_conditions(query, &job_filter(filter));
+    if let Some((first, rest)) = filter.subscriber_ids.split_first() {
+        query
+            .push(" AND j.subscriber_id IN (")
+            .bind(Value::Text(first.clone()));
+        for id in rest {
+            query.push(", ").bind(Value::Text(id.clone()));
+        }
+        query.push(")");
+    }
     query
-        .push(" ORDER BY j.dead_at, j.id LIMIT ")
+        .push(&format!(" ORDER BY {} LIMIT ", order(filter)))
         .bind(Value::Int(i64::from(max_jobs)));
 }
 
-/// How many dead jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.
+/// How many jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.
 pub fn count_matching(dialect: Dialect, filter: &ReplayFilter, max_jobs: u32) -> Statement {
     let mut query = Statement::new(dialect, "SELECT COUNT(*) AS n FROM (SELECT j.id");
     push_matching(&mut query, filter, max_jobs);
@@ -56,7 +87,7 @@ pub fn count_matching(dialect: Dialect, filter: &ReplayFilter, max_jobs: u32) ->
 }
 
 /// Snapshots the jobs `replay` matches into `replay_jobs`, positions from 0 in the
-/// order they died; rows affected = matched.
+/// match's order; rows affected = matched.
 pub fn snapshot_matching(dialect: Dialect, replay: &NewReplay) -> Statement {
     let mut query = Statement::new(
         dialect,
@@ -64,7 +95,10 @@ pub fn snapshot_matching(dialect: Dialect, replay: &NewReplay) -> Statement {
     );
     query
         .bind(Value::Text(replay.id.to_string()))
-        .push(", ROW_NUMBER() OVER (ORDER BY j.dead_at, j.id) - 1, j.id");
+        .push(&format!(
+            ", ROW_NUMBER() OVER (ORDER BY {}) - 1, j.id",
+            order(&replay.filter)
+        ));
     push_matching(&mut query, &replay.filter, replay.max_jobs);
     query
 }

@@ -13,7 +13,7 @@ pub const MAX_REPLAY_JOBS: u32 = 100_000;
 pub struct NewReplay {
     /// A fresh UUIDv7.
     pub id: Uuid,
-    /// Which dead jobs.
+    /// Which jobs.
     pub filter: ReplayFilter,
     /// Most jobs it takes (the oldest dead first), 1–[`MAX_REPLAY_JOBS`].
     pub max_jobs: u32,
@@ -29,12 +29,13 @@ pub struct NewReplay {
     pub created_at: Timestamp,
 }
 
-/// A replay and its progress.
+/// A replay and its progress (`requeued` counts every job it released: dead ones
+/// requeued, or retrying ones brought forward).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replay {
     /// UUIDv7.
     pub id: Uuid,
-    /// Which dead jobs it selected.
+    /// Which jobs it selected (and whether dead or retrying ones).
     pub filter: ReplayFilter,
     /// Most jobs it could take.
     pub max_jobs: u32,
@@ -44,11 +45,12 @@ pub struct Replay {
     pub ttl_ms: u64,
     /// Where it is.
     pub state: ReplayState,
-    /// Dead jobs matched when it was created.
+    /// Jobs matched when it was created.
     pub matched: u64,
-    /// Jobs moved back to `scheduled` so far.
+    /// Jobs released so far: moved back to `scheduled`, or (retrying) made due.
     pub requeued: u64,
-    /// Matched jobs that were no longer dead when their turn came (left alone).
+    /// Matched jobs that were no longer in the selected state when their turn came
+    /// (left alone).
     pub skipped: u64,
     /// When it was created.
     pub created_at: Timestamp,
@@ -61,9 +63,12 @@ pub struct Replay {
 /// What [`crate::store::Store::advance_replays`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplayProgress {
-    /// Jobs moved back to `scheduled`.
+    /// Dead jobs moved back to `scheduled`.
     pub requeued: u64,
-    /// Matched jobs skipped because they were no longer dead.
+    /// Retrying jobs made due by replays that select them (`selects: retrying`).
+    pub brought_forward: u64,
+    /// Matched jobs skipped because they were no longer in the selected state (or, retrying,
+    /// could no longer be brought forward).
     pub skipped: u64,
     /// Replays that finished.
     pub finished: u32,

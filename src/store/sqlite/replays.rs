@@ -17,9 +17,11 @@ const NEXT_AT: &str =
 const FETCH: &str = "SELECT id, filter, max_jobs, rate_per_second, ttl_ms, state, \
     matched, requeued, skipped, created_at, updated_at, finished_at FROM replays WHERE id = ?1";
 
-/// The summed rate of the running replays.
+/// The summed rate of the running replays that still have jobs to release (a replay
+/// whose every matched job was requeued or skipped only waits for its last burst to
+/// be taken: it leaves its share to a new one).
 const USED_RATE: &str = "SELECT CAST(COALESCE(SUM(rate_per_second), 0) AS BIGINT) AS used \
-    FROM replays WHERE state = 'running'";
+    FROM replays WHERE state = 'running' AND matched > requeued + skipped";
 
 /// A new replay, `running`.
 const INSERT: &str = "INSERT INTO replays (id, filter, max_jobs, rate_per_second, ttl_ms, \
@@ -40,7 +42,7 @@ const CANCEL: &str = "UPDATE replays SET state = 'cancelled', finished_at = ?2, 
     updated_at = ?2 WHERE id = ?1 AND state = 'running'";
 
 /// The running replays whose next burst is due at `?1`, at most `?2`.
-const DUE: &str = "SELECT id, rate_per_second, ttl_ms, next_position, burst_position, \
+const DUE: &str = "SELECT id, filter, rate_per_second, ttl_ms, next_position, burst_position, \
     paced_until FROM replays INDEXED BY replays_running \
     WHERE state = 'running' AND next_at <= ?1 ORDER BY next_at LIMIT ?2";
 
@@ -56,7 +58,7 @@ const LAST_BURST_WAITING: &str = "SELECT 1 AS waiting FROM replay_jobs rj \
 
 /// Replay `?1`'s snapshotted jobs from position `?2`, at most `?3`.
 const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_attempts, \
-    j.due_at, j.deadline FROM replay_jobs rj \
+    j.due_at, j.deadline, j.updated_at FROM replay_jobs rj \
     JOIN jobs j ON j.id = rj.job_id \
     WHERE rj.replay_id = ?1 AND rj.position >= ?2 \
     ORDER BY rj.position LIMIT ?3";
@@ -71,6 +73,13 @@ const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3,
     attempt_budget = COALESCE(attempt_budget, max_attempts), \
     max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
     WHERE id = ?1 AND state = 'dead' RETURNING id";
+
+/// The replays newest first: in state `?1` (`''`: any), with an id below `?2` (`''`:
+/// from the newest), at most `?3`. Ids are lowercase UUIDv7 text, so their order is
+/// their creation order.
+const LIST: &str = "SELECT id, filter, max_jobs, rate_per_second, ttl_ms, state, \
+    matched, requeued, skipped, created_at, updated_at, finished_at FROM replays \
+    WHERE (?1 = '' OR state = ?1) AND (?2 = '' OR id < ?2) ORDER BY id DESC LIMIT ?3";
 
 /// Records a step of a replay.
 const RECORD_STEP: &str = "UPDATE replays SET next_position = ?2, burst_position = ?9, \
@@ -112,6 +121,7 @@ impl ReplayStatements for Pools {
     const CANDIDATES: &'static str = CANDIDATES;
     const REQUEUE: &'static str = REQUEUE;
     const RECORD_STEP: &'static str = RECORD_STEP;
+    const LIST: &'static str = LIST;
     /// SQLite has one writer: creations already take turns.
     const LOCK_CREATIONS: Option<&'static str> = None;
 }

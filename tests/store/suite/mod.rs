@@ -17,6 +17,7 @@ pub mod limits;
 pub mod listing;
 pub mod on_call_filters;
 pub mod reclaims;
+pub mod replay_slices;
 pub mod replays;
 pub mod retention;
 pub mod rotation;
