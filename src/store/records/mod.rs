@@ -5,6 +5,7 @@ mod attempts;
 mod claims;
 mod destinations;
 mod figures;
+mod health;
 mod jobs;
 mod listing;
 mod maintenance;
@@ -17,6 +18,9 @@ pub use attempts::Attempt;
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
+pub use health::{
+    DEAD_WINDOW_MS, HealthCursor, HealthFigures, SubscriberHealth,
+};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
 pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
 pub use maintenance::PurgedJobs;

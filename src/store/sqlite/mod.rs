@@ -15,6 +15,7 @@ mod clock;
 mod creates;
 mod destinations;
 mod figures;
+mod health;
 mod jobs;
 mod maintenance;
 mod outcomes;
@@ -503,5 +504,24 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
         shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
+    }
+
+    // --- subscriber health (issue #16 part 3) ---
+
+    async fn subscriber_health(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
+        shared::health::figures(&self.db, Some(ids), now, &self.policy).await
+    }
+
+    async fn list_subscribers_by_health(
+        &self,
+        status: crate::domain::health::HealthStatus,
+        page: PageRequest<HealthCursor>,
+        now: Timestamp,
+    ) -> Result<Vec<SubscriberHealth>, StoreError> {
+        shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
     }
 }
