@@ -10,6 +10,7 @@ pub mod destinations;
 pub mod expired_leases;
 pub mod fencing;
 pub mod filters;
+pub mod health;
 pub mod jobs;
 pub mod leases;
 pub mod limits;
