@@ -137,7 +137,10 @@ pub async fn views(
 }
 
 /// The view of `subscriber` with its health read now.
-pub async fn view_now(state: &AppState, subscriber: Subscriber) -> Result<SubscriberView, ApiError> {
+pub async fn view_now(
+    state: &AppState,
+    subscriber: Subscriber,
+) -> Result<SubscriberView, ApiError> {
     let now = state.clock.now();
     let mut views = views(state, vec![subscriber], now).await?;
     views

@@ -465,9 +465,9 @@ pub async fn list_subscribers(
 ) -> Result<Json<Page<SubscriberView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     if let Some(health) = query.health.as_deref() {
-        let status = health.parse::<HealthStatus>().map_err(|_| {
-            ApiError::invalid("health", "must be `failing`, `paused` or `healthy`")
-        })?;
+        let status = health
+            .parse::<HealthStatus>()
+            .map_err(|_| ApiError::invalid("health", "must be `failing`, `paused` or `healthy`"))?;
         return list_by_health(&state, status, query.cursor.as_deref(), limit).await;
     }
     let after = pagination::decode_cursor(query.cursor.as_deref(), |key| {

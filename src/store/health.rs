@@ -17,15 +17,15 @@ use std::collections::HashMap;
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::health::HealthStatus;
+use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, CountedRow};
-use crate::store::dialect::{Query, Value};
+use crate::store::dialect::Query;
 use crate::store::figures::FigureStatements;
 use crate::store::records::{
     AttemptFailure, DEAD_WINDOW_MS, HealthCursor, HealthFigures, PageRequest, SubscriberHealth,
 };
 use crate::store::subscribers::{self, SubscriberStatements};
-use crate::store::StoreError;
 
 /// A subscriber's waiting jobs.
 #[derive(sqlx::FromRow)]
@@ -58,8 +58,8 @@ pub struct AttemptsRow {
     first_failure_at: Option<i64>,
 }
 
-/// The statements of the health figures, in the backend's dialect. `ids` is a JSON
-/// array of subscriber ids, or NULL for every subscriber.
+/// The statements of the health figures, in the backend's dialect. The subscribers
+/// are given as a JSON array of ids.
 pub(crate) trait HealthStatements: FigureStatements + SubscriberStatements {
     /// The waiting jobs at `$1` of the subscribers `$2`, grouped by subscriber
     /// ([`WaitingRow`]): an `in_flight` job whose lease expired at `$1` counts as
@@ -72,29 +72,27 @@ pub(crate) trait HealthStatements: FigureStatements + SubscriberStatements {
     const ATTEMPTS: &'static str;
 }
 
-/// The health figures of the subscribers `ids` (every subscriber when `None`) at
-/// `now`, by id; an id that does not exist is absent.
+/// The health figures of the subscribers `ids` at `now`, by id; an id that does not
+/// exist is absent.
 pub(crate) async fn figures<S: HealthStatements>(
     db: &S,
-    ids: Option<&[String]>,
+    ids: &[String],
     now: Timestamp,
     policy: &DestinationPolicy,
 ) -> Result<HashMap<String, HealthFigures>, StoreError> {
-    let ids = ids
-        .map(|ids| serde_json::to_string(ids).map_err(|e| StoreError::Internal(e.to_string())))
-        .transpose()?;
+    let ids = serde_json::to_string(ids).map_err(|e| StoreError::Internal(e.to_string()))?;
     let mut tx = db.snapshot().await?;
-    let query = Query::new(S::ATTEMPTS).bind(Value::OptText(ids.clone()));
+    let query = Query::new(S::ATTEMPTS).text(ids.clone());
     let rows: Vec<AttemptsRow> = S::fetch_all(&mut tx, query).await?;
     let query = Query::new(S::WAITING)
         .int(now.as_millis())
-        .bind(Value::OptText(ids.clone()));
+        .text(ids.clone());
     let waiting: Vec<WaitingRow> = S::fetch_all(&mut tx, query).await?;
     let since = now.as_millis() - i64::try_from(DEAD_WINDOW_MS).unwrap_or(i64::MAX);
     let query = Query::new(S::DEAD_SINCE)
         .int(since)
         .int(now.as_millis())
-        .bind(Value::OptText(ids));
+        .text(ids);
     let dead: Vec<DeadRow> = S::fetch_all(&mut tx, query).await?;
     let query = Query::new(S::GAUGED_DESTINATIONS).int(now.as_millis());
     let held: Vec<CountedRow> = S::fetch_all(&mut tx, query).await?;
@@ -162,7 +160,8 @@ pub(crate) async fn list_by_health<S: HealthStatements>(
         },
     )
     .await?;
-    let mut figures = figures(db, None, now, policy).await?;
+    let ids: Vec<String> = all.iter().map(|s| s.id.clone()).collect();
+    let mut figures = figures(db, &ids, now, policy).await?;
     let mut listed: Vec<SubscriberHealth> = all
         .into_iter()
         .filter_map(|subscriber| {

@@ -276,7 +276,9 @@ impl Store for Outage {
         now: Timestamp,
     ) -> Result<Vec<SubscriberHealth>, StoreError> {
         self.check()?;
-        self.inner.list_subscribers_by_health(status, page, now).await
+        self.inner
+            .list_subscribers_by_health(status, page, now)
+            .await
     }
 }
 

@@ -1,6 +1,6 @@
 //! Subscribers' health figures in PostgreSQL: the statements (see
-//! [`crate::store::health`]). `$N::json IS NULL OR … IN (SELECT
-//! json_array_elements_text($N::json))` selects the subscribers named, or all.
+//! [`crate::store::health`]). `… IN (SELECT json_array_elements_text($N::json))`
+//! selects the subscribers named.
 
 use sqlx::PgPool;
 
@@ -16,13 +16,13 @@ const WAITING: &str = "SELECT subscriber_id, \
       AS next_attempt_at \
     FROM jobs \
     WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-      AND ($2::json IS NULL OR subscriber_id IN (SELECT json_array_elements_text($2::json))) \
+      AND subscriber_id IN (SELECT json_array_elements_text($2::json)) \
     GROUP BY subscriber_id";
 
 /// The jobs of the subscribers `$3` dead in (`$1`, `$2`], per subscriber.
 const DEAD_SINCE: &str = "SELECT subscriber_id, COUNT(*) AS n FROM jobs \
     WHERE state = 'dead' AND dead_at > $1 AND dead_at <= $2 \
-      AND ($3::json IS NULL OR subscriber_id IN (SELECT json_array_elements_text($3::json))) \
+      AND subscriber_id IN (SELECT json_array_elements_text($3::json)) \
     GROUP BY subscriber_id";
 
 /// The subscribers `$1`, each with its latest success and failure and its first
@@ -44,7 +44,7 @@ const ATTEMPTS: &str = "SELECT s.id, s.destination, ls.last_success_at, \
       WHERE a.subscriber_id = s.id AND a.outcome IN ('retryable', 'terminal', 'blocked') \
         AND a.finished_at > COALESCE(ls.last_success_at, -1) \
       ORDER BY a.finished_at LIMIT 1) ff ON TRUE \
-    WHERE $1::json IS NULL OR s.id IN (SELECT json_array_elements_text($1::json)) \
+    WHERE s.id IN (SELECT json_array_elements_text($1::json)) \
     ORDER BY s.id";
 
 impl HealthStatements for PgPool {

@@ -18,9 +18,7 @@ pub use attempts::Attempt;
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
-pub use health::{
-    DEAD_WINDOW_MS, HealthCursor, HealthFigures, SubscriberHealth,
-};
+pub use health::{DEAD_WINDOW_MS, HealthCursor, HealthFigures, SubscriberHealth};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
 pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
 pub use maintenance::PurgedJobs;

@@ -1,6 +1,6 @@
 //! Subscribers' health figures in SQLite: the statements (see
-//! [`crate::store::health`]). `?N IS NULL OR … IN (SELECT value FROM json_each(?N))`
-//! selects the subscribers named, or all.
+//! [`crate::store::health`]). `… IN (SELECT value FROM json_each(?N))` selects the
+//! subscribers named: one seek each in the subscriber-led indexes.
 
 use super::Pools;
 use crate::store::health::HealthStatements;
@@ -15,7 +15,7 @@ const WAITING: &str = "SELECT subscriber_id, \
       THEN due_at END) AS next_attempt_at \
     FROM jobs INDEXED BY jobs_subscriber_due \
     WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-      AND (?2 IS NULL OR subscriber_id IN (SELECT value FROM json_each(?2))) \
+      AND subscriber_id IN (SELECT value FROM json_each(?2)) \
     GROUP BY subscriber_id";
 
 /// The jobs of the subscribers `?3` dead in (`?1`, `?2`], per subscriber
@@ -23,7 +23,7 @@ const WAITING: &str = "SELECT subscriber_id, \
 const DEAD_SINCE: &str = "SELECT subscriber_id, COUNT(*) AS n \
     FROM jobs INDEXED BY jobs_dead_at \
     WHERE state = 'dead' AND dead_at > ?1 AND dead_at <= ?2 \
-      AND (?3 IS NULL OR subscriber_id IN (SELECT value FROM json_each(?3))) \
+      AND subscriber_id IN (SELECT value FROM json_each(?3)) \
     GROUP BY subscriber_id";
 
 /// The subscribers `?1`, each with its latest success and failure and its first failure
@@ -45,7 +45,7 @@ const ATTEMPTS: &str = "SELECT h.id, h.destination, h.last_success_at, \
        WHERE a.subscriber_id = s.id AND a.outcome IN ('retryable', 'terminal', 'blocked') \
        ORDER BY a.finished_at DESC LIMIT 1) AS failure_row \
       FROM subscribers s \
-      WHERE ?1 IS NULL OR s.id IN (SELECT value FROM json_each(?1))) h \
+      WHERE s.id IN (SELECT value FROM json_each(?1))) h \
     LEFT JOIN attempts f ON f.rowid = h.failure_row \
     ORDER BY h.id";
 

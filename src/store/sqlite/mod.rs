@@ -513,7 +513,7 @@ impl Store for SqliteStore {
         ids: &[String],
         now: Timestamp,
     ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
-        shared::health::figures(&self.db, Some(ids), now, &self.policy).await
+        shared::health::figures(&self.db, ids, now, &self.policy).await
     }
 
     async fn list_subscribers_by_health(

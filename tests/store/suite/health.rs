@@ -33,12 +33,18 @@ async fn health(store: &SharedStore, id: &str, now: Timestamp) -> SubscriberHeal
         .unwrap();
     SubscriberHealth {
         subscriber,
-        figures: figures.remove(id).expect("figures of an existing subscriber"),
+        figures: figures
+            .remove(id)
+            .expect("figures of an existing subscriber"),
     }
 }
 
 /// The status and since of subscriber `id` at `now`.
-async fn status(store: &SharedStore, id: &str, now: Timestamp) -> (HealthStatus, Option<Timestamp>) {
+async fn status(
+    store: &SharedStore,
+    id: &str,
+    now: Timestamp,
+) -> (HealthStatus, Option<Timestamp>) {
     let health = health(store, id, now).await.health();
     (health.status, health.since)
 }
@@ -48,7 +54,10 @@ store_case!(
     async |store: SharedStore| {
         add_subscriber(&store, "s").await;
         add_subscriber(&store, "other").await;
-        assert_eq!(status(&store, "s", at(500)).await, (HealthStatus::Healthy, None));
+        assert_eq!(
+            status(&store, "s", at(500)).await,
+            (HealthStatus::Healthy, None)
+        );
 
         finish(&store, new("s", "a"), at(1_000), Fate::Delivered).await;
         assert_eq!(
@@ -71,10 +80,7 @@ store_case!(
         let failure = seen.figures.last_failure.clone().unwrap();
         assert_eq!((failure.at, failure.status), (at(3_000), Some(400)));
         assert_eq!(failure.class, Some(ErrorClass::Http4xx));
-        assert_eq!(
-            (seen.figures.retrying, seen.figures.dead_last_hour),
-            (1, 1)
-        );
+        assert_eq!((seen.figures.retrying, seen.figures.dead_last_hour), (1, 1));
         assert_eq!(seen.figures.failing_jobs(), 2);
         assert_eq!(seen.figures.next_attempt_at, Some(at(60_000)));
 
@@ -103,13 +109,23 @@ store_case!(
         // b delivered: nothing retries, the last attempt succeeded.
         let claimed = claim_one(&store, OWNER, at(61_000)).await;
         assert_eq!(claimed.job_id, b.id);
-        record(&store, &claimed, JobEvent::Delivered, delivered(200), at(62_000)).await;
+        record(
+            &store,
+            &claimed,
+            JobEvent::Delivered,
+            delivered(200),
+            at(62_000),
+        )
+        .await;
         assert_eq!(
             status(&store, "s", at(62_500)).await,
             (HealthStatus::Healthy, Some(at(62_000)))
         );
         // A late read of the failure's window: dead_last_hour still counts c.
-        assert_eq!(health(&store, "s", at(62_500)).await.figures.dead_last_hour, 1);
+        assert_eq!(
+            health(&store, "s", at(62_500)).await.figures.dead_last_hour,
+            1
+        );
     }
 );
 
@@ -123,72 +139,93 @@ store_case!(
         assert_eq!((live.figures.in_flight, live.figures.retrying), (1, 0));
         assert_eq!(live.health().status, HealthStatus::Healthy);
         let expired = health(&store, "s", claimed.lease_expires_at).await;
-        assert_eq!((expired.figures.in_flight, expired.figures.retrying), (0, 1));
+        assert_eq!(
+            (expired.figures.in_flight, expired.figures.retrying),
+            (0, 1)
+        );
         assert_eq!(
             (expired.health().status, expired.health().since),
             (HealthStatus::Failing, None),
             "retrying, though no attempt failed"
         );
-        assert_eq!(expired.figures.next_attempt_at, Some(claimed.lease_expires_at));
+        assert_eq!(
+            expired.figures.next_attempt_at,
+            Some(claimed.lease_expires_at)
+        );
     }
 );
 
-store_case!(a_410_pauses_the_subscriber_with_reason_gone, async |store: SharedStore| {
-    add_subscriber(&store, "s").await;
-    create(&store, vec![new_job("s", "a", at(0), at(600_000))]).await;
-    let claimed = claim_one(&store, OWNER, at(0)).await;
-    let result = failed(
-        AttemptOutcome::Terminal,
-        ErrorClass::Http4xx,
-        Some(410),
-        "410 Gone",
-        None,
-    );
-    let event = JobEvent::TerminalFailure {
-        reason: DeadReason::NonRetryableResponse,
-    };
-    let mut gone = outcome(&claimed, event, result, at(1_000));
-    gone.pause_subscriber = true;
-    store.record_outcomes(&[gone], at(1_000)).await.unwrap();
+store_case!(
+    a_410_pauses_the_subscriber_with_reason_gone,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        create(&store, vec![new_job("s", "a", at(0), at(600_000))]).await;
+        let claimed = claim_one(&store, OWNER, at(0)).await;
+        let result = failed(
+            AttemptOutcome::Terminal,
+            ErrorClass::Http4xx,
+            Some(410),
+            "410 Gone",
+            None,
+        );
+        let event = JobEvent::TerminalFailure {
+            reason: DeadReason::NonRetryableResponse,
+        };
+        let mut gone = outcome(&claimed, event, result, at(1_000));
+        gone.pause_subscriber = true;
+        store.record_outcomes(&[gone], at(1_000)).await.unwrap();
 
-    let seen = health(&store, "s", at(2_000)).await;
-    assert_eq!(
-        (seen.health().status, seen.health().since),
-        (HealthStatus::Paused, Some(at(1_000)))
-    );
-    assert_eq!(seen.subscriber.paused_reason, Some(PausedReason::Gone));
-    assert_eq!(seen.figures.last_failure.unwrap().status, Some(410));
-    assert_eq!(seen.figures.dead_last_hour, 1);
-    let paused = store
-        .list_subscribers_by_health(
-            HealthStatus::Paused,
-            PageRequest {
-                after: None,
-                limit: 10,
-            },
-            at(2_000),
-        )
-        .await
-        .unwrap();
-    assert_eq!(paused.len(), 1);
-    assert_eq!(paused[0].subscriber.id, "s");
-});
+        let seen = health(&store, "s", at(2_000)).await;
+        assert_eq!(
+            (seen.health().status, seen.health().since),
+            (HealthStatus::Paused, Some(at(1_000)))
+        );
+        assert_eq!(seen.subscriber.paused_reason, Some(PausedReason::Gone));
+        assert_eq!(seen.figures.last_failure.unwrap().status, Some(410));
+        assert_eq!(seen.figures.dead_last_hour, 1);
+        let paused = store
+            .list_subscribers_by_health(
+                HealthStatus::Paused,
+                PageRequest {
+                    after: None,
+                    limit: 10,
+                },
+                at(2_000),
+            )
+            .await
+            .unwrap();
+        assert_eq!(paused.len(), 1);
+        assert_eq!(paused[0].subscriber.id, "s");
+    }
+);
 
-store_case!(dead_last_hour_is_a_sliding_window, async |store: SharedStore| {
-    add_subscriber(&store, "s").await;
-    let dead = Fate::Dead(DeadReason::NonRetryableResponse);
-    finish(&store, new("s", "a"), at(0), dead).await;
-    finish(&store, new("s", "b"), at(1_000), dead).await;
-    let dead_last_hour = async |now| health(&store, "s", now).await.figures.dead_last_hour;
-    assert_eq!(dead_last_hour(at(1_000)).await, 2);
-    assert_eq!(dead_last_hour(at(500)).await, 1, "b is not dead yet at 0.5 s");
-    // (now − 1 h, now]: a job dead exactly an hour ago is out.
-    assert_eq!(dead_last_hour(at(3_600_000)).await, 1);
-    assert_eq!(dead_last_hour(at(3_601_000)).await, 0);
-});
+store_case!(
+    dead_last_hour_is_a_sliding_window,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        let dead = Fate::Dead(DeadReason::NonRetryableResponse);
+        finish(&store, new("s", "a"), at(0), dead).await;
+        finish(&store, new("s", "b"), at(1_000), dead).await;
+        let dead_last_hour = async |now| health(&store, "s", now).await.figures.dead_last_hour;
+        assert_eq!(dead_last_hour(at(1_000)).await, 2);
+        assert_eq!(
+            dead_last_hour(at(500)).await,
+            1,
+            "b is not dead yet at 0.5 s"
+        );
+        // (now − 1 h, now]: a job dead exactly an hour ago is out.
+        assert_eq!(dead_last_hour(at(3_600_000)).await, 1);
+        assert_eq!(dead_last_hour(at(3_601_000)).await, 0);
+    }
+);
 
 /// The ids of the listing of `status` at `now`, walked `limit` at a time.
-async fn walk(store: &SharedStore, status: HealthStatus, limit: u32, now: Timestamp) -> Vec<String> {
+async fn walk(
+    store: &SharedStore,
+    status: HealthStatus,
+    limit: u32,
+    now: Timestamp,
+) -> Vec<String> {
     let mut ids = Vec::new();
     let mut after = None;
     loop {
@@ -221,7 +258,13 @@ store_case!(
                 instant += 1_000;
             }
         }
-        finish(&store, new("f-d", "r"), at(instant), Fate::Retrying(at(900_000))).await;
+        finish(
+            &store,
+            new("f-d", "r"),
+            at(instant),
+            Fate::Retrying(at(900_000)),
+        )
+        .await;
         add_subscriber(&store, "h").await;
         finish(&store, new("h", "ok"), at(instant + 1_000), Fate::Delivered).await;
         add_subscriber(&store, "p").await;
