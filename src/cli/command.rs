@@ -1,9 +1,9 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
-//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`).
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `subscribers`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::args::{DestinationsArgs, JobsArgs, ReplayArgs};
+use super::args::{DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
@@ -42,6 +42,9 @@ pub enum Command {
     /// Show destinations (host:port) of a running server and change their limit,
     /// pause or circuit (`list`, `show`, `set`).
     Destinations(DestinationsArgs),
+    /// Show subscribers' health on a running server and resume paused ones (`list`,
+    /// `resume`).
+    Subscribers(SubscribersArgs),
 }
 
 /// How log lines are written.
