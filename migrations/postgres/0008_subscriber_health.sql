@@ -14,3 +14,7 @@ CREATE INDEX attempts_subscriber_success ON attempts (subscriber_id, finished_at
     WHERE outcome = 'delivered';
 CREATE INDEX attempts_subscriber_failure ON attempts (subscriber_id, finished_at)
     WHERE outcome IN ('retryable', 'terminal', 'blocked');
+
+-- A subscriber's jobs dead in the last hour (`dead_last_hour`): a range per subscriber,
+-- however many other subscribers' jobs died meanwhile.
+CREATE INDEX jobs_subscriber_dead ON jobs (subscriber_id, dead_at) WHERE state = 'dead';

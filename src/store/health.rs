@@ -2,11 +2,13 @@
 //! instant from the jobs, the attempts and the destinations, never maintained on the
 //! outcome path.
 //!
-//! Three set-based reads in one snapshot, whatever the number of subscribers: the
-//! non-terminal jobs grouped by subscriber (the partial index of waiting work), the
-//! jobs dead in the last hour (`jobs_dead_at`, a range), and per subscriber its latest
-//! success, latest failure and first failure after that success (one seek each in the
-//! partial indexes `attempts_subscriber_success` / `_failure` of migration 0008). The
+//! Three set-based reads in one snapshot, whatever the number of subscribers, each
+//! driven by the subscribers named: their non-terminal jobs (the partial index of
+//! waiting work, `jobs_subscriber_due`), their jobs dead in the last hour
+//! (`jobs_subscriber_dead`, a range each), and per subscriber its latest success,
+//! latest failure and first failure after that success (one seek each in the partial
+//! indexes `attempts_subscriber_success` / `_failure`; these two and
+//! `jobs_subscriber_dead` come with migration 0008). The
 //! destinations that may hold work back (paused, circuit not closed, requests open)
 //! come from the gauges' query. A listing by health reads every subscriber's figures,
 //! then sorts and pages in memory: 2,000 subscribers with 50,000 jobs read in tens of

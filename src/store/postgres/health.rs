@@ -1,6 +1,7 @@
 //! Subscribers' health figures in PostgreSQL: the statements (see
-//! [`crate::store::health`]). `… IN (SELECT json_array_elements_text($N::json))`
-//! selects the subscribers named.
+//! [`crate::store::health`]). `… = ANY(ARRAY(SELECT json_array_elements_text($N::json)))`
+//! selects the subscribers named: the array is computed once (an init plan), so each
+//! id is an index condition, where `IN (SELECT …)` would hash-join a scan of all jobs.
 
 use sqlx::PgPool;
 
@@ -16,13 +17,13 @@ const WAITING: &str = "SELECT subscriber_id, \
       AS next_attempt_at \
     FROM jobs \
     WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-      AND subscriber_id IN (SELECT json_array_elements_text($2::json)) \
+      AND subscriber_id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
     GROUP BY subscriber_id";
 
 /// The jobs of the subscribers `$3` dead in (`$1`, `$2`], per subscriber.
 const DEAD_SINCE: &str = "SELECT subscriber_id, COUNT(*) AS n FROM jobs \
     WHERE state = 'dead' AND dead_at > $1 AND dead_at <= $2 \
-      AND subscriber_id IN (SELECT json_array_elements_text($3::json)) \
+      AND subscriber_id = ANY(ARRAY(SELECT json_array_elements_text($3::json))) \
     GROUP BY subscriber_id";
 
 /// The subscribers `$1`, each with its latest success and failure and its first
@@ -44,7 +45,7 @@ const ATTEMPTS: &str = "SELECT s.id, s.destination, ls.last_success_at, \
       WHERE a.subscriber_id = s.id AND a.outcome IN ('retryable', 'terminal', 'blocked') \
         AND a.finished_at > COALESCE(ls.last_success_at, -1) \
       ORDER BY a.finished_at LIMIT 1) ff ON TRUE \
-    WHERE s.id IN (SELECT json_array_elements_text($1::json)) \
+    WHERE s.id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
     ORDER BY s.id";
 
 impl HealthStatements for PgPool {

@@ -19,9 +19,9 @@ const WAITING: &str = "SELECT subscriber_id, \
     GROUP BY subscriber_id";
 
 /// The jobs of the subscribers `?3` dead in (`?1`, `?2`], per subscriber
-/// (`jobs_dead_at`, a range).
+/// (`jobs_subscriber_dead`, a range per subscriber).
 const DEAD_SINCE: &str = "SELECT subscriber_id, COUNT(*) AS n \
-    FROM jobs INDEXED BY jobs_dead_at \
+    FROM jobs INDEXED BY jobs_subscriber_dead \
     WHERE state = 'dead' AND dead_at > ?1 AND dead_at <= ?2 \
       AND subscriber_id IN (SELECT value FROM json_each(?3)) \
     GROUP BY subscriber_id";
