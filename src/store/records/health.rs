@@ -1,6 +1,7 @@
 //! Subscribers' health figures as the store reads them (docs/DESIGN.md §5.3).
 
 use crate::domain::Timestamp;
+use crate::domain::attempt::AttemptOutcome;
 use crate::domain::health::{Health, HealthFacts};
 use crate::domain::retry_advice::SubscriberFacts;
 use crate::domain::waiting::WaitingReason;
@@ -71,14 +72,16 @@ impl SubscriberHealth {
         self.facts().assess()
     }
 
-    /// What the retry advice on it is drawn from: the failure only when its last
-    /// attempt failed.
+    /// What the retry advice on it is drawn from. Its latest failure counts when its
+    /// last attempt failed, or, when a later attempt succeeded but jobs still retry,
+    /// when that failure was transient (`retryable`: what those jobs wait after); an
+    /// older refusal does not speak for a receiver that answers 2xx again.
     pub fn advice_facts(&self) -> SubscriberFacts {
-        let failed = self
-            .facts()
-            .last_attempt_failed()
-            .then_some(self.figures.last_failure.as_ref())
-            .flatten();
+        let last_failed = self.facts().last_attempt_failed();
+        let failed = self.figures.last_failure.as_ref().filter(|failure| {
+            last_failed
+                || (self.figures.retrying > 0 && failure.outcome == AttemptOutcome::Retryable)
+        });
         SubscriberFacts {
             paused: !self.subscriber.enabled,
             destination_hold: self.figures.destination_hold,
@@ -106,5 +109,82 @@ impl HealthCursor {
     pub fn precedes(&self, failing_jobs: u64, id: &str) -> bool {
         failing_jobs < self.failing_jobs
             || (failing_jobs == self.failing_jobs && id > self.id.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::policy::ErrorClass;
+    use crate::domain::retry_advice::{RetryVerdict, for_subscriber};
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn entry(
+        failure: AttemptOutcome,
+        status: u16,
+        success_at: i64,
+        retrying: u64,
+    ) -> SubscriberHealth {
+        SubscriberHealth {
+            subscriber: Subscriber {
+                id: "s".into(),
+                url: "https://example.com/h".into(),
+                max_in_flight: 16,
+                rate_limit_per_second: None,
+                enabled: true,
+                created_at: at(0),
+                updated_at: at(0),
+                paused_reason: None,
+                paused_at: None,
+            },
+            figures: HealthFigures {
+                retrying,
+                next_attempt_at: (retrying > 0).then(|| at(9_000)),
+                last_success_at: Some(at(success_at)),
+                last_failure: Some(AttemptFailure {
+                    at: at(5_000),
+                    outcome: failure,
+                    class: Some(if status >= 500 {
+                        ErrorClass::Http5xx
+                    } else {
+                        ErrorClass::Http4xx
+                    }),
+                    status: Some(status),
+                    reason: None,
+                }),
+                ..HealthFigures::default()
+            },
+        }
+    }
+
+    fn verdict(entry: &SubscriberHealth) -> Option<RetryVerdict> {
+        for_subscriber(&entry.advice_facts()).map(|a| a.verdict)
+    }
+
+    #[test]
+    fn the_advice_speaks_of_the_failure_that_still_matters() {
+        // Its last attempt failed with a 404: no, whatever retries.
+        let refused = entry(AttemptOutcome::Terminal, 404, 1_000, 2);
+        assert_eq!(verdict(&refused), Some(RetryVerdict::No));
+        // A 2xx since the 404, and a job still retries: that job waits after an
+        // unknown outcome, not after the 404.
+        let recovered = entry(AttemptOutcome::Terminal, 404, 6_000, 1);
+        let advice = for_subscriber(&recovered.advice_facts()).unwrap();
+        assert_eq!(
+            (advice.verdict, advice.at),
+            (RetryVerdict::Yes, Some(at(9_000)))
+        );
+        assert!(!advice.reason.contains("404"), "{}", advice.reason);
+        // A 2xx since a 503 and a job still retrying after it: yes, after the 503.
+        let transient = entry(AttemptOutcome::Retryable, 503, 6_000, 1);
+        let advice = for_subscriber(&transient.advice_facts()).unwrap();
+        assert_eq!(advice.verdict, RetryVerdict::Yes);
+        assert!(advice.reason.contains("503"), "{}", advice.reason);
+        // Nothing retries and the last attempt succeeded: healthy, no advice.
+        let healthy = entry(AttemptOutcome::Retryable, 503, 6_000, 0);
+        assert_eq!(verdict(&healthy), None);
     }
 }
