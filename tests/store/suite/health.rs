@@ -10,7 +10,8 @@ use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::waiting::WaitingReason;
 use deferhook::domain::{DeadReason, JobEvent, JobState, Timestamp};
 use deferhook::store::{
-    HealthCursor, HealthFigures, PageRequest, PausedReason, SharedStore, SubscriberHealth,
+    DestinationPut, HealthCursor, HealthFigures, PageRequest, PausedReason, SharedStore,
+    SubscriberHealth,
 };
 use deferhook::testing::START;
 
@@ -340,5 +341,30 @@ store_case!(
         let other = job(&store, jobs[1].id).await;
         assert_eq!(other.dead_reason, Some(DeadReason::DeadlineExceeded));
         assert_eq!(other.dead_detail, None);
+    }
+);
+
+store_case!(
+    the_sweep_keeps_a_held_destination_as_why_a_job_waited,
+    async |store: SharedStore| {
+        add_subscriber(&store, "held").await;
+        let jobs = create(&store, vec![new_job("held", "a", at(100_000), at(200_000))]).await;
+        let put = DestinationPut {
+            max_in_flight: None,
+            paused: Some(true),
+            circuit: None,
+        };
+        let key = "held.example.test:443";
+        assert!(
+            store
+                .put_destination(key, put, at(1_000))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        store.expire_deadlines(at(200_000), 10).await.unwrap();
+        let waited = job(&store, jobs[0].id).await;
+        assert_eq!(waited.dead_reason, Some(DeadReason::DeadlineExceeded));
+        assert_eq!(waited.dead_detail, Some(WaitingReason::DestinationPaused));
     }
 );
