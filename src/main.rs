@@ -62,5 +62,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Replay(args) => cli::replay::run(args).await,
         Command::Destinations(args) => cli::destinations::run(args).await,
         Command::Events(args) => cli::events::run(args).await,
+        Command::Subscribers(args) => cli::subscribers::run(args).await,
     }
 }

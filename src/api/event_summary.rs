@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::subscriber_stats::JobCountsView;
 use crate::domain::policy::ErrorClass;
-use crate::domain::retry_advice::{self, JobFacts, RetryAdvice};
+use crate::domain::retry_advice::{self, RetryAdvice};
 use crate::domain::waiting::{WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
-use crate::store::{AffectedEvent, EventJob, EventJobs, JobCounts, SubscriberHold};
+use crate::store::{AffectedEvent, EventJob, EventJobs, JobCounts};
 
 /// Most failing subscribers an event summary lists; the rest are counted in `total`
 /// (list them with `GET /v1/jobs?event_id=…&state=retrying,dead`).
@@ -133,7 +133,8 @@ pub fn summarize(event_id: String, read: EventJobs, now: Timestamp) -> EventSumm
             hold.map(|h| &h.load),
             now,
         );
-        let facts = job_facts(&entry, reason, hold);
+        let facts =
+            super::views::job_facts(&entry.job, reason, hold.and_then(|h| h.circuit_retry_at));
         let job_advice = retry_advice::for_job(&facts);
         counts.add(job.state, 1);
         add(&mut waiting_reasons, reason.map(WaitingReason::as_str));
@@ -160,25 +161,6 @@ pub fn summarize(event_id: String, read: EventJobs, now: Timestamp) -> EventSumm
         error_classes,
         retry_advice: advice,
         failing_subscribers: FailingSubscribers { items, total },
-    }
-}
-
-/// What the advice on `entry`'s job is drawn from. `dead_detail` is not read here yet.
-fn job_facts(
-    entry: &EventJob,
-    waiting_reason: Option<WaitingReason>,
-    hold: Option<&SubscriberHold>,
-) -> JobFacts {
-    let job = &entry.job;
-    JobFacts {
-        state: job.state,
-        waiting_reason,
-        dead_reason: job.dead_reason,
-        dead_detail: None,
-        last_error_class: job.last_error.as_ref().map(|e| e.class),
-        last_status: job.last_error.as_ref().and_then(|e| e.status),
-        due_at: job.next_attempt_at(),
-        circuit_retry_at: hold.and_then(|h| h.circuit_retry_at),
     }
 }
 
@@ -233,7 +215,7 @@ mod tests {
     use super::*;
     use crate::domain::retry_advice::RetryVerdict;
     use crate::domain::waiting::SubscriberLoad;
-    use crate::store::{Job, LastError, NewJob};
+    use crate::store::{Job, LastError, NewJob, SubscriberHold};
 
     const NOW: Timestamp = Timestamp::from_millis(1_000_000);
 
@@ -281,6 +263,7 @@ mod tests {
                 rate_limit_per_second: None,
                 last_started_at: None,
                 destination_hold: destination,
+                destination_hold_until: retry.map(Timestamp::from_millis),
             },
             circuit_retry_at: retry.map(Timestamp::from_millis),
         }

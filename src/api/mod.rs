@@ -22,6 +22,7 @@ pub mod problem;
 pub mod replays;
 pub mod request_id;
 pub mod secret_rotation;
+pub mod subscriber_health;
 mod subscriber_stats;
 mod subscribers;
 pub mod views;

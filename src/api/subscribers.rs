@@ -14,12 +14,15 @@ use super::AppState;
 use super::extract::{AppJson, AppQuery};
 use super::pagination::{self, Page};
 use super::problem::{ApiError, FieldError, Problem};
+use super::subscriber_health;
 use super::views::SubscriberView;
+use crate::domain::health::HealthStatus;
 use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
 use crate::domain::validate;
 use crate::store::{
-    PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch, SubscriberPut,
+    HealthCursor, PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch,
+    SubscriberPut,
 };
 
 /// Most `max_in_flight` a subscriber may ask for.
@@ -144,8 +147,14 @@ pub struct ListSubscribersQuery {
     /// Items per page, 1–1000 (default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
-    /// `next_cursor` of the previous page.
+    /// `next_cursor` of the previous page (of the same listing: with the same
+    /// `health`, or without).
     pub cursor: Option<String>,
+    /// Only the subscribers with this health at the instant read, most
+    /// `health.failing_jobs` first, then by id; without it, every subscriber in id
+    /// order.
+    #[param(value_type = Option<HealthStatus>)]
+    pub health: Option<String>,
 }
 
 /// `url` in its normalised form, or why it is refused (not an absolute `http(s)` URL,
@@ -250,7 +259,7 @@ pub async fn put_subscriber(
         enabled: body.enabled,
     };
     let outcome = state.store.put_subscriber(put, state.clock.now()).await?;
-    let mut view = SubscriberView::from(outcome.subscriber);
+    let mut view = subscriber_health::view_now(&state, outcome.subscriber).await?;
     let Some(secret) = outcome.created_secret else {
         return Ok((StatusCode::OK, Json(view)).into_response());
     };
@@ -332,12 +341,12 @@ pub async fn patch_subscriber(
     AppJson(body): AppJson<PatchSubscriberRequest>,
 ) -> Result<Json<SubscriberView>, ApiError> {
     let patch = validate_patch(body, &state.target_policy)?;
-    state
+    let subscriber = state
         .store
         .patch_subscriber(&id, patch, state.clock.now())
         .await?
-        .map(|s| Json(SubscriberView::from(s)))
-        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))
+        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+    Ok(Json(subscriber_health::view_now(&state, subscriber).await?))
 }
 
 /// Checks a resume body; returns its selection.
@@ -426,15 +435,20 @@ pub async fn get_subscriber(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<SubscriberView>, ApiError> {
-    state
+    let subscriber = state
         .store
         .get_subscriber(&id)
         .await?
-        .map(|s| Json(SubscriberView::from(s)))
-        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))
+        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+    Ok(Json(subscriber_health::view_now(&state, subscriber).await?))
 }
 
-/// List subscribers in id order.
+/// List subscribers in id order, or those of one health, most failing jobs first.
+///
+/// With `health`, the order is `health.failing_jobs` descending, then id; the cursor
+/// carries the last item's count as read and its id, so a subscriber whose count did
+/// not change between two pages is never skipped or repeated (one whose count changed
+/// may move across the boundary).
 #[utoipa::path(
     get,
     path = "/v1/subscribers",
@@ -450,6 +464,12 @@ pub async fn list_subscribers(
     AppQuery(query): AppQuery<ListSubscribersQuery>,
 ) -> Result<Json<Page<SubscriberView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
+    if let Some(health) = query.health.as_deref() {
+        let status = health
+            .parse::<HealthStatus>()
+            .map_err(|_| ApiError::invalid("health", "must be `failing`, `paused` or `healthy`"))?;
+        return list_by_health(&state, status, query.cursor.as_deref(), limit).await;
+    }
     let after = pagination::decode_cursor(query.cursor.as_deref(), |key| {
         validate::subscriber_id(key).ok().map(|()| key.to_owned())
     })?;
@@ -460,11 +480,43 @@ pub async fn list_subscribers(
             limit: limit + 1,
         })
         .await?;
+    let (items, next_cursor) = pagination::split(fetched, limit, |s| s.id.clone());
+    let items = subscriber_health::views(&state, items, state.clock.now()).await?;
+    Ok(Json(Page { items, next_cursor }))
+}
+
+/// A page of the subscribers of health `status` (see [`list_subscribers`]). The
+/// cursor is `h:<failing_jobs>:<id>`.
+async fn list_by_health(
+    state: &AppState,
+    status: HealthStatus,
+    cursor: Option<&str>,
+    limit: u32,
+) -> Result<Json<Page<SubscriberView>>, ApiError> {
+    let after = pagination::decode_cursor(cursor, |key| {
+        let (count, id) = key.strip_prefix("h:")?.split_once(':')?;
+        validate::subscriber_id(id).ok()?;
+        Some(HealthCursor {
+            failing_jobs: count.parse().ok()?,
+            id: id.to_owned(),
+        })
+    })?;
+    let fetched = state
+        .store
+        .list_subscribers_by_health(
+            status,
+            PageRequest {
+                after,
+                limit: limit + 1,
+            },
+            state.clock.now(),
+        )
+        .await?;
     Ok(Json(pagination::page(
         fetched,
         limit,
-        |s| s.id.clone(),
-        SubscriberView::from,
+        |entry| format!("h:{}:{}", entry.figures.failing_jobs(), entry.subscriber.id),
+        subscriber_health::view,
     )))
 }
 

@@ -5,10 +5,12 @@ use url::Url;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::subscriber_health::HealthView;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::circuit::{CircuitState, ForcedCircuit};
 use crate::domain::destination::Destination;
 use crate::domain::policy::ErrorClass;
+use crate::domain::retry_advice::{self, JobFacts, RetryAdvice};
 use crate::domain::waiting::{SubscriberLoad, WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::{self, Attempt, Job, LastError, LeaseInfo, Subscriber};
@@ -39,14 +41,18 @@ pub struct SubscriberView {
     pub created_at: Timestamp,
     /// When it last changed.
     pub updated_at: Timestamp,
+    /// Its health at the instant read: healthy, failing or paused, since when, its last
+    /// error, its jobs and whether a retry would help (docs/DESIGN.md §5.3).
+    pub health: HealthView,
     /// The `whsec_…` signing secret: present only in the response that created the
     /// subscriber. Store it; it is never shown again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
 }
 
-impl From<Subscriber> for SubscriberView {
-    fn from(s: Subscriber) -> Self {
+impl SubscriberView {
+    /// The view of `s` with its `health`.
+    pub fn new(s: Subscriber, health: HealthView) -> Self {
         // A stored URL always has a host and a port (http or https, checked on PUT).
         let destination = Url::parse(&s.url)
             .ok()
@@ -65,6 +71,7 @@ impl From<Subscriber> for SubscriberView {
             paused_at: s.paused_at,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            health,
             secret: None,
         }
     }
@@ -260,27 +267,55 @@ pub struct JobView {
     pub dead_at: Option<Timestamp>,
     /// Why it is dead.
     pub dead_reason: Option<DeadReason>,
+    /// Why it had waited when it died at its deadline: `subscriber_paused`,
+    /// `destination_paused` or `destination_circuit_open` (a waiting reason, not an
+    /// error class); `null` otherwise.
+    pub dead_detail: Option<WaitingReason>,
     /// Why it is not delivered yet; `null` when terminal or due and waiting only for a
     /// free worker.
     pub waiting_reason: Option<WaitingReason>,
+    /// Whether a retry now can change its outcome, and why (docs/DESIGN.md §5.9);
+    /// `null` when nothing failed and nothing holds it back, or an attempt is running.
+    pub retry_advice: Option<RetryAdvice>,
     /// The worker's lease, while `in_flight`.
     pub lease: Option<LeaseView>,
     /// The last failure, if any.
     pub last_error: Option<LastErrorView>,
 }
 
+/// What the retry advice on `job` is drawn from: its row, its waiting reason as read,
+/// and when its destination's open circuit lets the next probe out.
+pub(crate) fn job_facts(
+    job: &Job,
+    waiting_reason: Option<WaitingReason>,
+    circuit_retry_at: Option<Timestamp>,
+) -> JobFacts {
+    JobFacts {
+        state: job.state,
+        waiting_reason,
+        dead_reason: job.dead_reason,
+        dead_detail: job.dead_detail,
+        last_error_class: job.last_error.as_ref().map(|e| e.class),
+        last_status: job.last_error.as_ref().and_then(|e| e.status),
+        due_at: job.next_attempt_at(),
+        circuit_retry_at,
+    }
+}
+
 impl JobView {
     /// The view of `job` at `now`; `load`, its subscriber's load, explains a due job
     /// held back by the subscriber's limits.
     pub fn new(job: Job, load: Option<&SubscriberLoad>, now: Timestamp) -> Self {
+        let waiting = waiting_reason(job.state, job.due_at, job.subscriber_enabled, load, now);
+        let retry_advice = retry_advice::for_job(&job_facts(
+            &job,
+            waiting,
+            load.and_then(|l| l.destination_hold_until),
+        ));
         JobView {
-            waiting_reason: waiting_reason(
-                job.state,
-                job.due_at,
-                job.subscriber_enabled,
-                load,
-                now,
-            ),
+            waiting_reason: waiting,
+            retry_advice,
+            dead_detail: job.dead_detail,
             next_attempt_at: job.next_attempt_at(),
             id: job.id,
             event_id: job.event_id,

@@ -499,3 +499,66 @@ mod tests {
         assert!(parse_time("yesterday").is_err());
     }
 }
+
+// --- subscribers (issue #16 parts 3 and 8) ---
+
+/// The health statuses a subscriber listing can filter on.
+pub const HEALTH_STATUSES: [&str; 3] = ["failing", "paused", "healthy"];
+
+/// `deferhook subscribers …`: subscribers' health, and resuming paused ones.
+#[derive(Debug, Args)]
+pub struct SubscribersArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SubscribersCommand,
+}
+
+/// The `subscribers` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SubscribersCommand {
+    /// List subscribers with their health: in id order, or with --health those of one
+    /// status, most failing jobs first.
+    List(ListSubscribersArgs),
+    /// Resume paused subscribers, by id or by why they were paused; prints how many
+    /// were resumed.
+    Resume(ResumeSubscribersArgs),
+}
+
+/// `deferhook subscribers list`.
+#[derive(Debug, Args)]
+pub struct ListSubscribersArgs {
+    /// Only subscribers with this health, most failing jobs (retrying plus dead in the
+    /// last hour) first.
+    #[arg(long, value_parser = PossibleValuesParser::new(HEALTH_STATUSES))]
+    pub health: Option<String>,
+    /// Subscribers per page, 1 to 1000 (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every matching subscriber.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `deferhook subscribers resume`: exactly one selection.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("selection")
+        .required(true)
+        .args(["ids", "paused_reason"])
+))]
+pub struct ResumeSubscribersArgs {
+    /// These subscribers, comma-separated (1 to 1000, all registered; those not paused
+    /// are left as they are).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', num_args = 1)]
+    pub ids: Vec<String>,
+    /// Every subscriber paused for this reason: `gone` (its receiver answered 410) or
+    /// `operator`.
+    #[arg(long, value_parser = PossibleValuesParser::new(["gone", "operator"]))]
+    pub paused_reason: Option<String>,
+}

@@ -1,9 +1,10 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
-//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`).
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`,
+//! `subscribers`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::args::{DestinationsArgs, JobsArgs, ReplayArgs};
+use super::args::{DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use super::event_args::EventsArgs;
 use crate::config::{DatabaseArgs, ServeArgs};
 
@@ -46,6 +47,9 @@ pub enum Command {
     /// Show which events of a running server are affected, and one event's summary
     /// (`list`, `show`).
     Events(EventsArgs),
+    /// Show subscribers' health on a running server and resume paused ones (`list`,
+    /// `resume`).
+    Subscribers(SubscribersArgs),
 }
 
 /// How log lines are written.

@@ -39,12 +39,39 @@ pub struct Job {
     pub dead_at: Option<String>,
     /// Why it is dead.
     pub dead_reason: Option<String>,
+    /// Why it had waited when it died at its deadline.
+    #[serde(default)]
+    pub dead_detail: Option<String>,
+    /// Whether a retry now can change its outcome.
+    #[serde(default)]
+    pub retry_advice: Option<RetryAdvice>,
     /// Why it is not delivered yet.
     pub waiting_reason: Option<String>,
     /// The worker's lease, while in flight.
     pub lease: Option<Lease>,
     /// The last failure.
     pub last_error: Option<LastError>,
+}
+
+/// Whether a retry now can change a job's outcome, and why.
+#[derive(Debug, Deserialize)]
+pub struct RetryAdvice {
+    /// `yes`, `no`, `after_resume`, `not_before` or `replay`.
+    pub verdict: String,
+    /// Why.
+    pub reason: String,
+    /// From when, if known.
+    pub at: Option<String>,
+}
+
+impl RetryAdvice {
+    /// `yes (at …): reason`.
+    fn describe(&self) -> String {
+        match &self.at {
+            Some(at) => format!("{} (at {at}): {}", self.verdict, self.reason),
+            None => format!("{}: {}", self.verdict, self.reason),
+        }
+    }
 }
 
 /// The lease of an in-flight job.
@@ -177,7 +204,12 @@ pub fn job_fields(job: &Job) -> String {
         ("attempts", attempts),
         ("waiting_reason", or_none(job.waiting_reason.as_ref())),
         ("dead_reason", or_none(job.dead_reason.as_ref())),
+        ("dead_detail", or_none(job.dead_detail.as_ref())),
         ("last_error", or_none(last_error)),
+        (
+            "retry_advice",
+            or_none(job.retry_advice.as_ref().map(RetryAdvice::describe)),
+        ),
         ("deliver_at", job.deliver_at.clone()),
         ("next_attempt_at", or_none(job.next_attempt_at.as_ref())),
         ("deadline", job.deadline.clone()),

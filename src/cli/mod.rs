@@ -1,8 +1,9 @@
 //! The command line: its root ([`command`]) and the operator commands that talk to a
 //! running server over its HTTP API: `deferhook jobs get | list`,
-//! `deferhook replay create | status | cancel` and
-//! `deferhook destinations list | show | set` and
-//! `deferhook events list | show`.
+//! `deferhook replay create | status | cancel`,
+//! `deferhook destinations list | show | set`,
+//! `deferhook events list | show` and
+//! `deferhook subscribers list | resume`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
@@ -19,3 +20,4 @@ pub mod pages;
 pub mod progress;
 pub mod render;
 pub mod replay;
+pub mod subscribers;

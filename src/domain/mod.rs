@@ -6,6 +6,7 @@ pub mod clock_offset;
 pub mod destination;
 pub mod destination_state;
 pub mod field_error;
+pub mod health;
 pub mod ids;
 pub mod job;
 pub mod job_template;

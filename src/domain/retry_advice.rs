@@ -152,6 +152,10 @@ pub fn for_subscriber(facts: &SubscriberFacts) -> Option<RetryAdvice> {
     if facts.paused {
         return for_hold(WaitingReason::SubscriberPaused, None);
     }
+    if facts.last_error_class.is_none() && facts.retrying_jobs == 0 {
+        // Healthy: a destination at its limit is how work is paced, not a failure.
+        return None;
+    }
     if let Some(held) = facts
         .destination_hold
         .and_then(|reason| for_hold(reason, facts.circuit_retry_at))
@@ -482,6 +486,12 @@ mod tests {
             next_attempt_at: None,
         };
         assert_eq!(for_subscriber(&base), None);
+        // A healthy subscriber gets no advice, even while its destination holds work.
+        let held = SubscriberFacts {
+            destination_hold: Some(WaitingReason::DestinationAtLimit),
+            ..base
+        };
+        assert_eq!(for_subscriber(&held), None);
         let v = |facts| for_subscriber(&facts).map(|a| a.verdict);
         assert_eq!(
             v(SubscriberFacts {

@@ -91,6 +91,8 @@ pub struct SubscriberLoad {
     /// Why its destination holds its jobs back at the instant read (paused, circuit
     /// open, at its limit), if it does.
     pub destination_hold: Option<WaitingReason>,
+    /// When that hold ends by itself, when known: an open circuit's next probe.
+    pub destination_hold_until: Option<Timestamp>,
 }
 
 impl SubscriberLoad {
@@ -203,6 +205,7 @@ mod tests {
             rate_limit_per_second: Some(5),
             last_started_at: None,
             destination_hold: None,
+            destination_hold_until: None,
         };
         let w =
             |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);
@@ -229,6 +232,7 @@ mod tests {
         // The destination: a pause or an open circuit first, its limit last.
         let held = |reason| SubscriberLoad {
             destination_hold: Some(reason),
+            destination_hold_until: None,
             ..load(2, 0)
         };
         assert_eq!(
@@ -245,6 +249,7 @@ mod tests {
         );
         let at_limit = SubscriberLoad {
             destination_hold: Some(WaitingReason::DestinationAtLimit),
+            destination_hold_until: None,
             ..load(0, 0)
         };
         assert_eq!(w(at_limit), Some(WaitingReason::DestinationAtLimit));

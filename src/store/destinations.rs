@@ -514,14 +514,15 @@ pub(crate) fn json_array<'a>(items: impl Iterator<Item = &'a str>) -> Result<Str
         .map_err(|e| StoreError::Internal(e.to_string()))
 }
 
-/// Why destination `row` holds back a due job at `now`, if it does.
-pub(crate) fn hold(
+/// Why destination `row` holds its due work back at `now`, if it does, with when the
+/// hold ends by itself when that is known (an open circuit's cool-down).
+pub(crate) fn hold_until(
     row: &CountedRow,
     now: Timestamp,
     policy: &DestinationPolicy,
-) -> Result<Option<WaitingReason>, StoreError> {
+) -> Result<Option<(WaitingReason, Option<Timestamp>)>, StoreError> {
     Ok(match row.admission(now, policy)? {
-        Admission::Held(reason, _) => Some(reason),
+        Admission::Held(reason, until) => Some((reason, until)),
         Admission::Take(_) | Admission::Probe => None,
     })
 }

@@ -116,7 +116,7 @@ pub(crate) async fn list_affected<S: EventStatements>(
     let candidates: Vec<CountedRow> = S::fetch_all(&mut tx, query).await?;
     let mut held = Vec::new();
     for row in &candidates {
-        if destinations::hold(row, now, policy)?.is_some() {
+        if destinations::hold_until(row, now, policy)?.is_some() {
             held.push(row.key());
         }
     }
@@ -178,15 +178,12 @@ pub(crate) async fn event_jobs<S: EventStatements>(
 /// `admission`.
 fn hold_of(row: &LoadRow, admission: Option<&Admission>) -> SubscriberHold {
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-    let (destination_hold, circuit_retry_at) = match admission {
-        Some(Admission::Held(reason, until)) => (
-            Some(*reason),
-            (*reason == WaitingReason::DestinationCircuitOpen)
-                .then_some(*until)
-                .flatten(),
-        ),
+    let (destination_hold, destination_hold_until) = match admission {
+        Some(Admission::Held(reason, until)) => (Some(*reason), *until),
         _ => (None, None),
     };
+    let circuit_retry_at = destination_hold_until
+        .filter(|_| destination_hold == Some(WaitingReason::DestinationCircuitOpen));
     SubscriberHold {
         load: SubscriberLoad {
             open_attempts: count(row.open_attempts),
@@ -195,6 +192,7 @@ fn hold_of(row: &LoadRow, admission: Option<&Admission>) -> SubscriberHold {
             rate_limit_per_second: row.rate_limit_per_second.map(count),
             last_started_at: decode::opt_ts(row.last_started_at),
             destination_hold,
+            destination_hold_until,
         },
         circuit_retry_at,
     }

@@ -235,12 +235,13 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
         .text(id)
         .int(now.as_millis());
     let destination: Option<CountedRow> = db.read_optional(query).await?;
-    let destination_hold = match &destination {
-        Some(row) => destinations::hold(row, now, policy)?,
+    let hold = match &destination {
+        Some(row) => destinations::hold_until(row, now, policy)?,
         None => None,
     };
     Ok(row.map(|row| SubscriberLoad {
-        destination_hold,
+        destination_hold: hold.map(|(reason, _)| reason),
+        destination_hold_until: hold.and_then(|(_, until)| until),
         open_attempts: count(row.open_attempts),
         max_in_flight: count(row.max_in_flight),
         started_last_second: count(row.started_last_second),

@@ -138,7 +138,7 @@ fn waiting_query<S: JobStatements>(
 /// The columns [`JobRow`] reads, from `jobs j JOIN subscribers s`.
 pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
-    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, j.last_error_status, \
     j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
     j.lease_expires_at, s.enabled AS subscriber_enabled";
 
@@ -159,6 +159,7 @@ pub struct JobRow {
     delivered_at: Option<i64>,
     dead_at: Option<i64>,
     dead_reason: Option<String>,
+    dead_detail: Option<String>,
     last_error_class: Option<String>,
     last_error_status: Option<i64>,
     last_error_reason: Option<String>,
@@ -216,6 +217,7 @@ impl TryFrom<JobRow> for Job {
             delivered_at: decode::opt_ts(row.delivered_at),
             dead_at: decode::opt_ts(row.dead_at),
             dead_reason: decode::opt_named("dead_reason", row.dead_reason.as_deref())?,
+            dead_detail: decode::opt_named("dead_detail", row.dead_detail.as_deref())?,
             last_error,
             lease,
             subscriber_enabled: row.subscriber_enabled,

@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod figures;
 pub mod group_commit;
+mod health;
 mod jobs;
 mod maintenance;
 mod outcomes;
@@ -355,6 +356,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         state: Option<ReplayState>,
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Replay>, StoreError>;
+
+    // --- subscriber health (issue #16 part 3) ---
+
+    /// The health figures at `now` of the subscribers `ids` (see [`HealthFigures`]),
+    /// by id, read in one snapshot; an id that does not exist is absent.
+    async fn subscriber_health(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError>;
+
+    /// The subscribers whose health at `now` is `status`, most `failing_jobs` (retrying
+    /// plus dead in the last hour) first then by id, strictly after `page.after` (the
+    /// count as read on the previous page and the id), at most `page.limit`.
+    async fn list_subscribers_by_health(
+        &self,
+        status: crate::domain::health::HealthStatus,
+        page: PageRequest<HealthCursor>,
+        now: Timestamp,
+    ) -> Result<Vec<SubscriberHealth>, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

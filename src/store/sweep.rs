@@ -17,6 +17,9 @@ pub struct OverdueRow {
     state: String,
     past_deadline: bool,
     used_up: bool,
+    /// Why it waited, as a waiting reason's wire name: its subscriber paused, or its
+    /// subscriber's destination paused or its circuit not closed (`dead_detail`).
+    waited_on: Option<String>,
 }
 
 /// The statements of a sweep, in the backend's dialect.
@@ -25,8 +28,8 @@ pub(crate) trait SweepStatements: Transactions {
     const OVERDUE: &'static str;
     /// Records job `$1`'s attempt in progress as `unknown` at `$2`, for reason `$3`.
     const MARK_UNKNOWN: &'static str;
-    /// Moves job `$1` to `dead` for reason `$3` at `$2`, or without one back to
-    /// `retrying`, due at `$2`; ends its lease.
+    /// Moves job `$1` to `dead` for reason `$3` with detail `$4` at `$2`, or without
+    /// one back to `retrying`, due at `$2`; ends its lease.
     const EXPIRE: &'static str;
 }
 
@@ -63,8 +66,11 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
             mark_attempt_unknown::<S>(&mut tx, &job.id, now).await?;
             expired.lease_expired += 1;
         }
+        // Only a job that dies at its deadline keeps why it waited (docs/DESIGN.md §2.1).
+        let mut detail = None;
         let reason = if job.past_deadline {
             expired.dead += 1;
+            detail = job.waited_on;
             Some(DeadReason::DeadlineExceeded)
         } else if job.used_up {
             expired.max_attempts += 1;
@@ -79,7 +85,8 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
         let query = Query::new(S::EXPIRE)
             .text(&job.id)
             .int(now.as_millis())
-            .bind(Value::OptText(reason.map(|r| r.as_str().to_owned())));
+            .bind(Value::OptText(reason.map(|r| r.as_str().to_owned())))
+            .bind(Value::OptText(detail));
         S::execute(&mut tx, query).await?;
     }
     S::commit(tx).await?;

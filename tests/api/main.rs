@@ -27,6 +27,7 @@ mod replays;
 mod request_ids;
 mod secret_rotation;
 mod subscriber_changes;
+mod subscriber_health;
 mod subscriber_ids;
 mod subscriber_stats;
 mod subscribers;

@@ -46,6 +46,21 @@ async fn patch_changes_only_the_fields_given(db: Db) {
             "paused_at": at(1_000),
             "created_at": at(0),
             "updated_at": at(1_000),
+            "health": {
+                "status": "paused",
+                "since": at(1_000),
+                "last_error": null,
+                "jobs": {"scheduled": 0, "in_flight": 0, "retrying": 0},
+                "dead_last_hour": 0,
+                "failing_jobs": 0,
+                "paused_reason": "operator",
+                "paused_at": at(1_000),
+                "retry_advice": {
+                    "verdict": "after_resume",
+                    "reason": "its subscriber is paused: nothing is sent until it is resumed",
+                    "at": null,
+                },
+            },
         })
     );
     assert_eq!(subscriber(&app, "billing").await, paused);

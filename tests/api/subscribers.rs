@@ -55,6 +55,12 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "paused_at": null,
             "created_at": START_TEXT,
             "updated_at": START_TEXT,
+            "health": {
+                "status": "healthy", "since": null, "last_error": null,
+                "jobs": {"scheduled": 0, "in_flight": 0, "retrying": 0},
+                "dead_last_hour": 0, "failing_jobs": 0,
+                "paused_reason": null, "paused_at": null, "retry_advice": null,
+            },
         })
     );
 
@@ -83,6 +89,21 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "paused_at": at(1_000),
             "created_at": START_TEXT,
             "updated_at": at(1_000),
+            "health": {
+                "status": "paused",
+                "since": at(1_000),
+                "last_error": null,
+                "jobs": {"scheduled": 0, "in_flight": 0, "retrying": 0},
+                "dead_last_hour": 0,
+                "failing_jobs": 0,
+                "paused_reason": "operator",
+                "paused_at": at(1_000),
+                "retry_advice": {
+                    "verdict": "after_resume",
+                    "reason": "its subscriber is paused: nothing is sent until it is resumed",
+                    "at": null,
+                },
+            },
         })
     );
     let read = app.get("/v1/subscribers/billing").await;

@@ -21,3 +21,4 @@ mod replay_live;
 mod replay_slices;
 mod request_log;
 mod secret_flags;
+mod subscriber_commands;

@@ -23,6 +23,12 @@ fn jobs_get_shows_a_dead_job_and_its_attempt_history() {
     assert_eq!(row(text, "event")[1..], ["invoice.paid:1"]);
     assert_eq!(row(text, "dead_reason")[1..], ["non_retryable_response"]);
     assert_eq!(row(text, "waiting_reason")[1..], ["-"]);
+    assert_eq!(row(text, "dead_detail")[1..], ["-"]);
+    assert_eq!(
+        row(text, "retry_advice")[1],
+        "no:",
+        "a 400 is not worth retrying: {text}"
+    );
     assert_eq!(
         row(text, "last_error")[1..3],
         ["http_4xx", "400:"],

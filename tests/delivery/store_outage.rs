@@ -289,6 +289,27 @@ impl Store for Outage {
         self.check()?;
         self.inner.list_replays(state, page).await
     }
+
+    // --- subscriber health (issue #16 part 3) ---
+    async fn subscriber_health(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
+        self.check()?;
+        self.inner.subscriber_health(ids, now).await
+    }
+    async fn list_subscribers_by_health(
+        &self,
+        status: deferhook::domain::health::HealthStatus,
+        page: PageRequest<HealthCursor>,
+        now: Timestamp,
+    ) -> Result<Vec<SubscriberHealth>, StoreError> {
+        self.check()?;
+        self.inner
+            .list_subscribers_by_health(status, page, now)
+            .await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

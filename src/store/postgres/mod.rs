@@ -18,6 +18,7 @@ mod creates;
 mod destinations;
 mod events;
 mod figures;
+mod health;
 mod jobs;
 mod maintenance;
 mod outcomes;
@@ -416,6 +417,25 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<PurgedJobs, StoreError> {
         shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
+    }
+
+    // --- subscriber health (issue #16 part 3) ---
+
+    async fn subscriber_health(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
+        shared::health::figures(&self.db, ids, now, &self.policy).await
+    }
+
+    async fn list_subscribers_by_health(
+        &self,
+        status: crate::domain::health::HealthStatus,
+        page: PageRequest<HealthCursor>,
+        now: Timestamp,
+    ) -> Result<Vec<SubscriberHealth>, StoreError> {
+        shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
     }
 
     async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {

@@ -19,7 +19,7 @@ const FINISH_ATTEMPTS: &str = "UPDATE attempts a SET finished_at = v.finished_at
 /// Applies each transition only while its lease holds (fencing token, `in_flight`);
 /// returns the (id, token) of those applied.
 const APPLY_TRANSITIONS: &str = "UPDATE jobs j SET state = v.state, due_at = v.due_at, \
-    attempts = v.attempts, dead_reason = v.dead_reason, deadline = v.deadline, \
+    attempts = v.attempts, dead_reason = v.dead_reason, dead_detail = NULL, deadline = v.deadline, \
     possible_duplicate = v.possible_duplicate, updated_at = v.now, \
     lease_owner = NULL, lease_expires_at = NULL, \
     delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE j.delivered_at END, \

@@ -3,6 +3,7 @@
 use uuid::Uuid;
 
 use crate::domain::policy::ErrorClass;
+use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobSnapshot, JobState, Timestamp};
 
 /// A job to create.
@@ -96,6 +97,9 @@ pub struct Job {
     pub dead_at: Option<Timestamp>,
     /// Why it is dead.
     pub dead_reason: Option<DeadReason>,
+    /// Why it had waited when it died at its deadline (the deadline sweep records a
+    /// paused subscriber, a paused destination or an open circuit); `None` otherwise.
+    pub dead_detail: Option<WaitingReason>,
     /// The last failure, if any.
     pub last_error: Option<LastError>,
     /// The current lease, when in flight.
@@ -123,6 +127,7 @@ impl Job {
             delivered_at: None,
             dead_at: None,
             dead_reason: None,
+            dead_detail: None,
             last_error: None,
             lease: None,
             subscriber_enabled,

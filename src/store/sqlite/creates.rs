@@ -17,7 +17,7 @@ const INSERT: &str = "INSERT INTO jobs (id, subscriber_id, event_id, payload, st
 /// The job of key (`?1`, `?2`) with its payload.
 const FIND: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
-    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, j.last_error_status, \
     j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
     j.lease_expires_at, s.enabled AS subscriber_enabled, j.payload \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \

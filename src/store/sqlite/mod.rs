@@ -16,6 +16,7 @@ mod creates;
 mod destinations;
 mod events;
 mod figures;
+mod health;
 mod jobs;
 mod maintenance;
 mod outcomes;
@@ -533,5 +534,24 @@ impl Store for SqliteStore {
         page: PageRequest<Uuid>,
     ) -> Result<Vec<Replay>, StoreError> {
         shared::replays::list(&self.db, state, page).await
+    }
+
+    // --- subscriber health (issue #16 part 3) ---
+
+    async fn subscriber_health(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
+        shared::health::figures(&self.db, ids, now, &self.policy).await
+    }
+
+    async fn list_subscribers_by_health(
+        &self,
+        status: crate::domain::health::HealthStatus,
+        page: PageRequest<HealthCursor>,
+        now: Timestamp,
+    ) -> Result<Vec<SubscriberHealth>, StoreError> {
+        shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
     }
 }

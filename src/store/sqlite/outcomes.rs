@@ -34,7 +34,7 @@ pub(super) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.fi
 /// job in flight and re-read the whole batch for each (see the plan test).
 pub(super) const APPLY_TRANSITIONS: &str = "UPDATE jobs SET state = v.state, \
     due_at = v.due_at, attempts = v.attempts, \
-    dead_reason = v.dead_reason, deadline = v.deadline, \
+    dead_reason = v.dead_reason, dead_detail = NULL, deadline = v.deadline, \
     possible_duplicate = v.possible_duplicate, updated_at = v.now, \
     lease_owner = NULL, lease_expires_at = NULL, \
     delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE delivered_at END, \

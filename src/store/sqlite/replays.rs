@@ -69,7 +69,7 @@ const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_a
 /// attempt budget: `max_attempts` becomes the attempts so far plus the producer's
 /// budget (kept in `attempt_budget`). Only if it is still dead.
 const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3, \
-    deadline = ?4, dead_reason = NULL, dead_at = NULL, updated_at = ?5, \
+    deadline = ?4, dead_reason = NULL, dead_detail = NULL, dead_at = NULL, updated_at = ?5, \
     attempt_budget = COALESCE(attempt_budget, max_attempts), \
     max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
     WHERE id = ?1 AND state = 'dead' RETURNING id";

@@ -53,6 +53,7 @@ store_case!(
             delivered_at: None,
             dead_at: None,
             dead_reason: None,
+            dead_detail: None,
             last_error: None,
             lease: None,
             subscriber_enabled: true,

@@ -11,6 +11,7 @@ pub mod events;
 pub mod expired_leases;
 pub mod fencing;
 pub mod filters;
+pub mod health;
 pub mod jobs;
 pub mod leases;
 pub mod limits;
