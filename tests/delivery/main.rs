@@ -19,6 +19,7 @@ mod black_box_clocks;
 mod burst;
 mod destinations_circuit;
 mod destinations_limit;
+mod incident;
 mod instances;
 mod interop;
 mod isolation;
