@@ -19,9 +19,9 @@ use super::problem::{ApiError, Problem};
 use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
 
-use crate::domain::Timestamp;
 use crate::domain::ids::new_id;
 use crate::domain::waiting::{SubscriberLoad, needs_load};
+use crate::domain::{JobState, Timestamp};
 use crate::store::{CreateOutcome, Job, PageRequest};
 
 /// The routes of this resource.
@@ -91,7 +91,9 @@ async fn job_views(
 ) -> Result<Vec<JobView>, ApiError> {
     let mut loads: HashMap<String, Option<SubscriberLoad>> = HashMap::new();
     for job in &jobs {
-        if needs_load(job.state, job.due_at, job.subscriber_enabled, now)
+        // A retrying job's advice reads its destination's hold even before it is due.
+        let retrying = job.state == JobState::Retrying && job.subscriber_enabled;
+        if (retrying || needs_load(job.state, job.due_at, job.subscriber_enabled, now))
             && !loads.contains_key(&job.subscriber_id)
         {
             let load = state.store.subscriber_load(&job.subscriber_id, now).await?;

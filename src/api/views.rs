@@ -284,13 +284,15 @@ pub struct JobView {
 }
 
 /// What the retry advice on `job` is drawn from: its row, its waiting reason as read,
-/// and when its destination's open circuit lets the next probe out.
+/// and its subscriber's load (its destination's hold and when that ends), when read.
 pub(crate) fn job_facts(
     job: &Job,
     waiting_reason: Option<WaitingReason>,
-    circuit_retry_at: Option<Timestamp>,
+    load: Option<&SubscriberLoad>,
 ) -> JobFacts {
     JobFacts {
+        subscriber_paused: !job.subscriber_enabled,
+        destination_hold: load.and_then(|l| l.destination_hold),
         state: job.state,
         waiting_reason,
         dead_reason: job.dead_reason,
@@ -298,7 +300,7 @@ pub(crate) fn job_facts(
         last_error_class: job.last_error.as_ref().map(|e| e.class),
         last_status: job.last_error.as_ref().and_then(|e| e.status),
         due_at: job.next_attempt_at(),
-        circuit_retry_at,
+        circuit_retry_at: load.and_then(|l| l.destination_hold_until),
     }
 }
 
@@ -307,11 +309,7 @@ impl JobView {
     /// held back by the subscriber's limits.
     pub fn new(job: Job, load: Option<&SubscriberLoad>, now: Timestamp) -> Self {
         let waiting = waiting_reason(job.state, job.due_at, job.subscriber_enabled, load, now);
-        let retry_advice = retry_advice::for_job(&job_facts(
-            &job,
-            waiting,
-            load.and_then(|l| l.destination_hold_until),
-        ));
+        let retry_advice = retry_advice::for_job(&job_facts(&job, waiting, load));
         JobView {
             waiting_reason: waiting,
             retry_advice,

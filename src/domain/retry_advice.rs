@@ -4,10 +4,13 @@
 //!
 //! The rules, in order:
 //! - nothing failed and nothing holds the job back: no advice (`None`);
-//! - its subscriber is paused: [`RetryVerdict::AfterResume`];
+//! - its subscriber is paused (whether or not the job is due yet):
+//!   [`RetryVerdict::AfterResume`];
 //! - its destination (paused, circuit open, at its limit) or its subscriber (at its
 //!   `max_in_flight`, rate limited) holds it back: [`RetryVerdict::NotBefore`], with
-//!   the instant the hold clears when it is known (an open circuit's next probe);
+//!   the instant the hold clears when it is known (an open circuit's next probe); a
+//!   `retrying` job not yet due whose destination is paused or whose circuit is open
+//!   gets the same, since brought forward it would wait for them;
 //! - `retrying` after a transient failure (a timeout, a connect error, a 5xx, 429, 408
 //!   or 425): [`RetryVerdict::Yes`]; it is retried at `next_attempt_at` anyway and
 //!   `POST /v1/jobs/{id}/retry` brings that forward;
@@ -97,6 +100,12 @@ pub struct JobFacts {
     pub due_at: Option<Timestamp>,
     /// When its destination's circuit lets the next probe out, when it is open.
     pub circuit_retry_at: Option<Timestamp>,
+    /// Its subscriber is paused (read whether or not the job is due).
+    pub subscriber_paused: bool,
+    /// Why its destination holds all its work back at the instant read (paused, its
+    /// circuit open), whether or not the job is due: a `retrying` job brought forward
+    /// would still wait for it.
+    pub destination_hold: Option<WaitingReason>,
 }
 
 /// The advice on one job (see the module's rules); `None` when nothing failed and
@@ -112,17 +121,33 @@ pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
             {
                 return Some(held);
             }
-            (facts.state == JobState::Retrying).then(|| {
-                RetryAdvice::new(
-                    RetryVerdict::Yes,
-                    format!(
-                        "the last attempt failed with {}, which is transient; it is retried \
-                         at `at`, and POST /v1/jobs/{{id}}/retry sends it now",
-                        describe(facts.last_error_class, facts.last_status)
-                    ),
-                    facts.due_at,
-                )
-            })
+            if facts.state != JobState::Retrying {
+                return None;
+            }
+            // Backing off: brought forward now, it would still wait for these.
+            let lasting = if facts.subscriber_paused {
+                Some(WaitingReason::SubscriberPaused)
+            } else {
+                facts.destination_hold.filter(|reason| {
+                    matches!(
+                        reason,
+                        WaitingReason::DestinationPaused | WaitingReason::DestinationCircuitOpen
+                    )
+                })
+            };
+            if let Some(held) = lasting.and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+            {
+                return Some(held);
+            }
+            Some(RetryAdvice::new(
+                RetryVerdict::Yes,
+                format!(
+                    "the last attempt failed with {}, which is transient; it is retried \
+                     at `at`, and POST /v1/jobs/{{id}}/retry sends it now",
+                    describe(facts.last_error_class, facts.last_status)
+                ),
+                facts.due_at,
+            ))
         }
     }
 }
@@ -331,6 +356,8 @@ mod tests {
             last_status: None,
             due_at: None,
             circuit_retry_at: None,
+            subscriber_paused: false,
+            destination_hold: None,
         }
     }
 
@@ -375,6 +402,52 @@ mod tests {
             assert_eq!(advice.at, Some(AT));
             assert!(advice.reason.contains(class.as_str()), "{}", advice.reason);
         }
+    }
+
+    #[test]
+    fn a_job_backing_off_behind_a_lasting_hold_would_still_wait() {
+        let backing_off = JobFacts {
+            waiting_reason: Some(WaitingReason::BackingOff),
+            last_error_class: Some(ErrorClass::Timeout),
+            due_at: Some(AT),
+            ..job(JobState::Retrying)
+        };
+        let open = for_job(&JobFacts {
+            destination_hold: Some(WaitingReason::DestinationCircuitOpen),
+            circuit_retry_at: Some(Timestamp::from_millis(90_000)),
+            ..backing_off
+        })
+        .unwrap();
+        assert_eq!(
+            (open.verdict, open.at),
+            (
+                RetryVerdict::NotBefore,
+                Some(Timestamp::from_millis(90_000))
+            )
+        );
+        let paused = JobFacts {
+            subscriber_paused: true,
+            ..backing_off
+        };
+        assert_eq!(verdict(paused), Some(RetryVerdict::AfterResume));
+        let destination_paused = JobFacts {
+            destination_hold: Some(WaitingReason::DestinationPaused),
+            ..backing_off
+        };
+        assert_eq!(verdict(destination_paused), Some(RetryVerdict::NotBefore));
+        // A destination at its limit clears as requests finish: retrying still helps.
+        let at_limit = JobFacts {
+            destination_hold: Some(WaitingReason::DestinationAtLimit),
+            ..backing_off
+        };
+        assert_eq!(verdict(at_limit), Some(RetryVerdict::Yes));
+        // A scheduled job that never failed gets no advice, whatever its destination.
+        let future = JobFacts {
+            waiting_reason: Some(WaitingReason::Scheduled),
+            destination_hold: Some(WaitingReason::DestinationCircuitOpen),
+            ..job(JobState::Scheduled)
+        };
+        assert_eq!(verdict(future), None);
     }
 
     #[test]

@@ -50,7 +50,8 @@ const AFFECTED: &str = "WITH affected_jobs AS ( \
 /// its latest failed attempt's `finished_at`.
 const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
-    j.delivered_at, j.dead_at, j.dead_reason, j.last_error_class, j.last_error_status, \
+    j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, \
+    j.last_error_status, \
     j.last_error_reason, NULL AS last_error_body, j.lease_owner, j.lease_token, \
     j.lease_expires_at, s.enabled AS subscriber_enabled, \
     (SELECT MAX(a.finished_at) FROM attempts a WHERE a.job_id = j.id \
@@ -73,7 +74,7 @@ const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_fligh
           AND a.started_at > ?2 - 1000) END AS last_started_at \
     FROM subscribers s WHERE s.enabled = 1 AND s.id IN ( \
       SELECT j.subscriber_id FROM jobs j WHERE j.event_id = ?1 \
-        AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?2)";
+        AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= ?2))";
 
 /// The destinations of those subscribers, with their requests open at `?2`.
 const DESTINATIONS: &str = "SELECT d.*, \
@@ -82,7 +83,7 @@ const DESTINATIONS: &str = "SELECT d.*, \
     0 AS subscribers FROM destinations d WHERE d.key IN ( \
       SELECT s.destination FROM subscribers s JOIN jobs j ON j.subscriber_id = s.id \
       WHERE s.enabled = 1 AND j.event_id = ?1 \
-        AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?2)";
+        AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= ?2))";
 
 impl EventStatements for Pools {
     const AFFECTED: &'static str = AFFECTED;
