@@ -7,6 +7,11 @@ use crate::domain::JobState;
 use crate::domain::replay::ReplayFilter;
 use crate::store::records::{JobFilter, NewReplay};
 
+/// Keeps out the jobs of deleted subscribers (their tombstones, docs/DESIGN.md §5.3):
+/// a replay never requeues them. A lookup by primary key per matched job.
+pub const NOT_DELETED: &str = " AND NOT EXISTS (SELECT 1 FROM subscribers ds \
+    WHERE ds.id = j.subscriber_id AND ds.deleted_at IS NOT NULL)";
+
 /// The listing filter that selects the dead jobs `filter` matches.
 pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
     JobFilter {
@@ -42,6 +47,8 @@ pub fn push_matching(query: &mut Statement, filter: &ReplayFilter, max_jobs: u32
     let hint = query.dialect().index_hint(matching_index(filter));
     query.push(&format!(" FROM jobs j{hint} WHERE 1 = 1"));
     push_job_conditions(query, &job_filter(filter));
+    // A deleted subscriber's jobs are history: nothing would deliver them.
+    query.push(NOT_DELETED);
     query
         .push(" ORDER BY j.dead_at, j.id LIMIT ")
         .bind(Value::Int(i64::from(max_jobs)));

@@ -2,7 +2,9 @@
 //! here and from [`crate::store`].
 
 mod attempts;
+mod audit;
 mod claims;
+mod deletions;
 mod destinations;
 mod figures;
 mod jobs;
@@ -14,7 +16,9 @@ mod subscribers;
 mod sweep;
 
 pub use attempts::Attempt;
+pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
+pub use deletions::SubscriberDeleted;
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
