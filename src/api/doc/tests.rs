@@ -79,6 +79,7 @@ fn pages_refer_to_their_item_schemas() {
     assert_eq!(
         pages,
         [
+            "Page_AuditEntryView",
             "Page_DestinationView",
             "Page_JobView",
             "Page_SubscriberView"
@@ -122,6 +123,7 @@ fn every_limit_is_what_the_server_accepts() {
     assert_eq!(
         labels,
         [
+            "GET /v1/audit",
             "GET /v1/destinations",
             "GET /v1/jobs",
             "GET /v1/subscribers"
@@ -249,6 +251,7 @@ fn every_id_in_a_request_carries_its_rule() {
             "CreateJobRequest.subscriber_id",
             "CreateReplayRequest.event_id",
             "CreateReplayRequest.subscriber_id",
+            "DELETE /v1/subscribers/{subscriber_id} subscriber_id",
             "FanOutRequest.event_id",
             "GET /v1/jobs event_id",
             "GET /v1/jobs subscriber_id",
@@ -386,7 +389,7 @@ fn the_destination_parameters_carry_the_pattern() {
 fn every_cursor_parameter_carries_the_pattern() {
     let document = document();
     let cursors = parameters(&document, "cursor");
-    assert_eq!(cursors.len(), 3);
+    assert_eq!(cursors.len(), 4);
     for (label, parameter) in cursors {
         assert_eq!(parameter["schema"]["pattern"], CURSOR_PATTERN, "{label}");
         assert_eq!(parameter["schema"]["minLength"], 1, "{label}");

@@ -66,7 +66,10 @@ store_case!(
             target: Some("acme".into()),
             ..AuditFilter::default()
         };
-        assert_eq!(page(&store, &about_acme, None, 10).await, [written[1].clone()]);
+        assert_eq!(
+            page(&store, &about_acme, None, 10).await,
+            [written[1].clone()]
+        );
         let both = AuditFilter {
             action: Some("job.cancel".into()),
             target: Some("acme".into()),

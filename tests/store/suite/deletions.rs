@@ -12,8 +12,8 @@ use deferhook::store::{
 };
 
 use crate::support::{
-    add_subscriber, at, claim_one, create, create_due, current_secret, delivered, failed,
-    job_at, lease, list_at, new_job, outcome, subscriber_put,
+    add_subscriber, at, claim_one, create, create_due, current_secret, delivered, failed, job_at,
+    lease, list_at, new_job, outcome, subscriber_put,
 };
 
 store_case!(
@@ -80,7 +80,10 @@ store_case!(
         assert_eq!(attempts[0].outcome, AttemptOutcome::Unknown);
         // gone from reads and listings
         assert_eq!(store.get_subscriber("acme").await.unwrap(), None);
-        assert_eq!(store.subscriber_stats("acme", at(1_000)).await.unwrap(), None);
+        assert_eq!(
+            store.subscriber_stats("acme", at(1_000)).await.unwrap(),
+            None
+        );
         let listed = store
             .list_subscribers(PageRequest {
                 after: None,
@@ -133,9 +136,20 @@ store_case!(
         assert_eq!(stored.state, JobState::Dead);
         assert_eq!(stored.dead_reason, Some(DeadReason::SubscriberDeleted));
         let attempts = store.list_attempts(job.id, at(9)).await.unwrap();
-        assert_eq!(attempts[0].status, Some(410), "the late result lands on its attempt");
-        let new = store.get_subscriber("acme").await.unwrap().expect("new one");
-        assert!(new.enabled, "a late 410 of the old one does not pause the new one");
+        assert_eq!(
+            attempts[0].status,
+            Some(410),
+            "the late result lands on its attempt"
+        );
+        let new = store
+            .get_subscriber("acme")
+            .await
+            .unwrap()
+            .expect("new one");
+        assert!(
+            new.enabled,
+            "a late 410 of the old one does not pause the new one"
+        );
         assert_eq!(new.paused_reason, None);
     }
 );
@@ -144,12 +158,9 @@ store_case!(
     the_id_may_be_registered_again_as_a_new_subscriber,
     async |store: SharedStore| {
         let old_secret = add_subscriber(&store, "acme").await;
-        let first = create(
-            &store,
-            vec![new_job("acme", "evt-1", at(0), at(3_600_000))],
-        )
-        .await
-        .remove(0);
+        let first = create(&store, vec![new_job("acme", "evt-1", at(0), at(3_600_000))])
+            .await
+            .remove(0);
         let pause = SubscriberPut {
             enabled: Some(false),
             ..subscriber_put("acme")
@@ -188,7 +199,11 @@ store_case!(
         assert_ne!(second.id, first.id);
         let claimed = claim_one(&store, "w", at(21)).await;
         assert_eq!(claimed.job_id, second.id);
-        assert_eq!(current_secret(&claimed), &new_secret, "signed with the new secret");
+        assert_eq!(
+            current_secret(&claimed),
+            &new_secret,
+            "signed with the new secret"
+        );
         assert_eq!(
             job_at(&store, first.id, at(21)).await.dead_reason,
             Some(DeadReason::SubscriberDeleted)
@@ -200,7 +215,10 @@ store_case!(
     an_unknown_subscriber_is_not_deleted,
     async |store: SharedStore| {
         add_subscriber(&store, "acme").await;
-        assert_eq!(store.delete_subscriber("nobody", at(1)).await.unwrap(), None);
+        assert_eq!(
+            store.delete_subscriber("nobody", at(1)).await.unwrap(),
+            None
+        );
         let deleted = store.delete_subscriber("acme", at(2)).await.unwrap();
         assert_eq!(deleted.map(|d| d.jobs_dead), Some(0));
         assert_eq!(store.delete_subscriber("acme", at(3)).await.unwrap(), None);
@@ -232,10 +250,18 @@ store_case!(
         add_subscriber(&store, "acme").await;
         create_due(&store, "acme", at(60_000)).await;
         store.delete_subscriber("acme", at(1)).await.unwrap();
-        assert_eq!(store.purge_tombstones(at(2), 10).await.unwrap(), 0, "a job left");
+        assert_eq!(
+            store.purge_tombstones(at(2), 10).await.unwrap(),
+            0,
+            "a job left"
+        );
         let purged = store.purge_finished(None, Some(at(2)), 10).await.unwrap();
         assert_eq!(purged.dead, 1);
-        assert_eq!(store.purge_tombstones(at(1), 10).await.unwrap(), 0, "not before");
+        assert_eq!(
+            store.purge_tombstones(at(1), 10).await.unwrap(),
+            0,
+            "not before"
+        );
         assert_eq!(store.purge_tombstones(at(2), 10).await.unwrap(), 1);
         assert_eq!(store.purge_tombstones(at(2), 10).await.unwrap(), 0);
     }
