@@ -61,5 +61,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Jobs(args) => cli::jobs::run(args).await,
         Command::Replay(args) => cli::replay::run(args).await,
         Command::Destinations(args) => cli::destinations::run(args).await,
+        Command::Subscribers(args) => cli::subscriber_delete::run(args).await,
+        Command::Audit(args) => cli::audit::run(args).await,
     }
 }

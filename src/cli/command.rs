@@ -1,9 +1,10 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
-//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`).
+//! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `subscribers`,
+//! `audit`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::args::{DestinationsArgs, JobsArgs, ReplayArgs};
+use super::args::{AuditArgs, DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
@@ -42,6 +43,10 @@ pub enum Command {
     /// Show destinations (host:port) of a running server and change their limit,
     /// pause or circuit (`list`, `show`, `set`).
     Destinations(DestinationsArgs),
+    /// Change subscribers of a running server (`delete`).
+    Subscribers(SubscribersArgs),
+    /// Show the trail of operator actions of a running server (`list`).
+    Audit(AuditArgs),
 }
 
 /// How log lines are written.

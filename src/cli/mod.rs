@@ -1,13 +1,15 @@
 //! The command line: its root ([`command`]) and the operator commands that talk to a
 //! running server over its HTTP API: `deferhook jobs get | list`,
 //! `deferhook replay create | status | cancel` and
-//! `deferhook destinations list | show | set`.
+//! `deferhook destinations list | show | set`, `deferhook subscribers delete` and
+//! `deferhook audit list`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
 //! process exits 1.
 
 pub mod args;
+pub mod audit;
 pub mod client;
 pub mod command;
 pub mod destinations;
@@ -16,3 +18,4 @@ pub mod pages;
 pub mod progress;
 pub mod render;
 pub mod replay;
+pub mod subscriber_delete;

@@ -19,3 +19,4 @@ mod replay_commands;
 mod replay_live;
 mod request_log;
 mod secret_flags;
+mod subscriber_commands;
