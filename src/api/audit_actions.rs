@@ -156,3 +156,30 @@ mod tests {
         assert_eq!(audited(&Method::GET, "/v1/jobs/{job_id}"), None);
     }
 }
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    /// A row of the table that names no route of the API would never record anything.
+    #[test]
+    fn every_audited_route_is_a_route_of_the_api() {
+        let document = crate::api::openapi();
+        for audited in AUDITED {
+            let item = document
+                .paths
+                .paths
+                .get(audited.route)
+                .unwrap_or_else(|| panic!("no route {}", audited.route));
+            let method = audited.method.as_str().to_ascii_lowercase();
+            let operation = match method.as_str() {
+                "post" => item.post.as_ref(),
+                "put" => item.put.as_ref(),
+                "patch" => item.patch.as_ref(),
+                "delete" => item.delete.as_ref(),
+                _ => None,
+            };
+            assert!(operation.is_some(), "{} {}", audited.method, audited.route);
+        }
+    }
+}

@@ -98,3 +98,47 @@ store_case!(
         assert_eq!(left, [at(4_000), at(3_000)]);
     }
 );
+
+store_case!(
+    retention_purges_old_entries_and_emptied_tombstones,
+    async |store: SharedStore| {
+        use deferhook::delivery::retention::{RetentionSettings, purge_once, purge_records_once};
+        use tokio_util::sync::CancellationToken;
+
+        let settings = RetentionSettings {
+            retain_finished_ms: Some(1_000),
+            retain_dead_ms: Some(5_000),
+            batch: 2,
+            pause: std::time::Duration::ZERO,
+            ..RetentionSettings::default()
+        };
+        for n in 0..5 {
+            store
+                .record_audit(entry("job.retry", Some("j"), at(n * 1_000)))
+                .await
+                .unwrap();
+        }
+        crate::support::add_subscriber(&store, "acme").await;
+        crate::support::create_due(&store, "acme", at(60_000)).await;
+        store.delete_subscriber("acme", at(0)).await.unwrap();
+        let stop = CancellationToken::new();
+
+        // at 8 s: entries older than 3 s go (the longer retention is 5 s); the
+        // tombstone stays while its dead job is not purged
+        let (audit, tombstones) = purge_records_once(&store, at(8_000), &settings, &stop)
+            .await
+            .unwrap();
+        assert_eq!((audit, tombstones), (3, 0));
+        let left = page(&store, &AuditFilter::default(), None, 10).await;
+        assert_eq!(left.len(), 2);
+
+        let purged = purge_once(&store, at(8_000), &settings, &stop)
+            .await
+            .unwrap();
+        assert_eq!(purged.dead, 1);
+        let (audit, tombstones) = purge_records_once(&store, at(8_000), &settings, &stop)
+            .await
+            .unwrap();
+        assert_eq!((audit, tombstones), (0, 1));
+    }
+);
