@@ -248,6 +248,39 @@ async fn a_refused_action_leaves_no_entry(db: Db) {
     assert_eq!(app.get_json("/v1/audit").await, before);
 }
 
+/// The audit table is gone (dropped from outside the server), so every audit write
+/// fails: the action still answers, and the failure is counted.
+async fn a_failed_audit_write_does_not_fail_the_action(db: Db) {
+    use sqlx::Connection;
+    let app = app_with().backend(db).start().await;
+    app.create_subscriber("acme").await;
+    const DROP: &str = "DROP TABLE audit";
+    match db {
+        Db::Sqlite => {
+            let mut connection = sqlx::SqliteConnection::connect(&app.database_url)
+                .await
+                .unwrap();
+            sqlx::query(DROP).execute(&mut connection).await.unwrap();
+        }
+        Db::Postgres => {
+            let mut connection = sqlx::PgConnection::connect(&app.database_url)
+                .await
+                .unwrap();
+            sqlx::query(DROP).execute(&mut connection).await.unwrap();
+        }
+    }
+    let failures = |text: &str| crate::app::metric(text, "deferhook_audit_write_failures_total");
+    let before = failures(&app.metrics().await);
+    let paused = app
+        .patch_json("/v1/subscribers/acme", &json!({"enabled": false}))
+        .await;
+    assert_eq!(expect_json(&paused, 200)["enabled"], false);
+    let after = failures(&app.metrics().await);
+    assert!(after > before, "counted: {before} -> {after}");
+    let read = app.get_json("/v1/subscribers/acme").await;
+    assert_eq!(read["enabled"], false, "the action stands");
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -264,4 +297,5 @@ macro_rules! on_both_backends {
 on_both_backends!(
     every_operator_action_is_recorded_without_secrets,
     a_refused_action_leaves_no_entry,
+    a_failed_audit_write_does_not_fail_the_action,
 );
