@@ -164,13 +164,22 @@ pub struct ListAuditQuery {
     pub limit: Option<String>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
-    /// Only this action (`replay.create`, `replay.cancel`, `job.cancel`, `job.retry`,
-    /// `job.reschedule`, `subscriber.resume`, `subscriber.put`, `subscriber.patch`,
-    /// `subscriber.delete`, `subscriber.rotate_secret`, `destination.put`).
+    /// Only this action (the names of [`audit_actions::AUDITED`], listed in the
+    /// document by [`action_schema`]).
+    #[param(schema_with = action_schema)]
     pub action: Option<String>,
     /// Only entries about this target (a job, subscriber or replay id, a destination
     /// key).
     pub target: Option<String>,
+}
+
+/// The `action` filter's schema: one of the action names.
+fn action_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some("Only entries of this action."))
+        .enum_values(Some(audit_actions::action_names()))
+        .build()
 }
 
 /// An operator action, as recorded.
