@@ -3,6 +3,9 @@
 //! for `delivered` and `cancelled`, `--retain-dead-ms` for `dead`). "Finished for" is
 //! now − `updated_at`: a terminal job is not updated again (a replay moves a dead job
 //! back to `scheduled`, which the purge never touches).
+//! Then it deletes what outlives jobs: audit entries older than the longer of the two
+//! ages ([`RetentionSettings::audit_cutoff`]), and the tombstones of deleted
+//! subscribers whose jobs are all purged.
 //!
 //! It runs every [`RetentionSettings::interval`] in small batches, pausing between
 //! them so the SQLite writer is never held for long, and stops on the shared
