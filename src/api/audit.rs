@@ -90,7 +90,7 @@ pub async fn record(
         return response;
     }
     let (response, target) = match audited.target {
-        Target::AnswerId => answer_id(response).await,
+        Target::Answer(field) => answer_field(response, field).await,
         _ => (response, path_target),
     };
     let at = recorder.clock.now();
@@ -137,15 +137,15 @@ fn parameters(body: &[u8]) -> Option<String> {
     Some(without_secrets(value).to_string())
 }
 
-/// The answer, read whole and rebuilt, and its `id` field (what the action created).
-async fn answer_id(response: Response) -> (Response, Option<String>) {
+/// The answer, read whole and rebuilt, and its text field `field`.
+async fn answer_field(response: Response, field: &str) -> (Response, Option<String>) {
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else {
         return (Response::from_parts(parts, Body::empty()), None);
     };
     let id = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
-        .and_then(|answer| answer.get("id")?.as_str().map(str::to_owned));
+        .and_then(|answer| answer.get(field)?.as_str().map(str::to_owned));
     (Response::from_parts(parts, Body::from(bytes)), id)
 }
 

@@ -11,8 +11,9 @@ pub enum Target {
     /// The path parameter of this name (a job, subscriber or replay id, a destination
     /// key).
     Path(&'static str),
-    /// The `id` field of the answer (what the action created).
-    AnswerId,
+    /// This text field of the answer: what the action created (a replay's `id`), or
+    /// the target in its normalised form (a destination's `host:port`).
+    Answer(&'static str),
     /// None: the action acts on a selection its parameters describe.
     None,
 }
@@ -55,7 +56,7 @@ pub const AUDITED: &[AuditedRoute] = &[
         method: Method::POST,
         route: "/v1/replays",
         action: "replay.create",
-        target: Target::AnswerId,
+        target: Target::Answer("id"),
         only_status: Some(StatusCode::ACCEPTED),
     },
     route(
@@ -116,7 +117,7 @@ pub const AUDITED: &[AuditedRoute] = &[
         Method::PUT,
         "/v1/destinations/{destination}",
         "destination.put",
-        Target::Path("destination"),
+        Target::Answer("destination"),
     ),
 ];
 

@@ -104,7 +104,7 @@ async fn every_operator_action_is_recorded_without_secrets(db: Db) {
     ok(call(
         &app,
         Method::PUT,
-        "/v1/destinations/example.com:443",
+        "/v1/destinations/EXAMPLE.com:443",
         Some(limit),
     )
     .await);
