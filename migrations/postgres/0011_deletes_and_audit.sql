@@ -8,6 +8,8 @@
 -- free for a new subscriber. A tombstone is disabled, has no secret and no
 -- destination; deleted_at is when it was deleted (NULL for every live subscriber).
 ALTER TABLE subscribers ADD COLUMN deleted_at BIGINT;
+-- retention: the tombstones deleted before a cutoff
+CREATE INDEX subscribers_deleted ON subscribers (deleted_at) WHERE deleted_at IS NOT NULL;
 
 -- The audit trail: one row per successful operator action. `parameters` is the
 -- request's JSON without secrets; `actor` the API token's fingerprint (NULL when the
