@@ -15,25 +15,26 @@ const TOMBSTONE: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight
     FROM subscribers WHERE id = ?1";
 
 /// Subscriber `?1`'s waiting jobs end `dead` at `?2` (`jobs_subscriber_state`).
-const KILL_JOBS: &str = "UPDATE jobs SET state = 'dead', dead_reason = 'subscriber_deleted', \
+pub(super) const KILL_JOBS: &str = "UPDATE jobs SET state = 'dead', dead_reason = 'subscriber_deleted', \
     dead_at = ?2, due_at = NULL, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL \
     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying', 'in_flight')";
 
 /// Subscriber `?1`'s attempts in progress read `unknown` from `?2`, for reason `?3`.
-const ABANDON_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = ?2, \
+pub(super) const ABANDON_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = ?2, \
     reason = ?3 WHERE subscriber_id = ?1 AND outcome = 'in_progress'";
 
 /// Subscriber `?1`'s jobs move to tombstone `?2`.
-const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = ?2 WHERE subscriber_id = ?1";
+pub(super) const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = ?2 WHERE subscriber_id = ?1";
 
 /// Subscriber `?1`'s attempts move to tombstone `?2`.
-const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = ?2 WHERE subscriber_id = ?1";
+pub(super) const MOVE_ATTEMPTS: &str =
+    "UPDATE attempts SET subscriber_id = ?2 WHERE subscriber_id = ?1";
 
 /// Subscriber `?1` goes (no job refers to it any more).
 const DELETE: &str = "DELETE FROM subscribers WHERE id = ?1";
 
 /// Tombstones deleted before `?1` without jobs left, at most `?2`.
-const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
+pub(super) const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
       SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?1 \
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) LIMIT ?2) \
     AND deleted_at IS NOT NULL";
