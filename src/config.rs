@@ -213,7 +213,8 @@ pub struct ServeArgs {
     )]
     pub retain_finished_ms: u64,
     /// How long dead jobs (with their attempts) are kept after they die, in
-    /// milliseconds; 0 keeps them forever.
+    /// milliseconds; 0 keeps them forever. Audit entries are kept for the longer of
+    /// this and --retain-finished-ms.
     #[arg(
         long,
         env = "DEFERHOOK_RETAIN_DEAD_MS",

@@ -63,5 +63,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Destinations(args) => cli::destinations::run(args).await,
         Command::Events(args) => cli::events::run(args).await,
         Command::Subscribers(args) => cli::subscribers::run(args).await,
+        Command::Audit(args) => cli::audit::run(args).await,
     }
 }

@@ -192,6 +192,11 @@ fn register() {
     for state in PURGED_STATES {
         counter!("deferhook_jobs_purged_total", "state" => state.as_str()).absolute(0);
     }
+    describe_counter!(
+        "deferhook_audit_write_failures_total",
+        "Operator actions answered 2xx whose audit entry could not be written."
+    );
+    counter!("deferhook_audit_write_failures_total").absolute(0);
     for name in [
         "deferhook_oldest_eligible_age_seconds",
         "deferhook_oldest_retrying_age_seconds",
@@ -281,6 +286,17 @@ pub fn swept(deadline: u64, max_attempts: u64) {
         .increment(deadline);
     counter!("deferhook_dead_letters_total", "reason" => DeadReason::MaxAttempts.as_str())
         .increment(max_attempts);
+}
+
+/// Deleting a subscriber made `n` of its waiting jobs dead (`subscriber_deleted`).
+pub fn deleted_dead(n: u64) {
+    counter!("deferhook_dead_letters_total", "reason" => DeadReason::SubscriberDeleted.as_str())
+        .increment(n);
+}
+
+/// An operator action succeeded but its audit entry could not be written.
+pub fn audit_write_failed() {
+    counter!("deferhook_audit_write_failures_total").increment(1);
 }
 
 /// A replay moved `n` dead jobs back to `scheduled`.

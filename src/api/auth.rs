@@ -20,6 +20,21 @@ use subtle::ConstantTimeEq;
 
 use super::problem::ApiError;
 
+/// Which API token made a request: its [`fingerprint`], put in the request's
+/// extensions by [`require_token`] when the token is accepted (absent when the API
+/// runs without tokens). The audit trail records it (docs/DESIGN.md §5.11).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiActor(pub String);
+
+/// A token's fingerprint: `sha256:` and the first 16 hex digits of the SHA-256 of the
+/// token. It names the token in the audit trail without showing it, and cannot be
+/// presented in its place.
+pub fn fingerprint(token: &str) -> String {
+    let digest = digest(token.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// Shortest accepted token, in characters.
 pub const MIN_TOKEN_LEN: usize = 16;
 /// Longest accepted token, in characters.
@@ -115,7 +130,7 @@ fn protected(path: &str) -> bool {
 /// to a host that is not loopback; passes everything else on.
 pub async fn require_token(
     State(tokens): State<ApiTokens>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if tokens.is_empty() {
@@ -138,7 +153,11 @@ pub async fn require_token(
                 .then_some(token.trim())
         });
     match presented {
-        Some(token) if tokens.accepts(token) => next.run(request).await,
+        Some(token) if tokens.accepts(token) => {
+            let actor = ApiActor(fingerprint(token));
+            request.extensions_mut().insert(actor);
+            next.run(request).await
+        }
         Some(_) => unauthorized("the bearer token is not valid", "invalid_token"),
         None => unauthorized(
             "send `Authorization: Bearer <token>` with one of the server's API tokens",
@@ -194,6 +213,19 @@ mod tests {
         assert!(!format!("{token:?}").contains("secret-token"));
         let tokens = ApiTokens::new(&[token]).unwrap();
         assert_eq!(format!("{tokens:?}"), "ApiTokens(1 configured)");
+    }
+
+    #[test]
+    fn a_fingerprint_names_a_token_without_showing_it() {
+        let token = "secret-token-0123456789";
+        let shown = fingerprint(token);
+        assert_eq!(shown.len(), "sha256:".len() + 16);
+        assert!(shown.starts_with("sha256:"));
+        assert_eq!(shown, fingerprint(token));
+        assert_ne!(shown, fingerprint("secret-token-0123456788"));
+        assert!(!shown.contains("secret-token"));
+        // the first 8 bytes of SHA-256("abc")
+        assert_eq!(fingerprint("abc"), "sha256:ba7816bf8f01cfea");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The HTTP API (docs/DESIGN.md §5): axum routers per resource, problem+json errors, and the
 //! OpenAPI document generated from the handlers (utoipa).
 
+pub mod audit;
+pub mod audit_actions;
 pub mod auth;
 mod destinations;
 mod doc;
@@ -22,6 +24,7 @@ pub mod problem;
 pub mod replays;
 pub mod request_id;
 pub mod secret_rotation;
+mod subscriber_deletion;
 pub mod subscriber_health;
 mod subscriber_stats;
 mod subscribers;
@@ -108,6 +111,7 @@ pub struct ApiSettings {
         (name = "destinations", description = "The host:port destinations subscribers share: limits, pauses, circuit breakers"),
         (name = "events", description = "Events fanned out to subscribers: which are affected, and one event's summary"),
         (name = "replays", description = "Paced replays of dead letters"),
+        (name = "audit", description = "The trail of operator actions"),
         (name = "health", description = "Probes"),
     )
 )]
@@ -122,6 +126,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(jobs::router())
         .merge(events::router())
         .merge(replays::router())
+        .merge(subscriber_deletion::router())
+        .merge(audit::router())
         .merge(health::router())
         .merge(metrics_route::router())
 }
@@ -148,7 +154,17 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         replay_limits: settings.replay_limits,
         target_policy: settings.target_policy.clone(),
     };
+    let recorder = audit::Recorder {
+        store: state.store.clone(),
+        clock: state.clock.clone(),
+        max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
+    };
     let (router, mut openapi) = routes().split_for_parts();
+    // A route layer: it sees the route the router matched (the audited actions).
+    let router = router.route_layer(axum::middleware::from_fn_with_state(
+        recorder,
+        audit::record,
+    ));
     doc::finish(&mut openapi);
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;

@@ -452,6 +452,52 @@ pub struct SetDestinationArgs {
     pub circuit: Option<String>,
 }
 
+/// A command naming one subscriber.
+#[derive(Debug, Args)]
+pub struct SubscriberArg {
+    /// The subscriber's id.
+    #[arg(value_name = "ID")]
+    pub subscriber_id: String,
+}
+
+/// `deferhook audit …`: the trail of operator actions.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// How to reach the server.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AuditCommand,
+}
+
+/// The `audit` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// List operator actions, newest first.
+    List(ListAuditArgs),
+}
+
+/// `deferhook audit list`.
+#[derive(Debug, Args)]
+pub struct ListAuditArgs {
+    /// Only this action (e.g. `job.cancel`, `subscriber.delete`).
+    #[arg(long, value_name = "ACTION")]
+    pub action: Option<String>,
+    /// Only actions on this target (a job, subscriber or replay id, a destination).
+    #[arg(long, value_name = "TARGET")]
+    pub target: Option<String>,
+    /// Entries per page, 1 to 1000 (the server's default when absent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub limit: Option<u32>,
+    /// Start at this page: the cursor a previous listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Follow the cursors and list every entry.
+    #[arg(long)]
+    pub all: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,7 +551,7 @@ mod tests {
 /// The health statuses a subscriber listing can filter on.
 pub const HEALTH_STATUSES: [&str; 3] = ["failing", "paused", "healthy"];
 
-/// `deferhook subscribers …`: subscribers' health, and resuming paused ones.
+/// `deferhook subscribers …`: subscribers' health, resuming paused ones, deleting one.
 #[derive(Debug, Args)]
 pub struct SubscribersArgs {
     /// How to reach the server.
@@ -525,6 +571,10 @@ pub enum SubscribersCommand {
     /// Resume paused subscribers, by id or by why they were paused; prints how many
     /// were resumed.
     Resume(ResumeSubscribersArgs),
+    /// Delete a subscriber: its waiting jobs end dead (`subscriber_deleted`), its
+    /// history stays readable by job and event id, and its id may be registered again
+    /// as a new subscriber.
+    Delete(SubscriberArg),
 }
 
 /// `deferhook subscribers list`.

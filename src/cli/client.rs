@@ -189,6 +189,12 @@ impl ApiClient {
             .await
     }
 
+    /// `DELETE` a resource and read the JSON answer.
+    pub async fn delete(&self, segments: &[&str]) -> Result<Value, CliError> {
+        self.send(Method::DELETE, self.url(segments, &[]), None)
+            .await
+    }
+
     async fn send(
         &self,
         method: Method,

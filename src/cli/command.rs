@@ -1,10 +1,10 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
 //! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`,
-//! `subscribers`).
+//! `subscribers`, `audit`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::args::{DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
+use super::args::{AuditArgs, DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use super::event_args::EventsArgs;
 use crate::config::{DatabaseArgs, ServeArgs};
 
@@ -47,9 +47,11 @@ pub enum Command {
     /// Show which events of a running server are affected, and one event's summary
     /// (`list`, `show`).
     Events(EventsArgs),
-    /// Show subscribers' health on a running server and resume paused ones (`list`,
-    /// `resume`).
+    /// Show subscribers' health on a running server, resume paused ones, delete one
+    /// (`list`, `resume`, `delete`).
     Subscribers(SubscribersArgs),
+    /// Show the trail of operator actions of a running server (`list`).
+    Audit(AuditArgs),
 }
 
 /// How log lines are written.

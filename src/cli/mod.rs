@@ -2,14 +2,16 @@
 //! running server over its HTTP API: `deferhook jobs get | list`,
 //! `deferhook replay create | status | cancel`,
 //! `deferhook destinations list | show | set`,
-//! `deferhook events list | show` and
-//! `deferhook subscribers list | resume`.
+//! `deferhook events list | show`,
+//! `deferhook subscribers list | resume | delete` and
+//! `deferhook audit list`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
 //! becomes one message naming the title, the detail and each invalid field, and the
 //! process exits 1.
 
 pub mod args;
+pub mod audit;
 pub mod client;
 pub mod command;
 pub mod destinations;
@@ -20,4 +22,5 @@ pub mod pages;
 pub mod progress;
 pub mod render;
 pub mod replay;
+pub mod subscriber_delete;
 pub mod subscribers;

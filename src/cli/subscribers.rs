@@ -92,6 +92,9 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
     let text = match args.command {
         SubscribersCommand::List(list) => list_subscribers(&client, &list, json).await?,
         SubscribersCommand::Resume(resume) => resume_subscribers(&client, &resume, json).await?,
+        SubscribersCommand::Delete(delete) => {
+            super::subscriber_delete::delete_subscriber(&client, &delete, json).await?
+        }
     };
     Ok(quiet_when_closed(render::emit(&text))?)
 }

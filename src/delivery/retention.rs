@@ -3,6 +3,9 @@
 //! for `delivered` and `cancelled`, `--retain-dead-ms` for `dead`). "Finished for" is
 //! now − `updated_at`: a terminal job is not updated again (a replay moves a dead job
 //! back to `scheduled`, which the purge never touches).
+//! Then it deletes what outlives jobs: audit entries older than the longer of the two
+//! ages ([`RetentionSettings::audit_cutoff`]), and the tombstones of deleted
+//! subscribers whose jobs are all purged.
 //!
 //! It runs every [`RetentionSettings::interval`] in small batches, pausing between
 //! them so the SQLite writer is never held for long, and stops on the shared
@@ -69,6 +72,15 @@ impl RetentionSettings {
         };
         (before(self.retain_finished_ms), before(self.retain_dead_ms))
     }
+
+    /// The exclusive bound of audit entries at `now` (docs/DESIGN.md §11): they are
+    /// kept as long as the jobs kept longest, so an entry outlives the jobs it names;
+    /// `None` (kept forever) when either kind of job is kept forever.
+    pub fn audit_cutoff(&self, now: Timestamp) -> Option<Timestamp> {
+        let longest = self.retain_finished_ms?.max(self.retain_dead_ms?);
+        let ms = i64::try_from(longest).unwrap_or(i64::MAX);
+        Some(Timestamp::from_millis(now.as_millis().saturating_sub(ms)))
+    }
 }
 
 /// Runs retention every `settings.interval` (the first run at once) until `stop` is
@@ -97,6 +109,17 @@ pub async fn run(
             ),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "retention failed; retrying later"),
+        }
+        match purge_records_once(&store, clock.now(), &settings, &stop).await {
+            Ok((audit, tombstones)) if audit + tombstones > 0 => tracing::info!(
+                audit_entries = audit,
+                deleted_subscribers = tombstones,
+                "purged audit entries and deleted subscribers' tombstones"
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "retention of the audit trail failed; retrying later")
+            }
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -138,6 +161,38 @@ pub async fn purge_once(
     }
 }
 
+/// One run at `now` over what outlives jobs: audit entries before
+/// [`RetentionSettings::audit_cutoff`] and the tombstones of deleted subscribers
+/// whose jobs are all purged, in batches as [`purge_once`] does. Returns (audit
+/// entries, tombstones) deleted.
+pub async fn purge_records_once(
+    store: &SharedStore,
+    now: Timestamp,
+    settings: &RetentionSettings,
+    stop: &CancellationToken,
+) -> Result<(u64, u64), StoreError> {
+    let mut audit = 0;
+    if let Some(before) = settings.audit_cutoff(now) {
+        loop {
+            let purged = store.purge_audit(before, settings.batch).await?;
+            audit += purged;
+            if purged < u64::from(settings.batch) || stop.is_cancelled() {
+                break;
+            }
+            tokio::time::sleep(settings.pause).await;
+        }
+    }
+    let mut tombstones = 0;
+    loop {
+        let purged = store.purge_tombstones(now, settings.batch).await?;
+        tombstones += purged;
+        if purged < u64::from(settings.batch) || stop.is_cancelled() {
+            return Ok((audit, tombstones));
+        }
+        tokio::time::sleep(settings.pause).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +221,22 @@ mod tests {
             huge.cutoffs(now).1,
             Some(Timestamp::from_millis(10_000 - i64::MAX))
         );
+    }
+
+    #[test]
+    fn audit_entries_are_kept_as_long_as_the_jobs_kept_longest() {
+        let now = Timestamp::from_millis(10_000);
+        let both = RetentionSettings {
+            retain_finished_ms: Some(1_000),
+            retain_dead_ms: Some(3_000),
+            ..RetentionSettings::default()
+        };
+        assert_eq!(both.audit_cutoff(now), Some(Timestamp::from_millis(7_000)));
+        let dead_forever = RetentionSettings {
+            retain_dead_ms: None,
+            ..both
+        };
+        assert_eq!(dead_forever.audit_cutoff(now), None);
+        assert_eq!(RetentionSettings::default().audit_cutoff(now), None);
     }
 }

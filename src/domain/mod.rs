@@ -1,6 +1,7 @@
 //! Pure types and rules of deferhook: no I/O, the clock injected (docs/DESIGN.md §2–§4).
 
 pub mod attempt;
+pub mod audit;
 pub mod circuit;
 pub mod clock_offset;
 pub mod destination;
@@ -20,6 +21,7 @@ pub mod schedule;
 pub mod secret;
 pub mod target;
 pub mod time;
+pub mod tombstone;
 pub mod validate;
 pub mod waiting;
 

@@ -163,7 +163,8 @@ pub(crate) trait DestinationStatements: Transactions {
     /// Sets subscriber `$1`'s destination to `$2`.
     const ASSIGN: &'static str;
     /// Subscribers without a destination (`id`, `url`), at most 1,000 in id order:
-    /// written before destinations, or by an instance of an older version.
+    /// written before destinations, or by an instance of an older version (never a
+    /// deleted subscriber's tombstone, which has none).
     const UNASSIGNED: &'static str;
     /// Sets the destination of the jobs in flight that have none (from their
     /// subscriber's).

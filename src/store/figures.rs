@@ -6,7 +6,7 @@ use std::future::Future;
 use crate::domain::circuit::CircuitState;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::waiting::SubscriberLoad;
-use crate::domain::{DeadReason, JobState, Timestamp};
+use crate::domain::{DeadReason, JobState, Timestamp, tombstone};
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, Admissions, CountedRow};
@@ -228,6 +228,9 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
     now: Timestamp,
     policy: &DestinationPolicy,
 ) -> Result<Option<SubscriberLoad>, StoreError> {
+    if tombstone::is_tombstone(id) {
+        return Ok(None);
+    }
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
     let query = Query::new(S::LOAD).text(id).int(now.as_millis());
     let row: Option<LoadRow> = db.read_optional(query).await?;
@@ -257,6 +260,9 @@ pub(crate) async fn subscriber_stats<S: FigureStatements>(
     id: &str,
     now: Timestamp,
 ) -> Result<Option<SubscriberStats>, StoreError> {
+    if tombstone::is_tombstone(id) {
+        return Ok(None);
+    }
     let mut tx = db.snapshot().await?;
     let known: Option<Exists> =
         S::fetch_optional(&mut tx, Query::new(S::SUBSCRIBER_EXISTS).text(id)).await?;

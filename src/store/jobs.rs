@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::domain::{JobState, Timestamp, Transition};
+use crate::domain::{JobState, Timestamp, Transition, tombstone};
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::listing::job_listings;
@@ -204,7 +204,7 @@ impl TryFrom<JobRow> for Job {
         };
         Ok(Job {
             id: decode::uuid(&row.id)?,
-            subscriber_id: row.subscriber_id,
+            subscriber_id: tombstone::shown_id(&row.subscriber_id).to_owned(),
             event_id: row.event_id,
             state: decode::named("state", &row.state)?,
             attempts: decode::num("attempts", row.attempts)?,

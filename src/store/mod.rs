@@ -16,9 +16,11 @@
 //! this instance's worker when the store creates work.
 
 mod attempts;
+mod audit;
 mod claims;
 mod creates;
 mod decode;
+mod deletions;
 mod destinations;
 pub mod dialect;
 mod error;
@@ -376,6 +378,41 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         page: PageRequest<HealthCursor>,
         now: Timestamp,
     ) -> Result<Vec<SubscriberHealth>, StoreError>;
+
+    // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
+
+    /// Deletes subscriber `id` at `now` in one transaction (docs/DESIGN.md §5.3): its
+    /// waiting jobs (`scheduled`, `retrying`, `in_flight`) end `dead` with reason
+    /// `subscriber_deleted` (an attempt in flight is recorded `unknown`, and its
+    /// worker's late result is fenced out), and its row, jobs and attempts move to a
+    /// tombstone ([`crate::domain::tombstone`]): its jobs stay readable by job and
+    /// event id, and `id` may be created again as a new subscriber that inherits
+    /// none of them. `None` when it does not exist; nothing is written then.
+    async fn delete_subscriber(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError>;
+
+    /// Deletes up to `limit` tombstones of subscribers deleted before `before` whose
+    /// jobs retention has all purged; returns how many.
+    async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
+
+    /// Records an operator action in the audit trail (docs/DESIGN.md §5.11), in its
+    /// own write.
+    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
+
+    /// Audit entries `filter` matches, newest first (descending id), strictly older
+    /// than `page.after`.
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Deletes up to `limit` audit entries recorded before `before`, oldest first;
+    /// returns how many. Callers repeat while a call returns `limit`.
+    async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -1,8 +1,9 @@
 //! Subscribers, for both backends: the row they read, the rotation of a signing
 //! secret (read the current secret, write the rotation, in one transaction), a partial
-//! update and a resume of paused subscribers.
+//! update and a resume of paused subscribers. A deleted subscriber's tombstone
+//! ([`crate::domain::tombstone`]) is never found by its tombstone id.
 
-use crate::domain::Timestamp;
+use crate::domain::{Timestamp, tombstone};
 use crate::store::decode;
 use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::{Query, Value};
@@ -91,6 +92,9 @@ pub(crate) async fn patch<S: SubscriberStatements>(
     patch: SubscriberPatch,
     now: Timestamp,
 ) -> Result<Option<Subscriber>, StoreError> {
+    if tombstone::is_tombstone(id) {
+        return Ok(None);
+    }
     let mut tx = db.write().await?;
     let query = Query::new(S::PATCH)
         .text(id)
@@ -129,6 +133,9 @@ pub(crate) async fn resume<S: SubscriberStatements>(
         ResumeSelection::Ids(ids) => {
             let mut resumed = 0;
             for id in ids {
+                if tombstone::is_tombstone(&id) {
+                    return Err(StoreError::UnknownSubscriber(id));
+                }
                 let query = Query::new(S::RESUME_ONE)
                     .text(id.as_str())
                     .int(now.as_millis());
@@ -163,6 +170,9 @@ pub(crate) async fn get<S: SubscriberStatements>(
     db: &S,
     id: &str,
 ) -> Result<Option<Subscriber>, StoreError> {
+    if tombstone::is_tombstone(id) {
+        return Ok(None);
+    }
     let row: Option<SubscriberRow> = db
         .read_optional(Query::new(<S as SubscriberStatements>::GET).text(id))
         .await?;
@@ -190,6 +200,9 @@ pub(crate) async fn rotate_secret<S: SubscriberStatements>(
     now: Timestamp,
 ) -> Result<Option<SecretRotated>, StoreError> {
     let id = &rotation.subscriber_id;
+    if tombstone::is_tombstone(id) {
+        return Ok(None);
+    }
     let mut tx = db.write().await?;
     let current: Option<(String,)> =
         S::fetch_optional(&mut tx, Query::new(S::CURRENT_SECRET).text(id)).await?;

@@ -6,6 +6,7 @@ mod app;
 #[path = "../common/pg.rs"]
 mod pg;
 
+mod audit;
 mod auth;
 mod dead_jobs_gauge;
 mod destinations;
@@ -27,6 +28,7 @@ mod replays;
 mod request_ids;
 mod secret_rotation;
 mod subscriber_changes;
+mod subscriber_delete;
 mod subscriber_health;
 mod subscriber_ids;
 mod subscriber_stats;

@@ -8,6 +8,7 @@ mod log_wait;
 #[path = "../common/pg.rs"]
 mod pg;
 
+mod audit_commands;
 mod commands;
 mod deploy_files;
 mod destination_commands;

@@ -35,5 +35,6 @@ mod secrets;
 mod signing;
 mod skewed_clocks;
 mod store_outage;
+mod subscriber_deleted;
 mod targets;
 mod worker_slots;

@@ -310,6 +310,36 @@ impl Store for Outage {
             .list_subscribers_by_health(status, page, now)
             .await
     }
+
+    // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
+    async fn delete_subscriber(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError> {
+        self.check()?;
+        self.inner.delete_subscriber(id, now).await
+    }
+    async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.purge_tombstones(before, limit).await
+    }
+    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.record_audit(entry).await
+    }
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.check()?;
+        self.inner.list_audit(filter, page).await
+    }
+    async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.purge_audit(before, limit).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

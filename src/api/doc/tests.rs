@@ -80,6 +80,7 @@ fn pages_refer_to_their_item_schemas() {
         pages,
         [
             "Page_AffectedEventView",
+            "Page_AuditEntryView",
             "Page_DestinationView",
             "Page_JobView",
             "Page_ReplayView",
@@ -124,6 +125,7 @@ fn every_limit_is_what_the_server_accepts() {
     assert_eq!(
         labels,
         [
+            "GET /v1/audit",
             "GET /v1/destinations",
             "GET /v1/events",
             "GET /v1/jobs",
@@ -253,6 +255,7 @@ fn every_id_in_a_request_carries_its_rule() {
             "CreateJobRequest.subscriber_id",
             "CreateReplayRequest.event_id",
             "CreateReplayRequest.subscriber_id",
+            "DELETE /v1/subscribers/{subscriber_id} subscriber_id",
             "FanOutRequest.event_id",
             "GET /v1/events/{event_id} event_id",
             "GET /v1/jobs event_id",

@@ -8,6 +8,11 @@ use crate::domain::JobState;
 use crate::domain::replay::{ReplayFilter, ReplaySelection};
 use crate::store::records::{JobFilter, NewReplay};
 
+/// Keeps out the jobs of deleted subscribers (their tombstones, docs/DESIGN.md §5.3):
+/// a replay never requeues them. A lookup by primary key per matched job.
+pub const NOT_DELETED: &str = " AND NOT EXISTS (SELECT 1 FROM subscribers ds \
+    WHERE ds.id = j.subscriber_id AND ds.deleted_at IS NOT NULL)";
+
 /// The listing filter that selects the jobs `filter` matches (all but
 /// `subscriber_ids`, which [`push_matching`] adds).
 pub fn job_filter(filter: &ReplayFilter) -> JobFilter {
@@ -73,6 +78,8 @@ pub fn push_matching(query: &mut Statement, filter: &ReplayFilter, max_jobs: u32
         }
         query.push(")");
     }
+    // A deleted subscriber's jobs are history: nothing would deliver them.
+    query.push(NOT_DELETED);
     query
         .push(&format!(" ORDER BY {} LIMIT ", order(filter)))
         .bind(Value::Int(i64::from(max_jobs)));

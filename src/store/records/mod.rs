@@ -2,7 +2,9 @@
 //! here and from [`crate::store`].
 
 mod attempts;
+mod audit;
 mod claims;
+mod deletions;
 mod destinations;
 mod events;
 mod figures;
@@ -16,7 +18,9 @@ mod subscribers;
 mod sweep;
 
 pub use attempts::Attempt;
+pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
+pub use deletions::SubscriberDeleted;
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use events::{AffectedEvent, EventJob, EventJobs, SubscriberHold};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};

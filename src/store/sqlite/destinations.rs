@@ -10,8 +10,8 @@ impl DestinationStatements for Pools {
     const ENSURE: &'static str = "INSERT INTO destinations (key, created_at, updated_at) \
         VALUES (?1, ?2, ?2) ON CONFLICT (key) DO NOTHING";
     const ASSIGN: &'static str = "UPDATE subscribers SET destination = ?2 WHERE id = ?1";
-    const UNASSIGNED: &'static str =
-        "SELECT id, url FROM subscribers WHERE destination IS NULL ORDER BY id LIMIT 1000";
+    const UNASSIGNED: &'static str = "SELECT id, url FROM subscribers WHERE destination IS NULL AND deleted_at IS NULL \
+         ORDER BY id LIMIT 1000";
     const ASSIGN_IN_FLIGHT: &'static str = "UPDATE jobs SET destination = \
         (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id) \
         WHERE state = 'in_flight' AND destination IS NULL";

@@ -9,10 +9,12 @@
 //! PostgreSQL store has the same files.
 
 mod attempts;
+mod audit;
 mod binds;
 mod claims;
 mod clock;
 mod creates;
+mod deletions;
 mod destinations;
 mod events;
 mod figures;
@@ -553,5 +555,35 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<SubscriberHealth>, StoreError> {
         shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
+    }
+
+    // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
+
+    async fn delete_subscriber(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError> {
+        shared::deletions::delete(&self.db, id, now).await
+    }
+
+    async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        shared::deletions::purge_tombstones(&self.db, before, limit).await
+    }
+
+    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
+        shared::audit::insert(&self.db, entry).await
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        page: PageRequest<Uuid>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        shared::audit::list(&self.db, filter, page).await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        shared::audit::purge(&self.db, before, limit).await
     }
 }

@@ -341,3 +341,34 @@ async fn a_full_scan_is_caught() {
     assert_eq!(lines.len(), 1, "{plan:?}");
     assert!(!uses_an_index(lines[0]), "{plan:?}");
 }
+
+/// Deleting a subscriber reads its jobs and attempts by index (a scan would read every
+/// job and attempt of every subscriber inside the one write transaction), and
+/// retention finds the old audit entries and tombstones by index.
+#[tokio::test]
+async fn deletions_and_audit_retention_read_through_indexes() {
+    use super::audit::PURGE;
+    use super::deletions::{
+        ABANDON_ATTEMPTS, KILL_JOBS, MOVE_ATTEMPTS, MOVE_JOBS, PURGE_TOMBSTONES,
+    };
+    let store = store().await;
+    for (sql, table, alias) in [
+        (KILL_JOBS, "jobs", "jobs"),
+        (ABANDON_ATTEMPTS, "attempts", "attempts"),
+        (MOVE_JOBS, "jobs", "jobs"),
+        (MOVE_ATTEMPTS, "attempts", "attempts"),
+        (PURGE, "audit", "audit"),
+        (PURGE_TOMBSTONES, "subscribers", "s"),
+        (PURGE_TOMBSTONES, "jobs", "j"),
+    ] {
+        let mut query = explain();
+        query.push(sql);
+        let plan = plan(&store, query).await;
+        let lines = reads(&plan, table, alias);
+        assert!(!lines.is_empty(), "{sql}: {plan:?}");
+        assert!(
+            lines.iter().all(|line| uses_an_index(line)),
+            "{sql}: {plan:?}"
+        );
+    }
+}

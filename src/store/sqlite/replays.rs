@@ -67,12 +67,15 @@ const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_a
 /// `due_at`) at `?3`, with deadline `?4`, keeping its id, payload and attempt history
 /// (so its age, SLO and near-deadline figures count from the replay), with a fresh
 /// attempt budget: `max_attempts` becomes the attempts so far plus the producer's
-/// budget (kept in `attempt_budget`). Only if it is still dead.
+/// budget (kept in `attempt_budget`). Only if it is still dead and its subscriber was
+/// not deleted (its tombstone's jobs are history).
 const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3, \
     deadline = ?4, dead_reason = NULL, dead_detail = NULL, dead_at = NULL, updated_at = ?5, \
     attempt_budget = COALESCE(attempt_budget, max_attempts), \
     max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
-    WHERE id = ?1 AND state = 'dead' RETURNING id";
+    WHERE id = ?1 AND state = 'dead' \
+    AND NOT EXISTS (SELECT 1 FROM subscribers s WHERE s.id = jobs.subscriber_id \
+      AND s.deleted_at IS NOT NULL) RETURNING id";
 
 /// The replays newest first: in state `?1` (`''`: any), with an id below `?2` (`''`:
 /// from the newest), at most `?3`. Ids are lowercase UUIDv7 text, so their order is

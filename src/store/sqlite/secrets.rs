@@ -4,8 +4,8 @@ use super::Pools;
 use crate::store::StoreError;
 use crate::store::secrets::SecretStatements;
 
-/// Every subscriber's stored secrets.
-const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers";
+/// Every live subscriber's stored secrets (a tombstone has none).
+const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL";
 
 /// Writes subscriber `?1`'s secrets sealed, if its secret is still `?4`.
 const RESEAL: &str = "UPDATE subscribers SET secret = ?2, \

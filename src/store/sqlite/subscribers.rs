@@ -13,9 +13,10 @@ use crate::store::{Sealer, StoreError};
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
     updated_at, paused_reason, paused_at FROM subscribers WHERE id = ?1";
 
-/// Subscribers after `?1` (all when NULL) in id order, at most `?2`.
+/// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
+/// deleted subscriber's tombstone.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT ?2";
 
 /// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period; pausing
 /// an enabled one records reason `operator` at `?6`, enabling clears the reason.

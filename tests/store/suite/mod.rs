@@ -2,10 +2,12 @@
 //! defined once with `store_case!` (main.rs), which runs it on every backend against a
 //! fresh, empty, migrated store.
 
+pub mod audit;
 pub mod claims;
 pub mod clock;
 pub mod control;
 pub mod deadlines;
+pub mod deletions;
 pub mod destinations;
 pub mod events;
 pub mod expired_leases;

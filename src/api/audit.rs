@@ -1,0 +1,292 @@
+//! The audit trail (docs/DESIGN.md §5.11): [`record`], a route layer that records every
+//! successful operator action ([`super::audit_actions`]) after its handler answered,
+//! and `GET /v1/audit`, which lists the entries newest first.
+//!
+//! An entry is written after the action's own transaction, in a write of its own: if
+//! that write fails, the action's answer still goes out, the failure is logged (the
+//! action and the error, never the parameters) and counted
+//! (`deferhook_audit_write_failures_total`).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::audit_actions::{self, AuditedRoute, Target};
+use super::auth::ApiActor;
+use super::extract::AppQuery;
+use super::pagination::{self, Page};
+use super::problem::{ApiError, FieldError, Problem};
+use super::{AppState, REQUEST_ID_HEADER};
+use crate::domain::audit::without_secrets;
+use crate::domain::ids::new_id;
+use crate::domain::{Clock, Timestamp};
+use crate::metrics;
+use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest, SharedStore};
+
+/// Longest answer read for the id of what an action created, in bytes.
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// Longest `target` filter, in characters.
+const MAX_TARGET_LEN: usize = 512;
+
+/// What [`record`] needs.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    /// Where entries go.
+    pub store: SharedStore,
+    /// The source of `at`.
+    pub clock: Arc<dyn Clock>,
+    /// The body limit, as the handlers apply it.
+    pub max_body_bytes: usize,
+}
+
+/// Records the request as an audit entry when its route is an operator action and it
+/// was answered 2xx (see [`audit_actions::AUDITED`]); every other request passes
+/// untouched. Runs as a route layer, so the route the router matched is known.
+pub async fn record(
+    State(recorder): State<Recorder>,
+    matched: Option<MatchedPath>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let audited = matched
+        .as_ref()
+        .and_then(|path| audit_actions::audited(request.method(), path.as_str()));
+    let Some(audited) = audited else {
+        return next.run(request).await;
+    };
+    let (mut parts, body) = request.into_parts();
+    let path_target = match audited.target {
+        Target::Path(name) => path_param(&mut parts, name).await,
+        _ => None,
+    };
+    let actor = parts.extensions.get::<ApiActor>().map(|a| a.0.clone());
+    let request_id = parts
+        .headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = match axum::body::to_bytes(body, recorder.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return ApiError::TooLarge(FieldError::new("body", "the request body is too large"))
+                .into_response();
+        }
+    };
+    let parameters = parameters(&bytes);
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    let status = response.status();
+    if !status.is_success() || audited.only_status.is_some_and(|only| only != status) {
+        return response;
+    }
+    let (response, target) = match audited.target {
+        Target::Answer(field) => answer_field(response, field).await,
+        _ => (response, path_target),
+    };
+    let at = recorder.clock.now();
+    let entry = NewAuditEntry {
+        id: new_id(at),
+        at,
+        action: audited.action.to_owned(),
+        target,
+        parameters,
+        actor,
+        status: status.as_u16(),
+        request_id,
+    };
+    write(&recorder.store, audited, entry).await;
+    response
+}
+
+/// Writes `entry`; a failure is logged and counted, never returned.
+async fn write(store: &SharedStore, audited: &AuditedRoute, entry: NewAuditEntry) {
+    if let Err(error) = store.record_audit(entry).await {
+        metrics::audit_write_failed();
+        tracing::error!(action = audited.action, %error,
+            "the action succeeded but its audit entry could not be written");
+    }
+}
+
+/// The path parameter `name`, percent-decoded.
+async fn path_param(parts: &mut axum::http::request::Parts, name: &str) -> Option<String> {
+    use axum::extract::FromRequestParts;
+    let params = RawPathParams::from_request_parts(parts, &()).await.ok()?;
+    params
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// The request's JSON body without its secrets, as text; `None` without a body (or
+/// for one that is not JSON, which the handler refuses anyway).
+fn parameters(body: &[u8]) -> Option<String> {
+    if body.is_empty() {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(without_secrets(value).to_string())
+}
+
+/// The answer, read whole and rebuilt, and its text field `field`.
+async fn answer_field(response: Response, field: &str) -> (Response, Option<String>) {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else {
+        return (Response::from_parts(parts, Body::empty()), None);
+    };
+    let id = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|answer| answer.get(field)?.as_str().map(str::to_owned));
+    (Response::from_parts(parts, Body::from(bytes)), id)
+}
+
+/// The routes of this resource.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_audit))
+}
+
+/// Query of the audit listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListAuditQuery {
+    /// Items per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only this action (the names of [`audit_actions::AUDITED`], listed in the
+    /// document by [`action_schema`]).
+    #[param(schema_with = action_schema)]
+    pub action: Option<String>,
+    /// Only entries about this target (a job, subscriber or replay id, a destination
+    /// key).
+    pub target: Option<String>,
+}
+
+/// The `action` filter's schema: one of the action names.
+fn action_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some("Only entries of this action."))
+        .enum_values(Some(audit_actions::action_names()))
+        .build()
+}
+
+/// An operator action, as recorded.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditEntryView {
+    /// The entry's id (UUIDv7).
+    pub id: Uuid,
+    /// When the action was answered.
+    pub at: Timestamp,
+    /// What was done (see the `action` filter).
+    pub action: String,
+    /// What it was done to: a job, subscriber or replay id, a destination key; `null`
+    /// for a resume, whose `parameters` name the selection.
+    pub target: Option<String>,
+    /// The request's JSON body without any secret (fields naming a secret, token,
+    /// password or key are removed); `null` without a body.
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<serde_json::Value>,
+    /// The API token that made it: `sha256:` and the first 16 hex digits of the
+    /// token's SHA-256; `null` when the server runs without tokens (loopback only).
+    pub actor: Option<String>,
+    /// The HTTP status it was answered with.
+    pub status: u16,
+    /// The request's `x-request-id`.
+    pub request_id: Option<String>,
+}
+
+impl From<AuditEntry> for AuditEntryView {
+    fn from(entry: AuditEntry) -> Self {
+        AuditEntryView {
+            id: entry.id,
+            at: entry.at,
+            action: entry.action,
+            target: entry.target,
+            parameters: entry
+                .parameters
+                .and_then(|text| serde_json::from_str(&text).ok()),
+            actor: entry.actor,
+            status: entry.status,
+            request_id: entry.request_id,
+        }
+    }
+}
+
+/// The filters of a listing query, checked.
+fn filter(query: &ListAuditQuery) -> Result<AuditFilter, ApiError> {
+    let mut errors = Vec::new();
+    if let Some(action) = &query.action
+        && !audit_actions::action_names().any(|name| name == action)
+    {
+        let names: Vec<&str> = audit_actions::action_names().collect();
+        errors.push(FieldError::new(
+            "action",
+            format!("must be one of {}", names.join(", ")),
+        ));
+    }
+    if let Some(target) = &query.target
+        && (target.is_empty() || target.len() > MAX_TARGET_LEN)
+    {
+        errors.push(FieldError::new(
+            "target",
+            format!("must be 1 to {MAX_TARGET_LEN} characters long"),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    Ok(AuditFilter {
+        action: query.action.clone(),
+        target: query.target.clone(),
+    })
+}
+
+/// List the audit trail: successful operator actions, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    tag = "audit",
+    params(ListAuditQuery),
+    responses(
+        (status = 200, description = "One page of entries, newest first", body = Page<AuditEntryView>),
+        (status = 422, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable; retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_audit(
+    State(state): State<AppState>,
+    AppQuery(query): AppQuery<ListAuditQuery>,
+) -> Result<Json<Page<AuditEntryView>>, ApiError> {
+    let limit = pagination::limit(query.limit.as_deref())?;
+    let filter = filter(&query)?;
+    let after =
+        pagination::decode_cursor(query.cursor.as_deref(), |key| Uuid::parse_str(key).ok())?;
+    let fetched = state
+        .store
+        .list_audit(
+            &filter,
+            PageRequest {
+                after,
+                limit: limit + 1,
+            },
+        )
+        .await?;
+    Ok(Json(pagination::page(
+        fetched,
+        limit,
+        |entry| entry.id.to_string(),
+        AuditEntryView::from,
+    )))
+}

@@ -1,0 +1,97 @@
+//! The audit trail, for both backends (docs/DESIGN.md §5.11): one row per successful
+//! operator action, listed newest first, purged by retention.
+
+use crate::domain::Timestamp;
+use crate::store::StoreError;
+use crate::store::decode;
+use crate::store::dialect::{Query, Value};
+use crate::store::records::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest};
+use crate::store::transactions::Transactions;
+use uuid::Uuid;
+
+/// The statements of the audit trail, in the backend's dialect.
+pub(crate) trait AuditStatements: Transactions {
+    /// Inserts entry `$1` (id), at `$2`, action `$3`, target `$4`, parameters `$5`,
+    /// actor `$6`, status `$7`, request id `$8`.
+    const INSERT: &'static str;
+    /// Entries ([`AuditRow`]) with an id below `$1` (all when NULL), of action `$2`
+    /// and target `$3` (any when NULL), newest first, at most `$4`.
+    const LIST: &'static str;
+    /// Deletes up to `$2` entries recorded before `$1`, oldest first.
+    const PURGE: &'static str;
+}
+
+/// A row of `audit`.
+#[derive(sqlx::FromRow)]
+pub struct AuditRow {
+    id: String,
+    at: i64,
+    action: String,
+    target: Option<String>,
+    parameters: Option<String>,
+    actor: Option<String>,
+    status: i64,
+    request_id: Option<String>,
+}
+
+impl TryFrom<AuditRow> for AuditEntry {
+    type Error = StoreError;
+
+    fn try_from(row: AuditRow) -> Result<Self, StoreError> {
+        Ok(AuditEntry {
+            id: decode::uuid(&row.id)?,
+            at: Timestamp::from_millis(row.at),
+            action: row.action,
+            target: row.target,
+            parameters: row.parameters,
+            actor: row.actor,
+            status: decode::num("status", row.status)?,
+            request_id: row.request_id,
+        })
+    }
+}
+
+/// Records `entry` in its own write.
+pub(crate) async fn insert<S: AuditStatements>(
+    db: &S,
+    entry: NewAuditEntry,
+) -> Result<(), StoreError> {
+    let query = Query::new(S::INSERT)
+        .text(entry.id.to_string())
+        .int(entry.at.as_millis())
+        .text(entry.action)
+        .bind(Value::OptText(entry.target))
+        .bind(Value::OptText(entry.parameters))
+        .bind(Value::OptText(entry.actor))
+        .int(i64::from(entry.status))
+        .bind(Value::OptText(entry.request_id));
+    db.write_alone(query).await?;
+    Ok(())
+}
+
+/// The entries `filter` matches, newest first, strictly older than `page.after`.
+pub(crate) async fn list<S: AuditStatements>(
+    db: &S,
+    filter: &AuditFilter,
+    page: PageRequest<Uuid>,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let query = Query::new(S::LIST)
+        .bind(Value::OptText(page.after.map(|id| id.to_string())))
+        .bind(Value::OptText(filter.action.clone()))
+        .bind(Value::OptText(filter.target.clone()))
+        .int(i64::from(page.limit));
+    let rows: Vec<AuditRow> = db.read_all(query).await?;
+    rows.into_iter().map(AuditEntry::try_from).collect()
+}
+
+/// Deletes up to `limit` entries recorded before `before`, oldest first; how many.
+pub(crate) async fn purge<S: AuditStatements>(
+    db: &S,
+    before: Timestamp,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    let query = Query::new(S::PURGE)
+        .int(before.as_millis())
+        .int(i64::from(limit));
+    db.write_alone(query).await
+}

@@ -1,0 +1,26 @@
+//! The audit trail in PostgreSQL: the statements (see [`crate::store::audit`]).
+
+use sqlx::PgPool;
+
+use crate::store::audit::AuditStatements;
+
+/// Records an entry.
+const INSERT: &str = "INSERT INTO audit (id, at, action, target, parameters, actor, status, \
+    request_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// Entries older than `$1`, of action `$2` and target `$3` (any when NULL), newest
+/// first, at most `$4`.
+const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id \
+    FROM audit WHERE ($1::text IS NULL OR id < $1) AND ($2::text IS NULL OR action = $2) \
+      AND ($3::text IS NULL OR target = $3) \
+    ORDER BY id DESC LIMIT $4";
+
+/// Up to `$2` entries recorded before `$1`, oldest first.
+const PURGE: &str = "DELETE FROM audit WHERE id IN ( \
+    SELECT id FROM audit WHERE at < $1 ORDER BY at LIMIT $2)";
+
+impl AuditStatements for PgPool {
+    const INSERT: &'static str = INSERT;
+    const LIST: &'static str = LIST;
+    const PURGE: &'static str = PURGE;
+}

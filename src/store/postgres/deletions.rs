@@ -1,0 +1,52 @@
+//! Deleting a subscriber in PostgreSQL: the statements (see [`crate::store::deletions`]).
+
+use sqlx::PgPool;
+
+use crate::store::deletions::DeletionStatements;
+
+/// Live subscriber `$1`, its row locked until the transaction ends.
+const LOCK: &str =
+    "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL FOR UPDATE";
+
+/// Copies subscriber `$1` as tombstone `$2`, deleted at `$3`.
+const TOMBSTONE: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight, \
+    rate_limit_per_second, enabled, created_at, updated_at, paused_reason, paused_at, \
+    previous_secret, previous_secret_expires_at, destination, deleted_at) \
+    SELECT $2, url, '', max_in_flight, rate_limit_per_second, FALSE, created_at, $3, NULL, \
+      NULL, NULL, NULL, NULL, $3 \
+    FROM subscribers WHERE id = $1";
+
+/// Subscriber `$1`'s waiting jobs end `dead` at `$2`.
+const KILL_JOBS: &str = "UPDATE jobs SET state = 'dead', dead_reason = 'subscriber_deleted', \
+    dead_at = $2, due_at = NULL, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL \
+    WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying', 'in_flight')";
+
+/// Subscriber `$1`'s attempts in progress read `unknown` from `$2`, for reason `$3`.
+const ABANDON_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = $2, \
+    reason = $3 WHERE subscriber_id = $1 AND outcome = 'in_progress'";
+
+/// Subscriber `$1`'s jobs move to tombstone `$2`.
+const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = $2 WHERE subscriber_id = $1";
+
+/// Subscriber `$1`'s attempts move to tombstone `$2`.
+const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = $2 WHERE subscriber_id = $1";
+
+/// Subscriber `$1` goes (no job refers to it any more).
+const DELETE: &str = "DELETE FROM subscribers WHERE id = $1";
+
+/// Tombstones deleted before `$1` without jobs left, at most `$2`.
+const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
+      SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < $1 \
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) LIMIT $2) \
+    AND deleted_at IS NOT NULL";
+
+impl DeletionStatements for PgPool {
+    const LOCK: &'static str = LOCK;
+    const TOMBSTONE: &'static str = TOMBSTONE;
+    const KILL_JOBS: &'static str = KILL_JOBS;
+    const ABANDON_ATTEMPTS: &'static str = ABANDON_ATTEMPTS;
+    const MOVE_JOBS: &'static str = MOVE_JOBS;
+    const MOVE_ATTEMPTS: &'static str = MOVE_ATTEMPTS;
+    const DELETE: &'static str = DELETE;
+    const PURGE_TOMBSTONES: &'static str = PURGE_TOMBSTONES;
+}

@@ -1,0 +1,41 @@
+//! The audit trail of operator actions (docs/DESIGN.md §5.11).
+
+use uuid::Uuid;
+
+use crate::domain::Timestamp;
+
+/// An operator action to record: what was done to what, by whom, with which
+/// parameters (never a secret: the caller has removed them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewAuditEntry {
+    /// The entry's id: a UUIDv7 stamped `at` (listings sort by it).
+    pub id: Uuid,
+    /// When the action was answered (the injected clock).
+    pub at: Timestamp,
+    /// The action's name (e.g. `job.cancel`).
+    pub action: String,
+    /// What it acted on (a job, subscriber, replay id or destination key); `None` for
+    /// an action on a selection (a resume).
+    pub target: Option<String>,
+    /// The request's parameters as JSON text, secrets removed; `None` without a body.
+    pub parameters: Option<String>,
+    /// The API token's fingerprint (`sha256:` + 16 hex digits); `None` when the API
+    /// runs without tokens.
+    pub actor: Option<String>,
+    /// The HTTP status the action was answered with (2xx).
+    pub status: u16,
+    /// The request's id (`x-request-id`).
+    pub request_id: Option<String>,
+}
+
+/// A recorded entry, as listed: the same fields as [`NewAuditEntry`].
+pub type AuditEntry = NewAuditEntry;
+
+/// Filters of an audit listing; all given ones must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only this action.
+    pub action: Option<String>,
+    /// Only this target.
+    pub target: Option<String>,
+}

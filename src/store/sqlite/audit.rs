@@ -1,0 +1,25 @@
+//! The audit trail in SQLite: the statements (see [`crate::store::audit`]).
+
+use super::Pools;
+use crate::store::audit::AuditStatements;
+
+/// Records an entry.
+const INSERT: &str = "INSERT INTO audit (id, at, action, target, parameters, actor, status, \
+    request_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+/// Entries older than `?1`, of action `?2` and target `?3` (any when NULL), newest
+/// first, at most `?4`.
+pub(super) const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id \
+    FROM audit WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR action = ?2) \
+      AND (?3 IS NULL OR target = ?3) \
+    ORDER BY id DESC LIMIT ?4";
+
+/// Up to `?2` entries recorded before `?1`, oldest first.
+pub(super) const PURGE: &str = "DELETE FROM audit WHERE id IN ( \
+    SELECT id FROM audit WHERE at < ?1 ORDER BY at LIMIT ?2)";
+
+impl AuditStatements for Pools {
+    const INSERT: &'static str = INSERT;
+    const LIST: &'static str = LIST;
+    const PURGE: &'static str = PURGE;
+}

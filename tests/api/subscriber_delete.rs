@@ -1,0 +1,106 @@
+//! `DELETE /v1/subscribers/{id}` (issue #16 part 8), on both backends: the waiting jobs
+//! end `dead` (`subscriber_deleted`), the history stays readable by job and event id,
+//! the id may be registered again as a new subscriber, an unknown id is a 404 that
+//! writes nothing.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::app::{Db, TestApp, metric};
+use crate::support::{app_with, at, expect_json, expect_problem, job};
+
+async fn delete(app: &TestApp, id: &str) -> crate::app::Reply {
+    app.send(app.request(Method::DELETE, &format!("/v1/subscribers/{id}")))
+        .await
+}
+
+async fn a_deletion_ends_the_waiting_jobs_and_frees_the_id(db: Db) {
+    let app = app_with().backend(db).start().await;
+    let old = app.create_subscriber("acme").await;
+    app.create_subscriber("other").await;
+    let waiting = app.job("acme", "evt-1", json!({})).await;
+    let later = app
+        .job("acme", "evt-2", json!({"deliver_at": at(3_600_000)}))
+        .await;
+    app.advance(1_000);
+
+    let deleted = expect_json(&delete(&app, "acme").await, 200);
+    assert_eq!(
+        deleted,
+        json!({"deleted": "acme", "jobs_dead": 2, "deleted_at": at(1_000)})
+    );
+    for job in [&waiting, &later] {
+        let read = app.job_now(job).await;
+        assert_eq!(read["state"], "dead", "{read}");
+        assert_eq!(read["dead_reason"], "subscriber_deleted", "{read}");
+        assert_eq!(read["subscriber_id"], "acme", "{read}");
+    }
+    let by_event = app.get_json("/v1/jobs?event_id=evt-1").await;
+    assert_eq!(by_event["items"][0]["id"], waiting["id"]);
+    let by_subscriber = app.get_json("/v1/jobs?subscriber_id=acme").await;
+    assert_eq!(
+        by_subscriber["items"],
+        json!([]),
+        "the old jobs are not the new one's"
+    );
+    expect_problem(&app.get("/v1/subscribers/acme").await, 404);
+    let listed = app.get_json("/v1/subscribers").await;
+    let ids: Vec<&Value> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["id"])
+        .collect();
+    assert_eq!(ids, [&json!("other")]);
+    let metrics = app.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "deferhook_dead_jobs{reason=\"subscriber_deleted\"}"
+        ),
+        2.0
+    );
+
+    // registered again: a new subscriber, the same event id a new job
+    app.advance(1_000);
+    let new = app.create_subscriber("acme").await;
+    assert_ne!(new["secret"], old["secret"]);
+    assert_eq!(new["created_at"], at(2_000));
+    let again = app.create_job(&job("acme", "evt-1", json!({}))).await;
+    assert_ne!(again["id"], waiting["id"]);
+    assert_eq!(again["state"], "scheduled");
+    let stats = app.get_json("/v1/subscribers/acme/stats").await;
+    assert_eq!(stats["jobs"]["dead"], 0, "{stats}");
+}
+
+async fn an_unknown_subscriber_is_a_404(db: Db) {
+    let app = app_with().backend(db).start().await;
+    let missing = expect_problem(&delete(&app, "nobody").await, 404);
+    assert!(
+        missing["detail"].as_str().unwrap().contains("nobody"),
+        "{missing}"
+    );
+    app.create_subscriber("acme").await;
+    expect_json(&delete(&app, "acme").await, 200);
+    expect_problem(&delete(&app, "acme").await, 404);
+    // a tombstone's internal id is no subscriber
+    expect_problem(&delete(&app, "acme%2F0193").await, 404);
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(#[tokio::test] async fn $name() { super::$name(Db::Sqlite).await })*
+        }
+        mod postgres {
+            use super::*;
+            $(#[tokio::test] async fn $name() { super::$name(Db::Postgres).await })*
+        }
+    };
+}
+
+on_both_backends!(
+    a_deletion_ends_the_waiting_jobs_and_frees_the_id,
+    an_unknown_subscriber_is_a_404,
+);
