@@ -93,8 +93,9 @@ pub(crate) trait EventStatements: FigureStatements {
     /// `finished_at` of its latest failed attempt), in subscriber id order.
     const JOBS: &'static str;
     /// The limits and their use at `$2` ([`LoadRow`]) of each enabled subscriber with a
-    /// job of event `$1` that is due at `$2` and waits for a claim (`scheduled`,
-    /// `retrying`, or `in_flight` with its lease expired).
+    /// job of event `$1` that is `retrying` (due or not: its advice reads its
+    /// destination), or due at `$2` and waiting for a claim (`scheduled`, or
+    /// `in_flight` with its lease expired).
     const LOADS: &'static str;
     /// The destinations of the subscribers [`Self::LOADS`] reads, with their requests
     /// open at `$2` ([`CountedRow`]).

@@ -340,9 +340,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<AffectedEvent>, StoreError>;
 
     /// Every job of event `event_id` as read at `now`, in subscriber id order, with
-    /// what holds back the due ones of enabled subscribers (their subscriber's load and
-    /// destination), read in one snapshot in a few grouped statements; `None` when no
-    /// job has that event id.
+    /// what holds back the due or `retrying` ones of enabled subscribers (their
+    /// subscriber's load and destination; a `retrying` job's advice reads its
+    /// destination even before it is due), read in one snapshot in a few grouped
+    /// statements; `None` when no job has that event id.
     async fn event_jobs(
         &self,
         event_id: &str,

@@ -56,7 +56,7 @@ const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempt
     ORDER BY j.subscriber_id";
 
 /// The limits and their use at `$2` of the enabled subscribers with a job of event
-/// `$1` due at `$2` and waiting for a claim.
+/// `$1` retrying, or due at `$2` and waiting for a claim.
 const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_flight, \
          s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o \

@@ -374,10 +374,11 @@ store_case!(
             "bodies are not read"
         );
         // Holds: the enabled subscribers with a due job waiting for a claim (z's expired
-        // lease); a's is backing off and p is paused.
+        // lease) or a retrying one (a's, backing off: its advice reads its destination);
+        // p is paused.
         let mut held: Vec<&String> = read.holds.keys().collect();
         held.sort();
-        assert_eq!(held, ["z"]);
+        assert_eq!(held, ["a", "z"]);
         assert_eq!(read.holds["z"].load.holds_back(at(NOW)), None);
 
         assert!(
