@@ -202,22 +202,27 @@ async fn incident(
 }
 
 /// Waits until every event shows the incident developed: the healthy jobs delivered,
-/// the failing and gone ones dead, no attempt open; at most `--timeout`.
+/// the failing ones dead after their attempts, the gone ones dead on a 410 or waiting
+/// on their paused subscriber, the slow ones' first attempts timed out (at most one
+/// attempt open in all: the slow destination's circuit probe); at most `--timeout`.
 async fn develop(args: &Args, api: &Api, groups: &Groups) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    let dead = (groups.failing.len() + groups.gone.len()) as u64;
+    let count = |value: &Value| value.as_u64().unwrap_or(0);
     loop {
-        let mut developed = true;
+        let (mut developed, mut open, mut timeouts) = (true, 0, 0);
         for n in 0..EVENTS {
             let (summary, _) = api
                 .call(0, Method::GET, &format!("/v1/events/{}", event_id(n)), None)
                 .await?;
-            let jobs = &summary["jobs"];
-            developed &= jobs["delivered"] == json!(groups.healthy.len())
-                && jobs["dead"] == json!(dead)
-                && jobs["in_flight"] == json!(0);
+            let gone = count(&summary["dead_reasons"]["non_retryable_response"])
+                + count(&summary["waiting_reasons"]["subscriber_paused"]);
+            developed &= count(&summary["jobs"]["delivered"]) == groups.healthy.len() as u64
+                && count(&summary["dead_reasons"]["max_attempts"]) == groups.failing.len() as u64
+                && gone == groups.gone.len() as u64;
+            open += count(&summary["jobs"]["in_flight"]);
+            timeouts += count(&summary["error_classes"]["timeout"]);
         }
-        if developed {
+        if developed && open <= 1 && (groups.slow.is_empty() || timeouts > 0) {
             return Ok(());
         }
         anyhow::ensure!(

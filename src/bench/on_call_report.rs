@@ -196,11 +196,18 @@ fn check(asked: &Asked, groups: &Groups) -> (String, String) {
     let number = |value: &Value| value.as_u64().unwrap_or(0);
     match asked.call.split(['?', ' ']).nth(1).unwrap_or_default() {
         "/v1/events" => {
-            let affected: Vec<u64> = items.iter().map(|e| number(&e["affected"])).collect();
+            // A slow job whose attempt is open (the circuit's probe) is not affected.
+            let affected: Vec<u64> = items
+                .iter()
+                .map(|e| number(&e["affected"]) + number(&e["jobs"]["in_flight"]))
+                .collect();
             (
-                format!("{} events, affected {affected:?}", items.len()),
                 format!(
-                    "{EVENTS} events, affected {:?}",
+                    "{} events, affected (+ in flight) {affected:?}",
+                    items.len()
+                ),
+                format!(
+                    "{EVENTS} events, affected (+ in flight) {:?}",
                     vec![slow + failing + gone; EVENTS]
                 ),
             )
@@ -224,17 +231,25 @@ fn check(asked: &Asked, groups: &Groups) -> (String, String) {
             format!("resumed {gone}"),
         ),
         _ => {
-            // An event's summary: the advice on its jobs. The slow ones wait on an
-            // open circuit (`not_before`) or for their next attempt (`yes`).
+            // An event's summary: the advice on its jobs. The gone ones are dead on
+            // their 410 (`no`) or wait on their paused subscriber (`after_resume`); the
+            // slow ones wait on an open circuit (`not_before`) or for their next
+            // attempt (`yes`).
             let advice = &answer["retry_advice"];
-            let waiting = number(&advice["not_before"]) + number(&advice["yes"]);
+            let gone_now = number(&advice["no"]) + number(&advice["after_resume"]);
+            let waiting = number(&advice["not_before"])
+                + number(&advice["yes"])
+                + number(&answer["jobs"]["in_flight"]);
             (
                 format!(
-                    "replay {}, no {}, not_before or yes {waiting}",
+                    "replay {}, no or after_resume {gone_now}, not_before or yes (+ in \
+                     flight) {waiting}",
                     number(&advice["replay"]),
-                    number(&advice["no"])
                 ),
-                format!("replay {failing}, no {gone}, not_before or yes {slow}"),
+                format!(
+                    "replay {failing}, no or after_resume {gone}, not_before or yes (+ in \
+                     flight) {slow}"
+                ),
             )
         }
     }
