@@ -234,18 +234,28 @@ async fn develop(args: &Args, api: &Api, groups: &Groups) -> anyhow::Result<()> 
     }
 }
 
-/// Prints how to reach the server, then waits `seconds` or until Ctrl-C.
+/// Prints how to reach the server, then waits `seconds` or until a line arrives on
+/// standard input (Enter). Not Ctrl-C: that would stop the servers too.
 async fn hold(api: &Api, seconds: u64, since: &str) {
     println!(
         "the incident has developed; walk it from another terminal (README, \"On call\"):\n\
          \n  export DEFERHOOK_SERVER={} DEFERHOOK_API_TOKEN={TOKEN}\n  \
          deferhook events list --affected-since {since}\n\
-         \nwaiting {seconds} s (Ctrl-C to go on with the timed questions)",
+         \nwaiting {seconds} s (press Enter to go on with the timed questions)",
         api.base()
     );
+    // A thread of its own, left behind if the time runs out first: a blocked read of
+    // standard input would keep a runtime's blocking pool from shutting down.
+    let (entered, enter) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        if matches!(std::io::stdin().read_line(&mut line), Ok(n) if n > 0) {
+            let _ = entered.send(());
+        }
+    });
     tokio::select! {
         () = tokio::time::sleep(Duration::from_secs(seconds)) => {}
-        _ = tokio::signal::ctrl_c() => {}
+        Ok(()) = enter => {}
     }
 }
 
