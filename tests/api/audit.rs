@@ -5,14 +5,12 @@
 
 use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::app::{Db, Reply, TestApp};
+use crate::app::{Db, Reply, TestApp, answer};
 use crate::support::{app_with, at, expect_fields, expect_json, expect_problem, job};
 
 const TOKEN: &str = "audit-token-5c1e0b7d93";
@@ -44,30 +42,15 @@ async fn audit(app: &TestApp, query: &str) -> Value {
 /// Makes job `created` retrying: its first attempt answered 503, retried in 60 s.
 async fn fail_once(app: &TestApp) {
     let claimed = app.claim().await.remove(0);
-    let now = app.now();
     let event = JobEvent::RetryableFailure {
-        retry_at: now.plus_ms(60_000),
+        retry_at: app.now().plus_ms(60_000),
     };
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome: AttemptOutcome::Retryable,
-            status: Some(503),
-            error_class: Some(ErrorClass::Http5xx),
-            reason: Some("503 Service Unavailable".into()),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let result = answer(
+        AttemptOutcome::Retryable,
+        Some(503),
+        Some(ErrorClass::Http5xx),
+    );
+    app.record(&claimed, event, result).await;
 }
 
 async fn every_operator_action_is_recorded_without_secrets(db: Db) {

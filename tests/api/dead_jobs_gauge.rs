@@ -3,41 +3,20 @@
 //! what this process saw go dead since it started).
 
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent};
-use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::json;
 
-use crate::app::{Db, metric};
+use crate::app::{Db, answer, metric};
 use crate::support::{TestApp, app_with, job};
 
 /// Creates a job due now and records its first attempt as a terminal failure.
 async fn kill(app: &TestApp, event_id: &str, reason: DeadReason, class: ErrorClass) {
     app.create_job(&job("s", event_id, json!({}))).await;
     let claimed = app.claim().await.remove(0);
-    let now = app.now();
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome: AttemptOutcome::Terminal,
-            status: None,
-            error_class: Some(class),
-            reason: Some("refused".into()),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(&claimed.snapshot, JobEvent::TerminalFailure { reason }, now)
-            .unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let result = answer(AttemptOutcome::Terminal, None, Some(class));
+    app.record(&claimed, JobEvent::TerminalFailure { reason }, result)
+        .await;
 }
 
 fn dead(text: &str, reason: DeadReason) -> f64 {

@@ -4,10 +4,9 @@
 //! naming the field, 404 for an event no job has).
 
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent};
-use deferhook::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord};
+use deferhook::store::ClaimedJob;
 use serde_json::{Value, json};
 
 use crate::app::Db;
@@ -45,26 +44,8 @@ async fn answer(app: &TestApp, claimed: &ClaimedJob, answer: Answer) {
         ),
         Answer::Ok => (JobEvent::Delivered, AttemptOutcome::Delivered, 200, None),
     };
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome,
-            status: Some(status),
-            error_class: class,
-            reason: class.map(|_| format!("HTTP {status}")),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let result = crate::app::answer(outcome, Some(status), class);
+    app.record(claimed, event, result).await;
 }
 
 /// Fans event `event_id` out to `subscribers`, due now.

@@ -4,13 +4,12 @@
 
 use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord};
+use deferhook::store::ClaimedJob;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::app::Db;
+use crate::app::{Db, answer};
 use crate::support::{TestApp, app_with, at, expect_fields, expect_json, expect_problem, job};
 
 async fn retry(app: &TestApp, id: &str) -> crate::support::Reply {
@@ -21,46 +20,23 @@ async fn retry(app: &TestApp, id: &str) -> crate::support::Reply {
 /// Records `claimed`'s attempt as ending now: a 503 retried `retry_in_ms` later, or
 /// (`None`) a 200.
 async fn finish(app: &TestApp, claimed: &ClaimedJob, retry_in_ms: Option<u64>) {
-    let now = app.now();
     let (event, result) = match retry_in_ms {
         Some(ms) => (
             JobEvent::RetryableFailure {
-                retry_at: now.plus_ms(ms),
+                retry_at: app.now().plus_ms(ms),
             },
-            AttemptResult {
-                outcome: AttemptOutcome::Retryable,
-                status: Some(503),
-                error_class: Some(ErrorClass::Http5xx),
-                reason: Some("503 Service Unavailable".into()),
-                body_excerpt: None,
-                resent: false,
-            },
+            answer(
+                AttemptOutcome::Retryable,
+                Some(503),
+                Some(ErrorClass::Http5xx),
+            ),
         ),
         None => (
             JobEvent::Delivered,
-            AttemptResult {
-                outcome: AttemptOutcome::Delivered,
-                status: Some(200),
-                error_class: None,
-                reason: None,
-                body_excerpt: None,
-                resent: false,
-            },
+            answer(AttemptOutcome::Delivered, Some(200), None),
         ),
     };
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result,
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    app.record(claimed, event, result).await;
 }
 
 /// A job created now whose first attempt failed, retrying in 60 s (at `at(60_000)`).

@@ -3,13 +3,11 @@
 //! `error_class` and `last_status`. Invalid ones are a 422 naming the field.
 
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent};
-use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
-use crate::app::Db;
+use crate::app::{Db, answer};
 use crate::support::{TestApp, app_with, at, expect_fields, expect_json, job, spawn_app};
 
 async fn list(app: &TestApp, query: &str) -> Value {
@@ -31,17 +29,13 @@ async fn kill(app: &TestApp, reason: DeadReason) -> String {
     let claimed = app.claim().await;
     assert_eq!(claimed.len(), 1);
     let claimed = &claimed[0];
-    let now = app.now();
     let event = JobEvent::TerminalFailure { reason };
-    let result = AttemptResult {
-        outcome: AttemptOutcome::Terminal,
-        status: Some(404),
-        error_class: Some(ErrorClass::Http4xx),
-        reason: Some("404 Not Found".into()),
-        body_excerpt: None,
-        resent: false,
-    };
-    record(app, claimed, event, result, now).await;
+    let result = answer(
+        AttemptOutcome::Terminal,
+        Some(404),
+        Some(ErrorClass::Http4xx),
+    );
+    app.record(claimed, event, result).await;
     claimed.job_id.to_string()
 }
 
@@ -50,42 +44,16 @@ async fn fail_503(app: &TestApp) -> String {
     let claimed = app.claim().await;
     assert_eq!(claimed.len(), 1);
     let claimed = &claimed[0];
-    let now = app.now();
     let event = JobEvent::RetryableFailure {
-        retry_at: now.plus_ms(3_600_000),
+        retry_at: app.now().plus_ms(3_600_000),
     };
-    let result = AttemptResult {
-        outcome: AttemptOutcome::Retryable,
-        status: Some(503),
-        error_class: Some(ErrorClass::Http5xx),
-        reason: Some("503 Service Unavailable".into()),
-        body_excerpt: None,
-        resent: false,
-    };
-    record(app, claimed, event, result, now).await;
+    let result = answer(
+        AttemptOutcome::Retryable,
+        Some(503),
+        Some(ErrorClass::Http5xx),
+    );
+    app.record(claimed, event, result).await;
     claimed.job_id.to_string()
-}
-
-async fn record(
-    app: &TestApp,
-    claimed: &deferhook::store::ClaimedJob,
-    event: JobEvent,
-    result: AttemptResult,
-    now: deferhook::domain::Timestamp,
-) {
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result,
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
 }
 
 #[tokio::test]

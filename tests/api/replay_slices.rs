@@ -5,9 +5,7 @@
 
 use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
 use crate::app::Db;
@@ -42,26 +40,8 @@ async fn failed_job(
     let event = JobEvent::RetryableFailure {
         retry_at: now.plus_ms(60_000),
     };
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome: AttemptOutcome::Retryable,
-            status: Some(status),
-            error_class: Some(class),
-            reason: Some(format!("{status}")),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let result = crate::app::answer(AttemptOutcome::Retryable, Some(status), Some(class));
+    app.record(&claimed, event, result).await;
     id
 }
 

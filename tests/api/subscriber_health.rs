@@ -4,13 +4,12 @@
 //! and `dead_detail`.
 
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent};
-use deferhook::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord};
+use deferhook::store::ClaimedJob;
 use serde_json::{Value, json};
 
-use crate::app::{Db, TestApp};
+use crate::app::{Db, TestApp, answer};
 use crate::support::{app_with, at, expect_fields, expect_json};
 
 async fn app(db: Db) -> TestApp {
@@ -35,26 +34,8 @@ async fn fail(app: &TestApp, claimed: &ClaimedJob, status: u16) {
             JobEvent::TerminalFailure { reason },
         )
     };
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome,
-            status: Some(status),
-            error_class: Some(class),
-            reason: Some(format!("HTTP {status}")),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    app.record(claimed, event, answer(outcome, Some(status), Some(class)))
+        .await;
 }
 
 /// Creates a job of `subscriber` due now, claims it and fails it with `status`;

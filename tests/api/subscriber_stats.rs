@@ -3,33 +3,14 @@
 
 use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::job::transition;
 use deferhook::domain::policy::ErrorClass;
-use deferhook::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord};
+use deferhook::store::AttemptResult;
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, at, expect_json, expect_problem, job, spawn_app};
 
 async fn stats(app: &TestApp, id: &str) -> Value {
     expect_json(&app.get(&format!("/v1/subscribers/{id}/stats")).await, 200)
-}
-
-/// Records `claimed`'s attempt as ending now with `result` and `event`.
-async fn record(app: &TestApp, claimed: &ClaimedJob, event: JobEvent, result: AttemptResult) {
-    let now = app.now();
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result,
-        transition: transition(&claimed.snapshot, event, now).unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
 }
 
 #[tokio::test]
@@ -65,13 +46,8 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         resent: false,
     };
     let retry_at = app.now().plus_ms(1_000);
-    record(
-        &app,
-        &claimed,
-        JobEvent::RetryableFailure { retry_at },
-        failure,
-    )
-    .await;
+    app.record(&claimed, JobEvent::RetryableFailure { retry_at }, failure)
+        .await;
     app.advance(1_500);
     let retrying = stats(&app, "s").await;
     assert_eq!(retrying["jobs"]["retrying"], 1);
@@ -91,7 +67,7 @@ async fn stats_show_counts_the_oldest_eligible_age_and_the_last_outcomes() {
         body_excerpt: None,
         resent: false,
     };
-    record(&app, &claimed, JobEvent::Delivered, success).await;
+    app.record(&claimed, JobEvent::Delivered, success).await;
     let done = stats(&app, "s").await;
     assert_eq!(done["jobs"]["delivered"], 1);
     assert_eq!(done["jobs"]["scheduled"], 1);

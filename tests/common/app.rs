@@ -32,9 +32,15 @@ use clap::Parser;
 use deferhook::config::{Cli, Command, ServeArgs};
 use deferhook::delivery::resolve::Resolver;
 use deferhook::delivery::{Pending, Worker};
+use deferhook::domain::JobEvent;
+use deferhook::domain::attempt::AttemptOutcome;
+use deferhook::domain::job::transition;
+use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{Clock, ManualClock, SystemClock, Timestamp};
 use deferhook::server::{Server, ServerClock, Wiring, WorkerMode};
-use deferhook::store::{ClaimRequest, ClaimedJob, SharedStore};
+use deferhook::store::{
+    AttemptResult, ClaimRequest, ClaimedJob, LeaseRef, OutcomeRecord, SharedStore,
+};
 use deferhook::testing::START;
 
 /// Which store a test runs on.
@@ -438,6 +444,49 @@ impl TestApp {
             })
             .await
             .expect("claim")
+    }
+
+    /// Records `claimed`'s attempt as started and finished at the clock's time with
+    /// `result`, moving the job by `event`, as the worker would (no receiver involved).
+    pub async fn record(&self, claimed: &ClaimedJob, event: JobEvent, result: AttemptResult) {
+        let now = self.now();
+        let record = OutcomeRecord {
+            lease: LeaseRef {
+                job_id: claimed.job_id,
+                token: claimed.lease_token,
+            },
+            attempt: claimed.attempt,
+            started_at: now,
+            finished_at: now,
+            result,
+            transition: transition(&claimed.snapshot, event, now).expect("a legal transition"),
+            pause_subscriber: false,
+        };
+        self.store
+            .record_outcomes(&[record], now)
+            .await
+            .expect("record the outcome");
+    }
+}
+
+/// An attempt's result: `outcome`, with `status` and `class` when it failed (its
+/// reason then `HTTP {status}`, or the class without a status).
+pub fn answer(
+    outcome: AttemptOutcome,
+    status: Option<u16>,
+    class: Option<ErrorClass>,
+) -> AttemptResult {
+    let reason = class.map(|class| match status {
+        Some(status) => format!("HTTP {status}"),
+        None => class.to_string(),
+    });
+    AttemptResult {
+        outcome,
+        status,
+        error_class: class,
+        reason,
+        body_excerpt: None,
+        resent: false,
     }
 }
 
