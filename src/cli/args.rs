@@ -238,15 +238,9 @@ pub struct ListJobsArgs {
     /// Only jobs that died before this time (RFC 3339).
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub dead_before: Option<String>,
-    /// Jobs per page (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub limit: Option<u32>,
-    /// Start at this page: the cursor a previous listing printed.
-    #[arg(long, value_name = "CURSOR")]
-    pub cursor: Option<String>,
-    /// Follow the cursors and list every matching job.
-    #[arg(long)]
-    pub all: bool,
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// `deferhook replay …`: move dead jobs back to `scheduled` at a bounded rate.
@@ -349,15 +343,9 @@ pub struct ListReplaysArgs {
     /// Only replays in this state.
     #[arg(long, value_parser = PossibleValuesParser::new(REPLAY_STATES))]
     pub state: Option<String>,
-    /// Replays per page (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub limit: Option<u32>,
-    /// Start at this page: the cursor a previous listing printed.
-    #[arg(long, value_name = "CURSOR")]
-    pub cursor: Option<String>,
-    /// Follow the cursors and list every replay.
-    #[arg(long)]
-    pub all: bool,
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// `deferhook replay status`.
@@ -400,18 +388,26 @@ pub enum DestinationsCommand {
     Set(SetDestinationArgs),
 }
 
-/// `deferhook destinations list`.
+/// The paging flags of a listing (docs/DESIGN.md §5.1: cursor pages).
 #[derive(Debug, Args)]
-pub struct ListDestinationsArgs {
-    /// Destinations per page, 1 to 1000 (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+pub struct PageArgs {
+    /// Items per page (the server's default when absent; it takes 1 to 1000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: Option<u32>,
     /// Start at this page: the cursor a previous listing printed.
     #[arg(long, value_name = "CURSOR")]
     pub cursor: Option<String>,
-    /// Follow the cursors and list every destination.
+    /// Follow the cursors and list every item.
     #[arg(long)]
     pub all: bool,
+}
+
+/// `deferhook destinations list`.
+#[derive(Debug, Args)]
+pub struct ListDestinationsArgs {
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// A command naming one destination.
@@ -487,15 +483,9 @@ pub struct ListAuditArgs {
     /// Only actions on this target (a job, subscriber or replay id, a destination).
     #[arg(long, value_name = "TARGET")]
     pub target: Option<String>,
-    /// Entries per page, 1 to 1000 (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
-    pub limit: Option<u32>,
-    /// Start at this page: the cursor a previous listing printed.
-    #[arg(long, value_name = "CURSOR")]
-    pub cursor: Option<String>,
-    /// Follow the cursors and list every entry.
-    #[arg(long)]
-    pub all: bool,
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 #[cfg(test)]
@@ -584,15 +574,9 @@ pub struct ListSubscribersArgs {
     /// last hour) first.
     #[arg(long, value_parser = PossibleValuesParser::new(HEALTH_STATUSES))]
     pub health: Option<String>,
-    /// Subscribers per page, 1 to 1000 (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
-    pub limit: Option<u32>,
-    /// Start at this page: the cursor a previous listing printed.
-    #[arg(long, value_name = "CURSOR")]
-    pub cursor: Option<String>,
-    /// Follow the cursors and list every matching subscriber.
-    #[arg(long)]
-    pub all: bool,
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// `deferhook subscribers resume`: exactly one selection.

@@ -45,9 +45,6 @@ fn query(args: &ListAuditArgs) -> Vec<(&'static str, String)> {
     if let Some(target) = &args.target {
         query.push(("target", target.clone()));
     }
-    if let Some(limit) = args.limit {
-        query.push(("limit", limit.to_string()));
-    }
     query
 }
 
@@ -61,8 +58,7 @@ async fn list_audit(
         client,
         &["v1", "audit"],
         &query(args),
-        args.cursor.clone(),
-        args.all,
+        &args.page,
         "the audit trail",
     )
     .await?;

@@ -114,22 +114,8 @@ async fn list_destinations(
     args: &ListDestinationsArgs,
     json: bool,
 ) -> Result<String, CliError> {
-    let query: Vec<_> = args
-        .limit
-        .map(|n| ("limit", n.to_string()))
-        .into_iter()
-        .collect();
     let segments = ["v1", "destinations"];
-    let cursor = args.cursor.clone();
-    let listed = pages::read(
-        client,
-        &segments,
-        &query,
-        cursor,
-        args.all,
-        "the destinations",
-    )
-    .await?;
+    let listed = pages::read(client, &segments, &[], &args.page, "the destinations").await?;
     if json {
         return Ok(listed.json());
     }

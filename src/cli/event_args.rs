@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::args::{ClientArgs, parse_time};
+use super::args::{ClientArgs, PageArgs, parse_time};
 
 /// `deferhook events …`: which events are affected, and one event's summary.
 #[derive(Debug, Args)]
@@ -33,15 +33,9 @@ pub struct ListEventsArgs {
     /// hour.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub affected_since: Option<String>,
-    /// Events per page, 1 to 1000 (the server's default when absent).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000))]
-    pub limit: Option<u32>,
-    /// Start at this page: the cursor a previous listing printed.
-    #[arg(long, value_name = "CURSOR")]
-    pub cursor: Option<String>,
-    /// Follow the cursors and list every affected event.
-    #[arg(long)]
-    pub all: bool,
+    /// `--limit`, `--cursor`, `--all`.
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// `deferhook events show`.

@@ -119,12 +119,8 @@ async fn list_events(
     if let Some(since) = &args.affected_since {
         query.push(("affected_since", since.clone()));
     }
-    if let Some(limit) = args.limit {
-        query.push(("limit", limit.to_string()));
-    }
     let segments = ["v1", "events"];
-    let cursor = args.cursor.clone();
-    let listed = pages::read(client, &segments, &query, cursor, args.all, "the events").await?;
+    let listed = pages::read(client, &segments, &query, &args.page, "the events").await?;
     if json {
         return Ok(listed.json());
     }

@@ -274,7 +274,6 @@ fn list_query(args: &ListJobsArgs) -> Vec<(&'static str, String)> {
         ("waiting_reason", args.waiting_reason.clone()),
         ("error_class", args.error_class.clone()),
         ("last_status", args.last_status.map(|n| n.to_string())),
-        ("limit", args.limit.map(|n| n.to_string())),
     ];
     params
         .into_iter()
@@ -289,16 +288,7 @@ async fn list_jobs(
     json: bool,
 ) -> Result<String, CliError> {
     let query = list_query(args);
-    let cursor = args.cursor.clone();
-    let listed = pages::read(
-        client,
-        &["v1", "jobs"],
-        &query,
-        cursor,
-        args.all,
-        "the job list",
-    )
-    .await?;
+    let listed = pages::read(client, &["v1", "jobs"], &query, &args.page, "the job list").await?;
     if json {
         return Ok(listed.json());
     }

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::args::PageArgs;
 use super::client::{ApiClient, CliError, decode};
 use super::render;
 
@@ -32,19 +33,24 @@ impl Listed {
     }
 }
 
-/// `GET`s `segments` with `query`, from `cursor` on: one page, or with `all` every page
-/// until the last. `what` names the listing in errors (`the job list`).
+/// `GET`s `segments` with `query` and `page.limit`, from `page.cursor` on: one page, or
+/// with `page.all` every page until the last. `what` names the listing in errors (`the
+/// job list`).
 pub async fn read(
     client: &ApiClient,
     segments: &[&str],
     query: &[(&'static str, String)],
-    mut cursor: Option<String>,
-    all: bool,
+    page: &PageArgs,
     what: &str,
 ) -> Result<Listed, CliError> {
+    let (mut cursor, all) = (page.cursor.clone(), page.all);
+    let mut query = query.to_vec();
+    if let Some(limit) = page.limit {
+        query.push(("limit", limit.to_string()));
+    }
     let mut items = Vec::new();
     loop {
-        let mut page_query = query.to_vec();
+        let mut page_query = query.clone();
         if let Some(cursor) = &cursor {
             page_query.push(("cursor", cursor.clone()));
         }

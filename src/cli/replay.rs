@@ -106,19 +106,15 @@ async fn list_replays(
     args: &ListReplaysArgs,
     json: bool,
 ) -> Result<(), CliError> {
-    let query: Vec<(&'static str, String)> = [
-        ("state", args.state.clone()),
-        ("limit", args.limit.map(|n| n.to_string())),
-    ]
-    .into_iter()
-    .filter_map(|(name, value)| value.map(|v| (name, v)))
-    .collect();
+    let query: Vec<(&'static str, String)> = [("state", args.state.clone())]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect();
     let listed = pages::read(
         client,
         &["v1", "replays"],
         &query,
-        args.cursor.clone(),
-        args.all,
+        &args.page,
         "the replay list",
     )
     .await?;

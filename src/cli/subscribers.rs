@@ -109,19 +109,8 @@ async fn list_subscribers(
     if let Some(health) = &args.health {
         query.push(("health", health.clone()));
     }
-    if let Some(limit) = args.limit {
-        query.push(("limit", limit.to_string()));
-    }
     let segments = ["v1", "subscribers"];
-    let listed = pages::read(
-        client,
-        &segments,
-        &query,
-        args.cursor.clone(),
-        args.all,
-        "the subscribers",
-    )
-    .await?;
+    let listed = pages::read(client, &segments, &query, &args.page, "the subscribers").await?;
     if json {
         return Ok(listed.json());
     }
