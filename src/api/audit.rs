@@ -2,10 +2,12 @@
 //! successful operator action ([`super::audit_actions`]) after its handler answered,
 //! and `GET /v1/audit`, which lists the entries newest first.
 //!
-//! An entry is written after the action's own transaction, in a write of its own: if
-//! that write fails, the action's answer still goes out, the failure is logged (the
-//! action and the error, never the parameters) and counted
-//! (`deferhook_audit_write_failures_total`).
+//! An entry is written after the action's own transaction, in a write of its own, by a
+//! task the request does not own: the answer waits for it at most [`AUDIT_WAIT`], so a
+//! slow audit write (a locked table) never turns a committed action into a 408, and a
+//! client that goes away does not cancel it. If that write fails, the action's answer
+//! still goes out, the failure is logged (the action and the error, never the
+//! parameters) and counted (`deferhook_audit_write_failures_total`).
 
 use std::sync::Arc;
 
@@ -20,10 +22,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::audit_actions::{self, AuditedRoute, Target};
+use super::audit_actions::{self, Target};
 use super::auth::ApiActor;
 use super::extract::AppQuery;
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::{AppState, REQUEST_ID_HEADER};
 use crate::domain::audit::without_secrets;
@@ -36,6 +38,9 @@ use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest, SharedSt
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// Longest `target` filter, in characters.
 const MAX_TARGET_LEN: usize = 512;
+/// The longest an answer waits for its audit entry to be written; the write goes on
+/// after it.
+pub const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What [`record`] needs.
 #[derive(Clone, Debug)]
@@ -65,7 +70,9 @@ pub async fn record(
     };
     let (mut parts, body) = request.into_parts();
     let path_target = match audited.target {
-        Target::Path(name) => path_param(&mut parts, name).await,
+        Target::Path(name) => path_param(&mut parts, name)
+            .await
+            .map(|value| canonical_target(name, value)),
         _ => None,
     };
     let actor = parts.extensions.get::<ApiActor>().map(|a| a.0.clone());
@@ -104,16 +111,36 @@ pub async fn record(
         status: status.as_u16(),
         request_id,
     };
-    write(&recorder.store, audited, entry).await;
+    let store = recorder.store.clone();
+    let action = audited.action;
+    let writing = tokio::spawn(async move { write(&store, action, entry).await });
+    if tokio::time::timeout(AUDIT_WAIT, writing).await.is_err() {
+        tracing::warn!(
+            action,
+            "the audit entry is still being written; answering without waiting for it"
+        );
+    }
     response
 }
 
 /// Writes `entry`; a failure is logged and counted, never returned.
-async fn write(store: &SharedStore, audited: &AuditedRoute, entry: NewAuditEntry) {
+async fn write(store: &SharedStore, action: &'static str, entry: NewAuditEntry) {
     if let Err(error) = store.record_audit(entry).await {
         metrics::audit_write_failed();
-        tracing::error!(action = audited.action, %error,
+        tracing::error!(action, %error,
             "the action succeeded but its audit entry could not be written");
+    }
+}
+
+/// The target as every view spells it: a job or replay id in its hyphenated lower-case
+/// form, however the path wrote it (the handlers take any form `Uuid::parse_str` takes,
+/// so a search by the id a view shows finds every action on it); other ids as given.
+fn canonical_target(param: &str, value: String) -> String {
+    match param {
+        "job_id" | "replay_id" => Uuid::parse_str(&value)
+            .map(|id| id.to_string())
+            .unwrap_or(value),
+        _ => value,
     }
 }
 
@@ -271,8 +298,9 @@ pub async fn list_audit(
 ) -> Result<Json<Page<AuditEntryView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let filter = filter(&query)?;
-    let after =
-        pagination::decode_cursor(query.cursor.as_deref(), |key| Uuid::parse_str(key).ok())?;
+    let after = pagination::decode_cursor(Listing::Audit, query.cursor.as_deref(), |key| {
+        Uuid::parse_str(key).ok()
+    })?;
     let fetched = state
         .store
         .list_audit(
@@ -284,6 +312,7 @@ pub async fn list_audit(
         )
         .await?;
     Ok(Json(pagination::page(
+        Listing::Audit,
         fetched,
         limit,
         |entry| entry.id.to_string(),

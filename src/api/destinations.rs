@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::subscribers::present;
 use super::views::DestinationView;
@@ -157,7 +157,7 @@ pub async fn list_destinations(
     AppQuery(query): AppQuery<ListDestinationsQuery>,
 ) -> Result<Json<Page<DestinationView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(query.cursor.as_deref(), |key| {
+    let after = pagination::decode_cursor(Listing::Destinations, query.cursor.as_deref(), |key| {
         Destination::parse(key).ok().map(|d| d.to_string())
     })?;
     let page = PageRequest {
@@ -169,6 +169,7 @@ pub async fn list_destinations(
         .list_destinations(page, state.clock.now())
         .await?;
     Ok(Json(pagination::page(
+        Listing::Destinations,
         fetched,
         limit,
         |d| d.key.clone(),

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::event_summary::{AffectedEventView, EventSummaryView, summarize};
 use super::extract::AppQuery;
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, Problem};
 use crate::domain::{Timestamp, validate};
 use crate::store::PageRequest;
@@ -55,7 +55,9 @@ pub async fn list_events(
     AppQuery(query): AppQuery<ListEventsQuery>,
 ) -> Result<Json<Page<AffectedEventView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(query.cursor.as_deref(), |k| Uuid::parse_str(k).ok())?;
+    let after = pagination::decode_cursor(Listing::Events, query.cursor.as_deref(), |k| {
+        Uuid::parse_str(k).ok()
+    })?;
     let now = state.clock.now();
     let since = match query.affected_since.as_deref() {
         Some(raw) => parse_instant("affected_since", raw)?,
@@ -73,6 +75,7 @@ pub async fn list_events(
         )
         .await?;
     Ok(Json(pagination::page(
+        Listing::Events,
         fetched,
         limit,
         |event| event.newest_job_id.to_string(),

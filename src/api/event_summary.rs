@@ -133,7 +133,7 @@ pub fn summarize(event_id: String, read: EventJobs, now: Timestamp) -> EventSumm
             hold.map(|h| &h.load),
             now,
         );
-        let facts = super::views::job_facts(&entry.job, reason, hold.map(|h| &h.load));
+        let facts = super::views::job_facts(&entry.job, reason, hold.map(|h| &h.load), now);
         let job_advice = retry_advice::for_job(&facts);
         counts.add(job.state, 1);
         add(&mut waiting_reasons, reason.map(WaitingReason::as_str));

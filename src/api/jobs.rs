@@ -14,7 +14,7 @@ use super::AppState;
 use super::extract::{AppJson, AppQuery};
 use super::job_filter::{ListJobsQuery, job_filter};
 use super::job_input::{self, CreateJobRequest};
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, Problem};
 use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
@@ -163,7 +163,9 @@ pub async fn list_jobs(
     AppQuery(query): AppQuery<ListJobsQuery>,
 ) -> Result<Json<Page<JobView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(query.cursor.as_deref(), |k| Uuid::parse_str(k).ok())?;
+    let after = pagination::decode_cursor(Listing::Jobs, query.cursor.as_deref(), |k| {
+        Uuid::parse_str(k).ok()
+    })?;
     let filter = job_filter(&query)?;
     let now = state.clock.now();
     let fetched = state
@@ -177,7 +179,8 @@ pub async fn list_jobs(
             now,
         )
         .await?;
-    let (jobs, next_cursor) = pagination::split(fetched, limit, |job| job.id.to_string());
+    let (jobs, next_cursor) =
+        pagination::split(Listing::Jobs, fetched, limit, |job| job.id.to_string());
     Ok(Json(Page {
         items: job_views(&state, jobs, now).await?,
         next_cursor,

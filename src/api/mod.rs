@@ -21,6 +21,7 @@ pub mod loopback_host;
 mod metrics_route;
 pub mod pagination;
 pub mod problem;
+pub mod query_params;
 pub mod replays;
 pub mod request_id;
 pub mod secret_rotation;
@@ -160,12 +161,18 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
     };
     let (router, mut openapi) = routes().split_for_parts();
-    // A route layer: it sees the route the router matched (the audited actions).
-    let router = router.route_layer(axum::middleware::from_fn_with_state(
-        recorder,
-        audit::record,
-    ));
     doc::finish(&mut openapi);
+    // Route layers: they see the route the router matched. The query check runs first
+    // (outermost), so a refused request is neither handled nor audited.
+    let router = router
+        .route_layer(axum::middleware::from_fn_with_state(
+            recorder,
+            audit::record,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            query_params::QueryRoutes::from_doc(&openapi),
+            query_params::refuse_on_routes_without,
+        ));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()

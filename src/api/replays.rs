@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, Problem};
 use crate::domain::ids::new_id;
 use crate::domain::policy::ErrorClass;
@@ -305,14 +305,16 @@ pub async fn list_replays(
         })
         .transpose()?;
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after =
-        pagination::decode_cursor(query.cursor.as_deref(), |key| Uuid::parse_str(key).ok())?;
+    let after = pagination::decode_cursor(Listing::Replays, query.cursor.as_deref(), |key| {
+        Uuid::parse_str(key).ok()
+    })?;
     let page = PageRequest {
         after,
         limit: limit + 1,
     };
     let fetched = state.store.list_replays(replay_state, page).await?;
     Ok(Json(pagination::page(
+        Listing::Replays,
         fetched,
         limit,
         |r| r.id.to_string(),

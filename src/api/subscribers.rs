@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
-use super::pagination::{self, Page};
+use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::subscriber_health;
 use super::views::SubscriberView;
@@ -470,7 +470,7 @@ pub async fn list_subscribers(
             .map_err(|_| ApiError::invalid("health", "must be `failing`, `paused` or `healthy`"))?;
         return list_by_health(&state, status, query.cursor.as_deref(), limit).await;
     }
-    let after = pagination::decode_cursor(query.cursor.as_deref(), |key| {
+    let after = pagination::decode_cursor(Listing::Subscribers, query.cursor.as_deref(), |key| {
         validate::subscriber_id(key).ok().map(|()| key.to_owned())
     })?;
     let fetched = state
@@ -480,7 +480,8 @@ pub async fn list_subscribers(
             limit: limit + 1,
         })
         .await?;
-    let (items, next_cursor) = pagination::split(fetched, limit, |s| s.id.clone());
+    let (items, next_cursor) =
+        pagination::split(Listing::Subscribers, fetched, limit, |s| s.id.clone());
     let items = subscriber_health::views(&state, items, state.clock.now()).await?;
     Ok(Json(Page { items, next_cursor }))
 }
@@ -493,7 +494,7 @@ async fn list_by_health(
     cursor: Option<&str>,
     limit: u32,
 ) -> Result<Json<Page<SubscriberView>>, ApiError> {
-    let after = pagination::decode_cursor(cursor, |key| {
+    let after = pagination::decode_cursor(Listing::SubscribersByHealth, cursor, |key| {
         let (count, id) = key.strip_prefix("h:")?.split_once(':')?;
         validate::subscriber_id(id).ok()?;
         Some(HealthCursor {
@@ -513,6 +514,7 @@ async fn list_by_health(
         )
         .await?;
     Ok(Json(pagination::page(
+        Listing::SubscribersByHealth,
         fetched,
         limit,
         |entry| format!("h:{}:{}", entry.figures.failing_jobs(), entry.subscriber.id),

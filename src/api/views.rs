@@ -289,8 +289,12 @@ pub(crate) fn job_facts(
     job: &Job,
     waiting_reason: Option<WaitingReason>,
     load: Option<&SubscriberLoad>,
+    now: Timestamp,
 ) -> JobFacts {
     JobFacts {
+        deadline_passed: job.deadline <= now,
+        attempts_spent: job.max_attempts.is_some_and(|max| job.attempts >= max),
+        subscriber_deleted: job.subscriber_deleted,
         subscriber_paused: !job.subscriber_enabled,
         destination_hold: load.and_then(|l| l.destination_hold),
         state: job.state,
@@ -309,7 +313,7 @@ impl JobView {
     /// held back by the subscriber's limits.
     pub fn new(job: Job, load: Option<&SubscriberLoad>, now: Timestamp) -> Self {
         let waiting = waiting_reason(job.state, job.due_at, job.subscriber_enabled, load, now);
-        let retry_advice = retry_advice::for_job(&job_facts(&job, waiting, load));
+        let retry_advice = retry_advice::for_job(&job_facts(&job, waiting, load, now));
         JobView {
             waiting_reason: waiting,
             retry_advice,

@@ -4,6 +4,10 @@
 //!
 //! The rules, in order:
 //! - nothing failed and nothing holds the job back: no advice (`None`);
+//! - its subscriber was deleted: [`RetryVerdict::No`] (nothing sends it again);
+//! - waiting past its deadline, or `retrying` with every attempt spent (a lost lease
+//!   on its last attempt): [`RetryVerdict::Replay`], since the retry route refuses it
+//!   and the sweep makes it a dead letter;
 //! - its subscriber is paused (whether or not the job is due yet):
 //!   [`RetryVerdict::AfterResume`];
 //! - its destination (paused, circuit open, at its limit) or its subscriber (at its
@@ -106,6 +110,13 @@ pub struct JobFacts {
     /// circuit open), whether or not the job is due: a `retrying` job brought forward
     /// would still wait for it.
     pub destination_hold: Option<WaitingReason>,
+    /// Its deadline is at or before the instant read: no attempt starts any more, the
+    /// deadline sweep is about to make it a dead letter.
+    pub deadline_passed: bool,
+    /// It has used all of its `max_attempts`.
+    pub attempts_spent: bool,
+    /// Its subscriber was deleted: nothing sends it again.
+    pub subscriber_deleted: bool,
 }
 
 /// The advice on one job (see the module's rules); `None` when nothing failed and
@@ -114,6 +125,22 @@ pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
     match facts.state {
         JobState::Delivered | JobState::Cancelled | JobState::InFlight => None,
         JobState::Dead => Some(for_dead(facts)),
+        JobState::Scheduled | JobState::Retrying if facts.subscriber_deleted => Some(deleted()),
+        JobState::Scheduled | JobState::Retrying if facts.deadline_passed => {
+            Some(RetryAdvice::new(
+                RetryVerdict::Replay,
+                "its deadline has passed: no attempt starts any more and the deadline sweep \
+                 makes it a dead letter (deadline_exceeded); a replay sends it again with a \
+                 new deadline",
+                None,
+            ))
+        }
+        JobState::Retrying if facts.attempts_spent => Some(RetryAdvice::new(
+            RetryVerdict::Replay,
+            "it has used all of its max_attempts (its last attempt's outcome is unknown): \
+             it becomes a dead letter; a replay sends it again with a fresh attempt budget",
+            None,
+        )),
         JobState::Scheduled | JobState::Retrying => {
             if let Some(held) = facts
                 .waiting_reason
@@ -236,9 +263,8 @@ fn for_dead(facts: &JobFacts) -> RetryAdvice {
              the subscriber's URL, then replay",
             None,
         ),
-        Some(DeadReason::SubscriberDeleted) => {
-            RetryAdvice::new(RetryVerdict::No, "its subscriber was deleted", None)
-        }
+        Some(DeadReason::SubscriberDeleted) => deleted(),
+        _ if facts.subscriber_deleted => deleted(),
         _ if facts.dead_detail == Some(WaitingReason::SubscriberPaused) => RetryAdvice::new(
             RetryVerdict::AfterResume,
             "it died at its deadline while its subscriber was paused; resume the \
@@ -260,6 +286,15 @@ fn for_dead(facts: &JobFacts) -> RetryAdvice {
             ),
         },
     }
+}
+
+/// `No` for a job of a deleted subscriber: no replay matches it, no retry sends it.
+fn deleted() -> RetryAdvice {
+    RetryAdvice::new(
+        RetryVerdict::No,
+        "its subscriber was deleted: nothing sends it again (a replay never matches it)",
+        None,
+    )
 }
 
 /// The advice for a job or subscriber held back for `reason`; `None` for the reasons
@@ -358,6 +393,9 @@ mod tests {
             circuit_retry_at: None,
             subscriber_paused: false,
             destination_hold: None,
+            deadline_passed: false,
+            attempts_spent: false,
+            subscriber_deleted: false,
         }
     }
 

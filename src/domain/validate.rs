@@ -16,7 +16,7 @@ pub const MAX_URL_LEN: usize = 2048;
 /// A subscriber id: 1–128 characters from `A–Z a–z 0–9 . _ : -` (safe in a URL path
 /// segment without escaping), but not `.` or `..`: those are dot-segments, which
 /// clients resolve away (RFC 3986 §5.2.4), so `Location: /v1/subscribers/..` would
-/// name another resource.
+/// name another resource; nor `resume`, the resume route (RESERVED_SUBSCRIBER_ID).
 pub fn subscriber_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_SUBSCRIBER_ID_LEN {
         return Err(format!(
@@ -32,8 +32,17 @@ pub fn subscriber_id(id: &str) -> Result<(), String> {
     if id == "." || id == ".." {
         return Err("must not be `.` or `..` (URL path segments that clients resolve away)".into());
     }
+    if id == RESERVED_SUBSCRIBER_ID {
+        return Err(format!(
+            "must not be `{RESERVED_SUBSCRIBER_ID}`: `/v1/subscribers/{RESERVED_SUBSCRIBER_ID}` \
+             is the route that resumes paused subscribers"
+        ));
+    }
     Ok(())
 }
+
+/// The one name a subscriber may not take: its URL would be the resume route's.
+pub const RESERVED_SUBSCRIBER_ID: &str = "resume";
 
 /// Most errors [`subscriber_id_list`] reports: enough to fix a list, not a page per id.
 pub const MAX_LIST_ERRORS: usize = 20;

@@ -205,6 +205,7 @@ impl TryFrom<JobRow> for Job {
         Ok(Job {
             id: decode::uuid(&row.id)?,
             subscriber_id: tombstone::shown_id(&row.subscriber_id).to_owned(),
+            subscriber_deleted: tombstone::is_tombstone(&row.subscriber_id),
             event_id: row.event_id,
             state: decode::named("state", &row.state)?,
             attempts: decode::num("attempts", row.attempts)?,

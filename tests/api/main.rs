@@ -23,6 +23,7 @@ mod jobs_filters;
 mod jobs_read;
 mod limits;
 mod loopback_host;
+mod on_call_edges;
 mod replay_slices;
 mod replays;
 mod request_ids;

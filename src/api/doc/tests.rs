@@ -346,7 +346,7 @@ proptest! {
     /// A cursor the server made matches the cursor pattern.
     #[test]
     fn every_cursor_matches_the_pattern(key in "[ -~é]{1,40}") {
-        prop_assert!(full_match(CURSOR_PATTERN).is_match(&pagination::encode_cursor(&key)));
+        prop_assert!(full_match(CURSOR_PATTERN).is_match(&pagination::encode_cursor(pagination::Listing::Jobs, &key)));
     }
 }
 
@@ -406,5 +406,8 @@ fn every_cursor_parameter_carries_the_pattern() {
         assert_eq!(parameter["schema"]["minLength"], 1, "{label}");
     }
     let subscriber_key = |key: &str| validate::subscriber_id(key).ok().map(|()| key.to_owned());
-    assert!(pagination::decode_cursor(Some(""), subscriber_key).is_err());
+    assert!(
+        pagination::decode_cursor(pagination::Listing::Subscribers, Some(""), subscriber_key)
+            .is_err()
+    );
 }

@@ -106,6 +106,9 @@ pub struct Job {
     pub lease: Option<LeaseInfo>,
     /// Whether its subscriber is enabled (for `waiting_reason`).
     pub subscriber_enabled: bool,
+    /// Whether its subscriber was deleted (the job is a tombstone's history,
+    /// docs/DESIGN.md §5.3.1): no replay and no retry sends it again.
+    pub subscriber_deleted: bool,
 }
 
 impl Job {
@@ -131,6 +134,7 @@ impl Job {
             last_error: None,
             lease: None,
             subscriber_enabled,
+            subscriber_deleted: false,
         }
     }
 

@@ -57,6 +57,7 @@ store_case!(
             last_error: None,
             lease: None,
             subscriber_enabled: true,
+            subscriber_deleted: false,
         };
         assert_eq!(expect_created(&outcomes[0]), &expected);
         assert_eq!(store.get_job(new.id, at(0)).await.unwrap(), Some(expected));
