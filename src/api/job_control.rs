@@ -68,7 +68,9 @@ async fn apply(
         state.store.wake().job_due_at(due);
     }
     let updated = load(state, job.id, now).await?;
-    Ok(Json(JobView::new(updated, None, now)))
+    // The view as GET shows it: a job made due reads its subscriber's and destination's
+    // holds (an open circuit: `not_before`, not "sent now").
+    Ok(Json(super::jobs::job_view(state, updated, now).await?))
 }
 
 /// Cancel a `scheduled` or `retrying` job.

@@ -110,7 +110,11 @@ async fn job_views(
 }
 
 /// The view of one job at `now`.
-async fn job_view(state: &AppState, job: Job, now: Timestamp) -> Result<JobView, ApiError> {
+pub(super) async fn job_view(
+    state: &AppState,
+    job: Job,
+    now: Timestamp,
+) -> Result<JobView, ApiError> {
     let mut views = job_views(state, vec![job], now).await?;
     views
         .pop()

@@ -57,7 +57,18 @@ fn server_log() -> String {
 impl Server {
     /// Starts `binary serve` on `database_url` and waits for its API address.
     pub fn start(binary: &PathBuf, database_url: &str) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // SAFETY: `prctl` is async-signal-safe; it only sets a flag of the child.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            // The server dies with the bench (killed, or Ctrl-C'd), never left behind
+            // on a throwaway database.
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
             .arg(database_url)
             .args(["--api-token", TOKEN, "--allow-private-targets"])

@@ -37,9 +37,11 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document (JSON) to standard output.
     Openapi,
-    /// Show jobs of a running server (`get`, `list`).
+    /// Show jobs of a running server, or send a retrying one now (`get`, `list`,
+    /// `retry`).
     Jobs(JobsArgs),
-    /// Replay dead jobs on a running server (`create`, `status`, `cancel`).
+    /// Replay dead jobs, or bring retrying ones forward, on a running server
+    /// (`create`, `list`, `status`, `cancel`).
     Replay(ReplayArgs),
     /// Show destinations (host:port) of a running server and change their limit,
     /// pause or circuit (`list`, `show`, `set`).

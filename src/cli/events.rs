@@ -196,7 +196,7 @@ pub fn summary_text(s: &EventSummary) -> String {
     let shown = failing.items.len() as u64;
     if failing.total > shown {
         text.push_str(&format!(
-            "{} more: deferhook jobs list --event {} --state retrying,dead\n",
+            "{} more: deferhook jobs list --event {} --state retrying,dead --all\n",
             failing.total - shown,
             s.event_id
         ));

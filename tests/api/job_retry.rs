@@ -158,7 +158,36 @@ async fn retry_of_a_job_whose_lease_expired_ends_the_lease(db: Db) {
     assert!(second[0].lease_token > first.lease_token, "a new lease");
 }
 
+/// The retry's answer is the job as `GET` shows it: brought forward behind an open
+/// circuit, it waits for the circuit, and its advice says so (not "sent now").
+async fn a_retry_behind_an_open_circuit_answers_what_holds_it(db: Db) {
+    let app = app_with().backend(db).start().await;
+    app.create_subscriber("s").await;
+    let created = retrying_job(&app, "e", 3_600_000).await;
+    let id = created["id"].as_str().unwrap();
+    let opened = app
+        .put_json(
+            "/v1/destinations/example.com:443",
+            &json!({"circuit": "open"}),
+        )
+        .await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let retried = expect_json(&retry(&app, id).await, 200);
+    assert_eq!(
+        retried["waiting_reason"], "destination_circuit_open",
+        "{retried}"
+    );
+    assert_eq!(
+        retried["retry_advice"]["verdict"], "not_before",
+        "{retried}"
+    );
+    let read = expect_json(&app.get(&format!("/v1/jobs/{id}")).await, 200);
+    assert_eq!(read["waiting_reason"], retried["waiting_reason"]);
+    assert_eq!(read["retry_advice"], retried["retry_advice"]);
+}
+
 crate::on_both_backends!(
+    a_retry_behind_an_open_circuit_answers_what_holds_it,
     retry_makes_a_retrying_job_due_now,
     retry_of_a_job_not_retrying_is_refused,
     retry_past_the_deadline_is_refused,
