@@ -42,5 +42,20 @@ pub struct ListEventsArgs {
 #[derive(Debug, Args)]
 pub struct ShowEventArgs {
     /// The producer's event id.
+    #[arg(value_parser = addressable_event_id)]
     pub event_id: String,
+}
+
+/// An event id that can be a URL path segment: `.` and `..` are event ids, but every
+/// HTTP client resolves them away (RFC 3986 §5.2.4, encoded or not), so
+/// `GET /v1/events/..` would read another resource. Their jobs are listed with
+/// `deferhook jobs list --event ..`.
+fn addressable_event_id(id: &str) -> Result<String, String> {
+    if id == "." || id == ".." {
+        return Err(format!(
+            "`{id}` cannot be sent as a URL path segment; list its jobs with \
+             `deferhook jobs list --event {id} --all`"
+        ));
+    }
+    Ok(id.to_owned())
 }

@@ -13,6 +13,7 @@ mod commands;
 mod deploy_files;
 mod destination_commands;
 mod event_commands;
+mod event_dot_segments;
 mod migrations;
 mod openapi;
 mod operator_commands;
