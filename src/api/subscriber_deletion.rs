@@ -96,3 +96,15 @@ pub async fn delete_subscriber(
         deleted_at: deleted.deleted_at,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_waits_half_the_request_timeout_and_five_seconds_at_most() {
+        assert_eq!(wait(Duration::from_secs(30)), Duration::from_secs(5));
+        assert_eq!(wait(Duration::from_secs(1)), Duration::from_millis(500));
+        assert_eq!(wait(Duration::from_millis(1)), Duration::from_micros(500));
+    }
+}

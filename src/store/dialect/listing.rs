@@ -123,6 +123,11 @@ pub fn push_job_listing(
          WHERE 1 = 1"
     ));
     push_job_conditions(query, filter);
+    if filter.subscriber_id.is_some() {
+        // The current subscriber of that id: not one whose deletion is still moving
+        // its jobs to the tombstone (docs/DESIGN.md §5.3.1).
+        query.push(" AND s.deleted_at IS NULL");
+    }
     match lease {
         Some(LeaseCondition::Live(now)) => {
             query
@@ -161,9 +166,6 @@ pub fn push_job_conditions(query: &mut Statement, filter: &JobFilter) {
         query
             .push(" AND j.subscriber_id = ")
             .bind(Value::Text(subscriber_id.clone()));
-        // The current subscriber of that id: not one whose deletion is still moving
-        // its jobs to the tombstone (docs/DESIGN.md §5.3.1).
-        query.push(" AND s.deleted_at IS NULL");
     }
     // Fixed names, never input: safe to write as literals. One state is written as an
     // equality, which SQLite needs to use a partial index.
