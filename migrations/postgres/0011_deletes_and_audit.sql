@@ -10,6 +10,13 @@
 ALTER TABLE subscribers ADD COLUMN deleted_at BIGINT;
 -- retention: the tombstones deleted before a cutoff
 CREATE INDEX subscribers_deleted ON subscribers (deleted_at) WHERE deleted_at IS NOT NULL;
+-- A deletion commits in two steps (docs/DESIGN.md §5.3.1): first the row is marked
+-- (deleted_at set, disabled, secret wiped, deleting_to naming its new tombstone), then
+-- its jobs and attempts move to the tombstone in small batches and the row goes. While
+-- deleting_to is set the id is neither live nor free; a crash mid-move is finished by
+-- the maintenance task, which finds these rows here.
+ALTER TABLE subscribers ADD COLUMN deleting_to TEXT COLLATE "C";
+CREATE INDEX subscribers_deleting ON subscribers (id) WHERE deleting_to IS NOT NULL;
 
 -- The audit trail: one row per successful operator action. `parameters` is the
 -- request's JSON without secrets; `actor` the API token's fingerprint (NULL when the

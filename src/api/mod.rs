@@ -78,6 +78,9 @@ pub struct AppState {
     pub replay_limits: ReplayLimits,
     /// Which literal addresses subscriber URLs may name.
     pub target_policy: Arc<TargetPolicy>,
+    /// How long `DELETE /v1/subscribers/{id}` waits for its history to move before it
+    /// answers (the move goes on after; docs/DESIGN.md §5.3.1).
+    pub deletion_wait: Duration,
 }
 
 /// Settings of the HTTP layer.
@@ -154,6 +157,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         delivery_slo_ms: settings.delivery_slo_ms,
         replay_limits: settings.replay_limits,
         target_policy: settings.target_policy.clone(),
+        deletion_wait: subscriber_deletion::wait(settings.request_timeout),
     };
     let recorder = audit::Recorder {
         store: state.store.clone(),

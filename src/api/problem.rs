@@ -163,7 +163,8 @@ impl From<StoreError> for ApiError {
                 format!("subscriber `{id}` does not exist"),
             )),
             conflict @ (StoreError::PayloadConflict { .. }
-            | StoreError::ReplayRateBudget { .. }) => ApiError::Conflict(conflict.to_string()),
+            | StoreError::ReplayRateBudget { .. }
+            | StoreError::SubscriberBeingDeleted(_)) => ApiError::Conflict(conflict.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

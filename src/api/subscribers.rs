@@ -238,6 +238,7 @@ fn validate_put(
         (status = 201, description = "Created; the only response that shows `secret`", body = SubscriberView),
         (status = 200, description = "Updated", body = SubscriberView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A subscriber of this id is being deleted (its history still moving, §5.3.1); nothing written, try again in a moment", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable; retry", body = Problem, content_type = "application/problem+json"),

@@ -3,6 +3,7 @@
 
 pub mod attempt;
 pub mod complete;
+pub mod deletions;
 pub mod held_leases;
 pub mod outcome;
 pub mod resolve;

@@ -5,7 +5,8 @@
 //! back to `scheduled`, which the purge never touches).
 //! Then it deletes what outlives jobs: audit entries older than the longer of the two
 //! ages ([`RetentionSettings::audit_cutoff`]), and the tombstones of deleted
-//! subscribers whose jobs are all purged.
+//! subscribers whose jobs are all purged. Each run first finishes the subscriber
+//! deletions a crash left half-done ([`super::deletions`]).
 //!
 //! It runs every [`RetentionSettings::interval`] in small batches, pausing between
 //! them so the SQLite writer is never held for long, and stops on the shared
@@ -16,9 +17,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::deletions;
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
-use crate::store::{PurgedJobs, SharedStore, StoreError};
+use crate::store::{DELETION_MOVE_BATCH, PurgedJobs, SharedStore, StoreError};
 
 /// Jobs one purge statement deletes at most.
 pub const PURGE_BATCH: u32 = 500;
@@ -84,46 +86,65 @@ impl RetentionSettings {
 }
 
 /// Runs retention every `settings.interval` (the first run at once) until `stop` is
-/// cancelled. A failed run is logged and retried at the next interval.
+/// cancelled: first finishes the subscriber deletions left in progress
+/// ([`deletions::finish_all`], even when nothing is purged), then purges. A failed run
+/// is logged and retried at the next interval.
 pub async fn run(
     store: SharedStore,
     clock: Arc<dyn Clock>,
     settings: RetentionSettings,
     stop: CancellationToken,
 ) {
-    if !settings.enabled() {
-        return;
+    if settings.enabled() {
+        tracing::info!(
+            retain_finished_ms = ?settings.retain_finished_ms,
+            retain_dead_ms = ?settings.retain_dead_ms,
+            "retention started"
+        );
     }
-    tracing::info!(
-        retain_finished_ms = ?settings.retain_finished_ms,
-        retain_dead_ms = ?settings.retain_dead_ms,
-        "retention started"
-    );
     loop {
-        match purge_once(&store, clock.now(), &settings, &stop).await {
-            Ok(purged) if purged.total() > 0 => tracing::info!(
-                delivered = purged.delivered,
-                cancelled = purged.cancelled,
-                dead = purged.dead,
-                "purged finished jobs"
-            ),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "retention failed; retrying later"),
+        // Deletions a crash or a failed batch left unfinished (docs/DESIGN.md §5.3.1),
+        // whether or not anything is purged.
+        let finishing = deletions::finish_all(&store, DELETION_MOVE_BATCH, settings.pause, &stop);
+        if let Err(error) = finishing.await {
+            tracing::warn!(%error, "finishing subscriber deletions failed; retrying later");
         }
-        match purge_records_once(&store, clock.now(), &settings, &stop).await {
-            Ok((audit, tombstones)) if audit + tombstones > 0 => tracing::info!(
-                audit_entries = audit,
-                deleted_subscribers = tombstones,
-                "purged audit entries and deleted subscribers' tombstones"
-            ),
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(%error, "retention of the audit trail failed; retrying later")
-            }
+        if settings.enabled() {
+            purge_all(&store, clock.as_ref(), &settings, &stop).await;
         }
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
+
+/// One run of the purges: finished jobs, then what outlives them; failures logged.
+async fn purge_all(
+    store: &SharedStore,
+    clock: &dyn Clock,
+    settings: &RetentionSettings,
+    stop: &CancellationToken,
+) {
+    match purge_once(store, clock.now(), settings, stop).await {
+        Ok(purged) if purged.total() > 0 => tracing::info!(
+            delivered = purged.delivered,
+            cancelled = purged.cancelled,
+            dead = purged.dead,
+            "purged finished jobs"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "retention failed; retrying later"),
+    }
+    match purge_records_once(store, clock.now(), settings, stop).await {
+        Ok((audit, tombstones)) if audit + tombstones > 0 => tracing::info!(
+            audit_entries = audit,
+            deleted_subscribers = tombstones,
+            "purged audit entries and deleted subscribers' tombstones"
+        ),
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, "retention of the audit trail failed; retrying later")
         }
     }
 }

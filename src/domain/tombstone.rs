@@ -1,6 +1,7 @@
 //! Deleted subscribers (docs/DESIGN.md §5.3): a deleted subscriber's row stays, as a
 //! tombstone, under an id the API can never take, `<id>/<deletion id>`, with its jobs
-//! and attempts moved to it. Its history stays readable (by job id and event id)
+//! and attempts moved to it (in batches, after the deletion's first transaction; the
+//! old row, marked as being deleted, goes once they all have). Its history stays readable (by job id and event id)
 //! until retention, while its id is free for a new subscriber that shares nothing
 //! with it: not its jobs' idempotency (`UNIQUE (subscriber_id, event_id)`), secret,
 //! stats, pause or destination.

@@ -10,6 +10,11 @@ pub enum StoreError {
     /// A job names a subscriber that does not exist; nothing was written.
     #[error("subscriber `{0}` does not exist")]
     UnknownSubscriber(String),
+    /// The subscriber of this id is being deleted (its history still moving to its
+    /// tombstone, docs/DESIGN.md §5.3.1); nothing was written. The id is free again
+    /// once the deletion ends, moments later.
+    #[error("subscriber `{0}` is being deleted; try again in a moment")]
+    SubscriberBeingDeleted(String),
     /// A job with the same (subscriber_id, event_id) exists with a different payload
     /// (compared as JSON values); nothing was written.
     #[error(

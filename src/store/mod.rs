@@ -49,6 +49,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use deletions::MOVE_BATCH as DELETION_MOVE_BATCH;
 pub use error::StoreError;
 pub use records::*;
 pub use sealing::{Sealer, UnreadableSecret};
@@ -382,13 +383,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
 
-    /// Deletes subscriber `id` at `now` in one transaction (docs/DESIGN.md §5.3): its
-    /// waiting jobs (`scheduled`, `retrying`, `in_flight`) end `dead` with reason
-    /// `subscriber_deleted` (an attempt in flight is recorded `unknown`, and its
-    /// worker's late result is fenced out), and its row, jobs and attempts move to a
-    /// tombstone ([`crate::domain::tombstone`]): its jobs stay readable by job and
-    /// event id, and `id` may be created again as a new subscriber that inherits
-    /// none of them. `None` when it does not exist; nothing is written then.
+    /// Deletes subscriber `id` at `now`, both steps of docs/DESIGN.md §5.3.1: first
+    /// ([`Store::begin_subscriber_deletion`]) its waiting jobs (`scheduled`,
+    /// `retrying`, `in_flight`) end `dead` with reason `subscriber_deleted` (an attempt
+    /// in flight is recorded `unknown`, and its worker's late result is fenced out),
+    /// then its jobs and attempts move to a tombstone ([`crate::domain::tombstone`]) in
+    /// batches of [`DELETION_MOVE_BATCH`], each its own transaction, and its row
+    /// goes: its jobs stay readable by job and event id, and `id` may be created again
+    /// as a new subscriber that inherits none of them. `None` when it does not exist
+    /// (or is already being deleted); nothing is written then.
     async fn delete_subscriber(
         &self,
         id: &str,
@@ -414,6 +417,36 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes up to `limit` audit entries recorded before `before`, oldest first;
     /// returns how many. Callers repeat while a call returns `limit`.
     async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
+
+    // --- issue #16 part 8, bounded deletes: a deletion's two steps (§5.3.1) ---
+
+    /// Step 1 of deleting subscriber `id` at `now`, one short write transaction: its
+    /// tombstone is inserted, its waiting jobs end `dead` (`subscriber_deleted`, an
+    /// attempt in flight `unknown`, fenced as in [`Store::delete_subscriber`]), and
+    /// its row is marked as being deleted: from then on it is not found (get, patch,
+    /// stats, listings, new jobs, claims), and a `PUT` of `id` fails with
+    /// [`StoreError::SubscriberBeingDeleted`] until step 2 ends. `None` when it does
+    /// not exist (or is already being deleted); nothing is written then.
+    async fn begin_subscriber_deletion(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError>;
+
+    /// Step 2 of a deletion, one batch in one write transaction: moves at most `limit`
+    /// (at least 1) of subscriber `id`'s jobs, then of its attempts, to its tombstone;
+    /// when fewer than `limit` were left, deletes its row (`finished`). Callers repeat
+    /// until `finished`. `None` when `id` is not being deleted (never was, or another
+    /// caller finished it).
+    async fn move_deleted_history(
+        &self,
+        id: &str,
+        limit: u32,
+    ) -> Result<Option<HistoryMoved>, StoreError>;
+
+    /// Up to `limit` ids of subscribers being deleted (step 1 committed, step 2 not
+    /// finished, e.g. after a crash), in id order.
+    async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -1,7 +1,8 @@
 //! `DELETE /v1/subscribers/{id}` (issue #16 part 8), on both backends: the waiting jobs
 //! end `dead` (`subscriber_deleted`), the history stays readable by job and event id,
 //! the id may be registered again as a new subscriber, an unknown id is a 404 that
-//! writes nothing.
+//! writes nothing; while a deletion's history still moves, the id is neither found nor
+//! free (a `PUT` answers 409).
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -87,6 +88,55 @@ async fn an_unknown_subscriber_is_a_404(db: Db) {
     expect_problem(&delete(&app, "acme%2F0193").await, 404);
 }
 
+async fn a_put_while_the_history_moves_answers_409(db: Db) {
+    let app = app_with().backend(db).start().await;
+    app.create_subscriber("acme").await;
+    for event in ["evt-1", "evt-2", "evt-3"] {
+        app.job("acme", event, json!({})).await;
+    }
+    app.advance(1_000);
+    // The first step only, as a DELETE of a long history leaves it when it answers.
+    let begun = app.store.begin_subscriber_deletion("acme", app.now()).await;
+    assert_eq!(begun.unwrap().map(|d| d.jobs_dead), Some(3));
+
+    expect_problem(&app.get("/v1/subscribers/acme").await, 404);
+    expect_problem(&app.get("/v1/subscribers/acme/stats").await, 404);
+    let patch = app
+        .patch_json("/v1/subscribers/acme", &json!({"enabled": true}))
+        .await;
+    expect_problem(&patch, 404);
+    expect_problem(&delete(&app, "acme").await, 404);
+    let listed = app.get_json("/v1/subscribers").await;
+    assert_eq!(listed["items"], json!([]), "{listed}");
+    let by_subscriber = app.get_json("/v1/jobs?subscriber_id=acme").await;
+    assert_eq!(by_subscriber["items"], json!([]), "{by_subscriber}");
+    let url = json!({"url": "https://example.com/hooks/acme"});
+    let conflict = expect_problem(&app.put_json("/v1/subscribers/acme", &url).await, 409);
+    assert!(
+        conflict["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`acme` is being deleted; try again in a moment"),
+        "{conflict}"
+    );
+    let job = app
+        .post_json("/v1/jobs", &job("acme", "evt-4", json!({})))
+        .await;
+    expect_problem(&job, 404);
+
+    // the move ends (one row per batch): the id is free
+    loop {
+        let step = app.store.move_deleted_history("acme", 1).await.unwrap();
+        if step.expect("being deleted").finished {
+            break;
+        }
+    }
+    let created = app.create_subscriber("acme").await;
+    assert!(created["secret"].is_string(), "{created}");
+    let by_subscriber = app.get_json("/v1/jobs?subscriber_id=acme").await;
+    assert_eq!(by_subscriber["items"], json!([]), "{by_subscriber}");
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -103,4 +153,5 @@ macro_rules! on_both_backends {
 on_both_backends!(
     a_deletion_ends_the_waiting_jobs_and_frees_the_id,
     an_unknown_subscriber_is_a_404,
+    a_put_while_the_history_moves_answers_409,
 );

@@ -340,6 +340,27 @@ impl Store for Outage {
         self.check()?;
         self.inner.purge_audit(before, limit).await
     }
+    // issue #16 part 8, bounded deletes
+    async fn begin_subscriber_deletion(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError> {
+        self.check()?;
+        self.inner.begin_subscriber_deletion(id, now).await
+    }
+    async fn move_deleted_history(
+        &self,
+        id: &str,
+        limit: u32,
+    ) -> Result<Option<HistoryMoved>, StoreError> {
+        self.check()?;
+        self.inner.move_deleted_history(id, limit).await
+    }
+    async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError> {
+        self.check()?;
+        self.inner.deletions_in_progress(limit).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

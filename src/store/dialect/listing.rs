@@ -123,6 +123,11 @@ pub fn push_job_listing(
          WHERE 1 = 1"
     ));
     push_job_conditions(query, filter);
+    if filter.subscriber_id.is_some() {
+        // The current subscriber of that id: not one whose deletion is still moving
+        // its jobs to the tombstone (docs/DESIGN.md §5.3.1).
+        query.push(" AND s.deleted_at IS NULL");
+    }
     match lease {
         Some(LeaseCondition::Live(now)) => {
             query

@@ -11,8 +11,8 @@ use crate::store::creates::{CreateStatements, KnownSubscribers};
 /// (what a foreign-key check takes): the subscriber cannot vanish before the jobs that
 /// name it commit, while claims (FOR NO KEY UPDATE of the same row) and limit changes
 /// go on; FOR SHARE made every claim wait for the creates.
-const KNOWN_SUBSCRIBERS: &str =
-    "SELECT id, enabled FROM subscribers WHERE id = ANY($1) FOR KEY SHARE";
+const KNOWN_SUBSCRIBERS: &str = "SELECT id, enabled FROM subscribers WHERE id = ANY($1) AND deleted_at IS NULL \
+    FOR KEY SHARE";
 
 /// Inserts one job unless its key exists.
 const INSERT: &str = "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, \

@@ -25,28 +25,51 @@ const KILL_JOBS: &str = "UPDATE jobs SET state = 'dead', dead_reason = 'subscrib
 const ABANDON_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = $2, \
     reason = $3 WHERE subscriber_id = $1 AND outcome = 'in_progress'";
 
-/// Subscriber `$1`'s jobs move to tombstone `$2`.
-const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = $2 WHERE subscriber_id = $1";
+/// Subscriber `$1` is being deleted into tombstone `$2` from `$3`.
+const MARK: &str = "UPDATE subscribers SET deleted_at = $3, deleting_to = $2, \
+    enabled = FALSE, secret = '', previous_secret = NULL, previous_secret_expires_at = NULL, \
+    paused_reason = NULL, paused_at = NULL, destination = NULL, updated_at = $3 \
+    WHERE id = $1";
 
-/// Subscriber `$1`'s attempts move to tombstone `$2`.
-const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = $2 WHERE subscriber_id = $1";
+/// The tombstone of subscriber `$1` if it is being deleted, its row locked.
+const MOVING_TO: &str = "SELECT deleting_to FROM subscribers \
+    WHERE id = $1 AND deleting_to IS NOT NULL FOR UPDATE";
 
-/// Subscriber `$1` goes (no job refers to it any more).
-const DELETE: &str = "DELETE FROM subscribers WHERE id = $1";
+/// At most `$3` of subscriber `$1`'s jobs move to tombstone `$2` (`jobs_subscriber_id`).
+const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = $2 WHERE id IN ( \
+    SELECT id FROM jobs WHERE subscriber_id = $1 LIMIT $3)";
+
+/// At most `$3` of subscriber `$1`'s attempts move to tombstone `$2`.
+const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = $2 \
+    WHERE (job_id, number) IN ( \
+      SELECT job_id, number FROM attempts WHERE subscriber_id = $1 LIMIT $3)";
+
+/// Subscriber `$1` goes, once being deleted and nothing refers to it any more.
+const DELETE: &str = "DELETE FROM subscribers WHERE id = $1 AND deleting_to IS NOT NULL \
+    AND NOT EXISTS (SELECT 1 FROM jobs WHERE subscriber_id = $1) \
+    AND NOT EXISTS (SELECT 1 FROM attempts WHERE subscriber_id = $1)";
+
+/// The subscribers being deleted, at most `$1` (`subscribers_deleting`).
+const IN_PROGRESS: &str = "SELECT id FROM subscribers WHERE deleting_to IS NOT NULL \
+    ORDER BY id LIMIT $1";
 
 /// Tombstones deleted before `$1` without jobs left, at most `$2`.
 const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
       SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < $1 \
+        AND s.deleting_to IS NULL \
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) LIMIT $2) \
-    AND deleted_at IS NOT NULL";
+    AND deleted_at IS NOT NULL AND deleting_to IS NULL";
 
 impl DeletionStatements for PgPool {
     const LOCK: &'static str = LOCK;
     const TOMBSTONE: &'static str = TOMBSTONE;
     const KILL_JOBS: &'static str = KILL_JOBS;
     const ABANDON_ATTEMPTS: &'static str = ABANDON_ATTEMPTS;
+    const MARK: &'static str = MARK;
+    const MOVING_TO: &'static str = MOVING_TO;
     const MOVE_JOBS: &'static str = MOVE_JOBS;
     const MOVE_ATTEMPTS: &'static str = MOVE_ATTEMPTS;
     const DELETE: &'static str = DELETE;
+    const IN_PROGRESS: &'static str = IN_PROGRESS;
     const PURGE_TOMBSTONES: &'static str = PURGE_TOMBSTONES;
 }

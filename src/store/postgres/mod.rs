@@ -517,6 +517,28 @@ impl Store for PostgresStore {
     async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
         shared::audit::purge(&self.db, before, limit).await
     }
+
+    // --- issue #16 part 8, bounded deletes: a deletion's two steps (§5.3.1) ---
+
+    async fn begin_subscriber_deletion(
+        &self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SubscriberDeleted>, StoreError> {
+        shared::deletions::begin(&self.db, id, now).await
+    }
+
+    async fn move_deleted_history(
+        &self,
+        id: &str,
+        limit: u32,
+    ) -> Result<Option<HistoryMoved>, StoreError> {
+        shared::deletions::move_batch(&self.db, id, limit).await
+    }
+
+    async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError> {
+        shared::deletions::in_progress(&self.db, limit).await
+    }
 }
 
 /// Listens on [`JOBS_CHANNEL`] and wakes the worker for every notification, and once

@@ -10,7 +10,8 @@ use crate::store::{Sealer, StoreError};
 
 /// Subscriber `$1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE id = $1";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE id = $1 \
+    AND deleted_at IS NULL";
 
 /// Subscribers after `$1` (all when NULL) in id order, at most `$2`; never a
 /// deleted subscriber's tombstone.
@@ -20,7 +21,8 @@ const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enable
 /// Inserts subscriber `$1`, or updates it keeping what is left NULL (a new secret
 /// `$10` ends a rotation's grace period); `xmax = 0` tells an inserted row from an
 /// updated one. Pausing an enabled one (or creating one paused) records reason
-/// `operator` at `$7`; enabling clears the reason.
+/// `operator` at `$7`; enabling clears the reason. No row when a subscriber of that id
+/// is being deleted (docs/DESIGN.md §5.3.1).
 const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight, \
     rate_limit_per_second, enabled, created_at, updated_at, paused_reason, paused_at) \
     VALUES ($1, $2, $3, COALESCE($4, $9), $5, COALESCE($6, TRUE), $7, $7, \
@@ -38,16 +40,18 @@ const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight,
     previous_secret = CASE WHEN $10::text IS NULL THEN s.previous_secret END, \
     previous_secret_expires_at = \
       CASE WHEN $10::text IS NULL THEN s.previous_secret_expires_at END \
+    WHERE s.deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
       updated_at, paused_reason, paused_at, (xmax = 0) AS inserted";
 
 /// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
 /// rotations apply one after the other, each moving the secret the previous one wrote.
-const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = $1 FOR UPDATE";
+const CURRENT_SECRET: &str =
+    "SELECT secret FROM subscribers WHERE id = $1 AND deleted_at IS NULL FOR UPDATE";
 
 /// A rotation of subscriber `$1`'s secret.
 const ROTATE: &str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
-    previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 \
+    previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
     updated_at, paused_reason, paused_at";
 
@@ -60,20 +64,21 @@ const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
       WHEN enabled THEN 'operator' ELSE paused_reason END, \
     paused_at = CASE WHEN NOT $6 THEN paused_at WHEN $7 THEN NULL \
       WHEN enabled THEN $8 ELSE paused_at END, \
-    updated_at = $8 WHERE id = $1 \
+    updated_at = $8 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
     updated_at, paused_reason, paused_at";
 
 /// Enables subscriber `$1` at `$2` if it is paused.
 const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
-    paused_at = NULL, updated_at = $2 WHERE id = $1 AND NOT enabled";
+    paused_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND NOT enabled";
 
 /// Whether subscriber `$1` exists.
-const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1";
+const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
 
 /// Enables at `$2` the subscribers paused for reason `$1`.
 const RESUME_REASON: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
-    paused_at = NULL, updated_at = $2 WHERE NOT enabled AND paused_reason = $1";
+    paused_at = NULL, updated_at = $2 WHERE NOT enabled AND paused_reason = $1 \
+    AND deleted_at IS NULL";
 
 /// A subscriber as [`PUT`] returns it.
 #[derive(sqlx::FromRow)]
@@ -93,7 +98,7 @@ pub async fn put(
 ) -> Result<PutSubscriberOutcome, StoreError> {
     let secret_if_new = put.secret.clone().unwrap_or(put.generated_secret.clone());
     let mut tx = pool.begin().await?;
-    let row: PutRow = sqlx::query_as(PUT)
+    let row: Option<PutRow> = sqlx::query_as(PUT)
         .bind(&put.id)
         .bind(&put.url)
         .bind(sealer.seal(&put.id, &secret_if_new))
@@ -104,8 +109,11 @@ pub async fn put(
         .bind(put.rate_limit_per_second.is_some())
         .bind(i64::from(DEFAULT_MAX_IN_FLIGHT))
         .bind(put.secret.as_ref().map(|s| sealer.seal(&put.id, s)))
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    let Some(row) = row else {
+        return Err(StoreError::SubscriberBeingDeleted(put.id));
+    };
     destinations::assign::<PgPool>(&mut tx, &put.id, &put.url, now).await?;
     tx.commit().await?;
     Ok(PutSubscriberOutcome {

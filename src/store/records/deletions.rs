@@ -13,3 +13,16 @@ pub struct SubscriberDeleted {
     /// When it was deleted.
     pub deleted_at: Timestamp,
 }
+
+/// The answer of [`crate::store::Store::move_deleted_history`]: what one batch of a
+/// deletion's second step moved to the tombstone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HistoryMoved {
+    /// Jobs moved.
+    pub jobs: u64,
+    /// Attempts moved.
+    pub attempts: u64,
+    /// True when nothing was left to move and the subscriber's row is gone: the id
+    /// is free again.
+    pub finished: bool,
+}

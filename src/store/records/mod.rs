@@ -20,7 +20,7 @@ mod sweep;
 pub use attempts::Attempt;
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
-pub use deletions::SubscriberDeleted;
+pub use deletions::{HistoryMoved, SubscriberDeleted};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use events::{AffectedEvent, EventJob, EventJobs, SubscriberHold};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};

@@ -5,8 +5,10 @@ use super::{Pools, Tx};
 use crate::store::StoreError;
 use crate::store::creates::{CreateStatements, KnownSubscribers};
 
-/// Whether subscriber `?1` is enabled; no row when it does not exist.
-const SUBSCRIBER_ENABLED: &str = "SELECT enabled FROM subscribers WHERE id = ?1";
+/// Whether subscriber `?1` is enabled; no row when it does not exist or is being
+/// deleted (docs/DESIGN.md §5.3.1).
+const SUBSCRIBER_ENABLED: &str =
+    "SELECT enabled FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
 
 /// Inserts one job unless its key exists.
 const INSERT: &str = "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, \

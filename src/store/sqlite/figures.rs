@@ -89,7 +89,7 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
           AND a.started_at > ?2 - 1000) END AS last_started_at \
-         FROM subscribers s WHERE s.id = ?1";
+         FROM subscribers s WHERE s.id = ?1 AND s.deleted_at IS NULL";
 
 /// Jobs `in_flight` whose lease has expired at `?1` (read as `retrying`).
 pub(super) const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \
@@ -101,7 +101,8 @@ pub(super) const EXPIRED_LEASES: &str = "SELECT COUNT(*) AS n FROM jobs \
     WHERE subscriber_id = ?1 AND state = 'in_flight' AND due_at <= ?2";
 
 /// Whether subscriber `?1` exists.
-pub(super) const SUBSCRIBER_EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
+pub(super) const SUBSCRIBER_EXISTS: &str =
+    "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
 
 /// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
 pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \

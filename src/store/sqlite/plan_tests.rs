@@ -343,13 +343,15 @@ async fn a_full_scan_is_caught() {
 }
 
 /// Deleting a subscriber reads its jobs and attempts by index (a scan would read every
-/// job and attempt of every subscriber inside the one write transaction), and
+/// job and attempt of every subscriber in each batch of the move), finds the deletions
+/// to finish by index, and
 /// retention finds the old audit entries and tombstones by index.
 #[tokio::test]
 async fn deletions_and_audit_retention_read_through_indexes() {
     use super::audit::PURGE;
     use super::deletions::{
-        ABANDON_ATTEMPTS, KILL_JOBS, MOVE_ATTEMPTS, MOVE_JOBS, PURGE_TOMBSTONES,
+        ABANDON_ATTEMPTS, DELETE, IN_PROGRESS, KILL_JOBS, MOVE_ATTEMPTS, MOVE_JOBS,
+        PURGE_TOMBSTONES,
     };
     let store = store().await;
     for (sql, table, alias) in [
@@ -357,6 +359,9 @@ async fn deletions_and_audit_retention_read_through_indexes() {
         (ABANDON_ATTEMPTS, "attempts", "attempts"),
         (MOVE_JOBS, "jobs", "jobs"),
         (MOVE_ATTEMPTS, "attempts", "attempts"),
+        (DELETE, "jobs", "jobs"),
+        (DELETE, "attempts", "attempts"),
+        (IN_PROGRESS, "subscribers", "subscribers"),
         (PURGE, "audit", "audit"),
         (PURGE_TOMBSTONES, "subscribers", "s"),
         (PURGE_TOMBSTONES, "jobs", "j"),

@@ -11,7 +11,8 @@ use crate::store::{Sealer, StoreError};
 
 /// Subscriber `?1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE id = ?1";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE id = ?1 \
+    AND deleted_at IS NULL";
 
 /// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
 /// deleted subscriber's tombstone.
@@ -38,11 +39,11 @@ const INSERT: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight, \
       CASE WHEN ?6 THEN NULL ELSE ?7 END)";
 
 /// Subscriber `?1`'s current secret.
-const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1";
+const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
 
 /// A rotation of subscriber `?1`'s secret.
 const ROTATE: &str = "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
-    previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 \
+    previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
     updated_at, paused_reason, paused_at";
 
@@ -55,22 +56,28 @@ const PATCH: &str = "UPDATE subscribers SET url = COALESCE(?2, url), \
       WHEN enabled THEN 'operator' ELSE paused_reason END, \
     paused_at = CASE WHEN NOT ?6 THEN paused_at WHEN ?7 THEN NULL \
       WHEN enabled THEN ?8 ELSE paused_at END, \
-    updated_at = ?8 WHERE id = ?1 \
+    updated_at = ?8 WHERE id = ?1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
     updated_at, paused_reason, paused_at";
 
 /// Enables subscriber `?1` at `?2` if it is paused.
 const RESUME_ONE: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
-    paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND enabled = 0";
+    paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 0";
 
 /// Whether subscriber `?1` exists.
-const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1";
+const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
 
 /// Enables at `?2` the subscribers paused for reason `?1`.
 const RESUME_REASON: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
-    paused_at = NULL, updated_at = ?2 WHERE enabled = 0 AND paused_reason = ?1";
+    paused_at = NULL, updated_at = ?2 WHERE enabled = 0 AND paused_reason = ?1 \
+    AND deleted_at IS NULL";
 
-/// Reads the subscriber, then inserts or updates it, in one write transaction.
+/// Whether subscriber `?1` is being deleted (docs/DESIGN.md §5.3.1).
+const BEING_DELETED: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NOT NULL";
+
+/// Reads the subscriber, then inserts or updates it, in one write transaction; fails
+/// with [`StoreError::SubscriberBeingDeleted`] while a deletion of that id moves its
+/// history.
 pub async fn put(
     db: &Pools,
     sealer: &Sealer,
@@ -84,6 +91,15 @@ pub async fn put(
         .await?
         .map(Subscriber::try_from)
         .transpose()?;
+    if existing.is_none() {
+        let deleting: Option<i64> = sqlx::query_scalar(BEING_DELETED)
+            .bind(&put.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if deleting.is_some() {
+            return Err(StoreError::SubscriberBeingDeleted(put.id));
+        }
+    }
     let created_secret = match &existing {
         Some(current) => {
             sqlx::query(UPDATE)

@@ -1,19 +1,27 @@
 //! Deleting a subscriber (issue #16 part 8): its waiting jobs end `dead`
 //! (`subscriber_deleted`) in one transaction, the late result of an attempt in flight
 //! is fenced out, its history stays readable by job and event id, and its id may be
-//! registered again as a new subscriber that inherits nothing.
+//! registered again as a new subscriber that inherits nothing. A long history moves
+//! to the tombstone in batches after the first step, and an interrupted move is
+//! finished by the maintenance step.
 
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::replay::ReplayFilter;
 use deferhook::domain::{DeadReason, JobEvent, JobState};
+use std::time::Duration;
+
+use deferhook::delivery::deletions;
 use deferhook::store::{
-    CreateOutcome, Fenced, JobFilter, PageRequest, SharedStore, SubscriberPut, SubscriberStats,
+    CreateOutcome, Fenced, HistoryMoved, Job, JobFilter, PageRequest, SharedStore, StoreError,
+    SubscriberPut, SubscriberStats,
 };
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::support::{
-    add_subscriber, at, claim_one, create, create_due, current_secret, delivered, failed, job_at,
-    lease, list_at, new_job, outcome, subscriber_put,
+    add_subscriber, at, claim_as, claim_one, create, create_due, current_secret, delivered, failed,
+    job_at, lease, list_at, new_job, outcome, subscriber_put,
 };
 
 store_case!(
@@ -264,5 +272,190 @@ store_case!(
         );
         assert_eq!(store.purge_tombstones(at(2), 10).await.unwrap(), 1);
         assert_eq!(store.purge_tombstones(at(2), 10).await.unwrap(), 0);
+    }
+);
+
+/// Creates `n` jobs of `subscriber` for later (events `evt-0`…), in chunks.
+async fn create_many(store: &SharedStore, subscriber: &str, n: usize) -> Vec<Job> {
+    let mut jobs = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let batch = chunk
+            .iter()
+            .map(|i| new_job(subscriber, &format!("evt-{i}"), at(60_000), at(3_600_000)))
+            .collect();
+        jobs.extend(create(store, batch).await);
+    }
+    jobs
+}
+
+/// Delivers `n` due jobs of `subscriber` (one attempt each); returns their ids.
+async fn deliver_some(store: &SharedStore, subscriber: &str, n: usize) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        create_due(store, subscriber, at(0)).await;
+    }
+    for claimed in claim_as(store, "w", at(1), u32::try_from(n).unwrap()).await {
+        let record = outcome(&claimed, JobEvent::Delivered, delivered(200), at(2));
+        store.record_outcomes(&[record], at(2)).await.unwrap();
+        ids.push(claimed.job_id);
+    }
+    assert_eq!(ids.len(), n);
+    ids
+}
+
+/// Runs the second step of `id`'s deletion in batches of `limit` until it finishes;
+/// returns (jobs, attempts, batches).
+async fn move_all(store: &SharedStore, id: &str, limit: u32) -> (u64, u64, u64) {
+    let (mut jobs, mut attempts, mut batches) = (0, 0, 0);
+    loop {
+        let step = store
+            .move_deleted_history(id, limit)
+            .await
+            .unwrap()
+            .expect("being deleted until finished");
+        assert!(step.jobs + step.attempts <= u64::from(limit), "{step:?}");
+        jobs += step.jobs;
+        attempts += step.attempts;
+        batches += 1;
+        if step.finished {
+            return (jobs, attempts, batches);
+        }
+    }
+}
+
+store_case!(
+    a_long_history_moves_in_batches_and_frees_the_id,
+    async |store: SharedStore| {
+        add_subscriber(&store, "acme").await;
+        let waiting = create_many(&store, "acme", 5_000).await;
+        let delivered_ids = deliver_some(&store, "acme", 10).await;
+
+        let deleted = store
+            .begin_subscriber_deletion("acme", at(100))
+            .await
+            .unwrap()
+            .expect("it existed");
+        assert_eq!(deleted.jobs_dead, 5_000);
+        // being deleted: gone for every read and change, and its id not yet free
+        assert_eq!(store.get_subscriber("acme").await.unwrap(), None);
+        assert_eq!(store.subscriber_stats("acme", at(100)).await.unwrap(), None);
+        let page = PageRequest {
+            after: None,
+            limit: 100,
+        };
+        assert!(store.list_subscribers(page).await.unwrap().is_empty());
+        assert_eq!(
+            store.delete_subscriber("acme", at(101)).await.unwrap(),
+            None
+        );
+        let put = store.put_subscriber(subscriber_put("acme"), at(101)).await;
+        assert!(
+            matches!(put, Err(StoreError::SubscriberBeingDeleted(ref id)) if id == "acme"),
+            "{put:?}"
+        );
+        let job = new_job("acme", "evt-new", at(101), at(3_600_000));
+        let create = store.create_jobs(vec![job]).await;
+        assert!(
+            matches!(create, Err(StoreError::UnknownSubscriber(_))),
+            "{create:?}"
+        );
+        assert!(claim_as(&store, "w", at(120_000), 10).await.is_empty());
+        assert_eq!(
+            store.deletions_in_progress(10).await.unwrap(),
+            vec!["acme".to_owned()]
+        );
+
+        let (jobs, attempts, batches) = move_all(&store, "acme", 64).await;
+        assert_eq!((jobs, attempts), (5_010, 10));
+        assert_eq!(
+            batches,
+            5_020_u64.div_ceil(64),
+            "full batches until the last"
+        );
+        assert_eq!(store.move_deleted_history("acme", 64).await.unwrap(), None);
+        assert!(store.deletions_in_progress(10).await.unwrap().is_empty());
+
+        // the history, readable by job id under the id it had
+        for job in [&waiting[0], &waiting[4_999]] {
+            let read = job_at(&store, job.id, at(200)).await;
+            assert_eq!(read.subscriber_id, "acme");
+            assert_eq!(read.dead_reason, Some(DeadReason::SubscriberDeleted));
+        }
+        let attempts = store
+            .list_attempts(delivered_ids[0], at(200))
+            .await
+            .unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].outcome, AttemptOutcome::Delivered);
+
+        // the id is free: a new subscriber with a fresh idempotency space
+        let created = store
+            .put_subscriber(subscriber_put("acme"), at(300))
+            .await
+            .unwrap();
+        assert!(created.created_secret.is_some(), "a new subscriber");
+        let again = new_job("acme", "evt-0", at(300), at(3_600_000));
+        let outcome = store.create_jobs(vec![again]).await.unwrap().remove(0);
+        let CreateOutcome::Created(new) = outcome else {
+            panic!("evt-0 is new for the new subscriber: {outcome:?}");
+        };
+        assert_ne!(new.id, waiting[0].id);
+        let stats = store
+            .subscriber_stats("acme", at(300))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stats.jobs.scheduled, 1, "nothing of the old one: {stats:?}");
+        assert_eq!(stats.jobs.dead, 0);
+        assert_eq!(stats.last_success_at, None);
+    }
+);
+
+store_case!(
+    an_interrupted_deletion_is_finished_by_the_maintenance_step,
+    async |store: SharedStore| {
+        add_subscriber(&store, "acme").await;
+        create_many(&store, "acme", 50).await;
+        deliver_some(&store, "acme", 5).await;
+        store
+            .begin_subscriber_deletion("acme", at(100))
+            .await
+            .unwrap()
+            .expect("it existed");
+        // one batch, then a "crash": the jobs moved, the attempts not yet
+        let step = store.move_deleted_history("acme", 55).await.unwrap();
+        assert_eq!(
+            step,
+            Some(HistoryMoved {
+                jobs: 55,
+                attempts: 0,
+                finished: false
+            })
+        );
+        assert_eq!(
+            store.purge_tombstones(at(i64::MAX / 2), 10).await.unwrap(),
+            0,
+            "retention never takes a row still being deleted"
+        );
+
+        let stop = CancellationToken::new();
+        let finished = deletions::finish_all(&store, 2, Duration::ZERO, &stop)
+            .await
+            .unwrap();
+        assert_eq!(finished, 1);
+        assert!(store.deletions_in_progress(10).await.unwrap().is_empty());
+        assert_eq!(store.move_deleted_history("acme", 2).await.unwrap(), None);
+        let created = store
+            .put_subscriber(subscriber_put("acme"), at(300))
+            .await
+            .unwrap();
+        assert!(created.created_secret.is_some(), "a new subscriber");
+        let stats = store
+            .subscriber_stats("acme", at(300))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stats.jobs, SubscriberStats::default().jobs, "{stats:?}");
+        assert_eq!(stats.last_success_at, None, "its attempts moved too");
     }
 );
