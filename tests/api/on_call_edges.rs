@@ -11,7 +11,7 @@ use deferhook::domain::policy::ErrorClass;
 use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
-use crate::app::Db;
+use crate::app::{Db, answer};
 use crate::support::{app_with, expect_fields, expect_json};
 
 fn cursor_of(page: &Value) -> String {
@@ -116,34 +116,14 @@ async fn retry_advice_yes_is_never_given_past_the_deadline(db: Db) {
     let late = app.job("acme", "evt-late", json!({"ttl_ms": 10_000})).await;
     let claimed = app.claim().await.remove(0);
     assert_eq!(claimed.job_id.to_string(), late["id"].as_str().unwrap());
-    let now = app.now();
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome: AttemptOutcome::Retryable,
-            status: Some(503),
-            error_class: Some(ErrorClass::Http5xx),
-            reason: Some("503 Service Unavailable".into()),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(
-            &claimed.snapshot,
-            JobEvent::RetryableFailure {
-                retry_at: now.plus_ms(5_000),
-            },
-            now,
-        )
-        .unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let retry_at = app.now().plus_ms(5_000);
+    let result = answer(
+        AttemptOutcome::Retryable,
+        Some(503),
+        Some(ErrorClass::Http5xx),
+    );
+    app.record(&claimed, JobEvent::RetryableFailure { retry_at }, result)
+        .await;
     app.advance(11_000);
     let read = app.job_now(&late).await;
     let retry = app
@@ -302,34 +282,14 @@ async fn no_replay_advice_for_a_deleted_subscribers_dead_job(db: Db) {
         .job("acme", "evt-dead", json!({"max_attempts": 1}))
         .await;
     let claimed = app.claim().await.remove(0);
-    let now = app.now();
-    let record = OutcomeRecord {
-        lease: LeaseRef {
-            job_id: claimed.job_id,
-            token: claimed.lease_token,
-        },
-        attempt: claimed.attempt,
-        started_at: now,
-        finished_at: now,
-        result: AttemptResult {
-            outcome: AttemptOutcome::Retryable,
-            status: Some(503),
-            error_class: Some(ErrorClass::Http5xx),
-            reason: Some("503 Service Unavailable".into()),
-            body_excerpt: None,
-            resent: false,
-        },
-        transition: transition(
-            &claimed.snapshot,
-            JobEvent::RetryableFailure {
-                retry_at: now.plus_ms(1_000),
-            },
-            now,
-        )
-        .unwrap(),
-        pause_subscriber: false,
-    };
-    app.store.record_outcomes(&[record], now).await.unwrap();
+    let retry_at = app.now().plus_ms(1_000);
+    let result = answer(
+        AttemptOutcome::Retryable,
+        Some(503),
+        Some(ErrorClass::Http5xx),
+    );
+    app.record(&claimed, JobEvent::RetryableFailure { retry_at }, result)
+        .await;
     let read = app.job_now(&dead).await;
     assert_eq!(read["state"], "dead", "{read}");
     assert_eq!(
