@@ -276,6 +276,15 @@ fn for_dead(facts: &JobFacts) -> RetryAdvice {
             .and_then(|class| refused(class, facts.last_status))
         {
             Some(no) => no,
+            None if facts.last_error_class.is_none() && facts.last_status.is_none() => {
+                RetryAdvice::new(
+                    RetryVerdict::Replay,
+                    "it died at its deadline with no failed attempt (none could start in \
+                     time, or the last one's outcome is unknown); a replay sends it again \
+                     with a new deadline",
+                    None,
+                )
+            }
             None => RetryAdvice::new(
                 RetryVerdict::Replay,
                 format!(
@@ -566,9 +575,12 @@ mod tests {
             )),
             RetryVerdict::Replay
         );
-        assert_eq!(
-            v(dead(DeadReason::DeadlineExceeded, None, None)),
-            RetryVerdict::Replay
+        let unattempted = for_job(&dead(DeadReason::DeadlineExceeded, None, None)).unwrap();
+        assert_eq!(unattempted.verdict, RetryVerdict::Replay);
+        assert!(
+            unattempted.reason.contains("no failed attempt"),
+            "{}",
+            unattempted.reason
         );
         let paused = JobFacts {
             dead_detail: Some(WaitingReason::SubscriberPaused),

@@ -83,7 +83,7 @@ pub(crate) trait EventStatements: FigureStatements {
     /// The events with an affected job at `$1` ([`AffectedRow`]), newest job id first,
     /// those whose newest job id is below `$4` (all when NULL), at most `$5`. A job is
     /// affected when it is `retrying` (an `in_flight` one whose lease expired at `$1`
-    /// included), `dead` since `$2` (inclusive), or `scheduled`, due at `$1` and held
+    /// included), `dead` since `$2` (inclusive; not `subscriber_deleted`), or `scheduled`, due at `$1` and held
     /// back: its subscriber paused or at its `max_in_flight`, or its subscriber's
     /// destination among `$3` (a JSON array of the destinations holding work back).
     /// The counts are over all the event's jobs, as read at `$1`; `created_at` is its

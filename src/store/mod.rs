@@ -328,7 +328,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The events with affected jobs as read at `now`, newest first (by their newest
     /// job's id, descending), strictly older than `page.after` (a newest job id), at
     /// most `page.limit`. A job is affected when it is `retrying` (an expired lease
-    /// included), `dead` with `dead_at >= since`, or `scheduled`, due and held back: its
+    /// included), `dead` with `dead_at >= since` (but not for `subscriber_deleted`: an
+    /// operator's deletion is not an incident), or `scheduled`, due and held back: its
     /// subscriber paused or at its `max_in_flight`, or its destination paused, its
     /// circuit open or at its limit (a subscriber's rate limit, a sub-second hold, is
     /// not counted). Each event comes with the counts of all its jobs per state; read in

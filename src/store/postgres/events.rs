@@ -15,6 +15,7 @@ const AFFECTED: &str = "WITH affected_jobs AS ( \
       SELECT event_id FROM jobs WHERE state = 'in_flight' AND due_at <= $1 \
       UNION ALL \
       SELECT event_id FROM jobs WHERE state = 'dead' AND dead_at >= $2 \
+        AND dead_reason <> 'subscriber_deleted' \
       UNION ALL \
       SELECT j.event_id FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
       WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \

@@ -17,7 +17,7 @@ const AFFECTED: &str = "WITH affected_jobs AS ( \
       WHERE state = 'in_flight' AND due_at <= ?1 \
       UNION ALL \
       SELECT event_id FROM jobs INDEXED BY jobs_dead_at \
-      WHERE state = 'dead' AND dead_at >= ?2 \
+      WHERE state = 'dead' AND dead_at >= ?2 AND dead_reason <> 'subscriber_deleted' \
       UNION ALL \
       SELECT j.event_id FROM jobs j INDEXED BY jobs_due \
       JOIN subscribers s ON s.id = j.subscriber_id \

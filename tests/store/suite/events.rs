@@ -390,3 +390,39 @@ store_case!(
         );
     }
 );
+
+store_case!(
+    a_deleted_subscribers_jobs_do_not_make_their_events_affected,
+    async |store: SharedStore| {
+        for id in ["gone", "kept"] {
+            add_subscriber(&store, id).await;
+        }
+        create(&store, vec![due_job("gone", "e-deleted", -30_000, 900_000)]).await;
+        let dead = Fate::Dead(DeadReason::NonRetryableResponse);
+        finish(
+            &store,
+            job_created_at("kept", "e-refused-too", at(-10_000)),
+            at(60_000),
+            dead,
+        )
+        .await;
+        // Deleted at 60 s: its waiting job dies `subscriber_deleted`, since `SINCE`.
+        store.delete_subscriber("gone", at(60_000)).await.unwrap();
+        let events = affected(&store, at(SINCE), None, 100).await;
+        let names: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+        assert_eq!(
+            names,
+            ["e-refused-too"],
+            "an operator's deletion is not an incident; a refusal is"
+        );
+        let summary = store
+            .event_jobs("e-deleted", at(NOW))
+            .await
+            .unwrap()
+            .expect("its history stays readable");
+        assert_eq!(
+            summary.jobs[0].job.dead_reason,
+            Some(DeadReason::SubscriberDeleted)
+        );
+    }
+);
