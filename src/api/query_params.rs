@@ -4,7 +4,7 @@
 //! runs, so `DELETE /v1/subscribers/acme?dry_run=true` deletes nothing. The routes that
 //! take some (the listings) refuse unknown ones themselves (`deny_unknown_fields`).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -16,14 +16,15 @@ use utoipa::openapi::{OpenApi, RefOr};
 
 use super::problem::ApiError;
 
-/// The (method, route) pairs whose operation takes query parameters.
+/// Every operation (method, route) and whether it takes query parameters.
 #[derive(Clone, Debug, Default)]
-pub struct QueryRoutes(Arc<HashSet<(Method, String)>>);
+pub struct QueryRoutes(Arc<HashMap<(Method, String), bool>>);
 
 impl QueryRoutes {
-    /// Read from `openapi`: every operation with at least one `in: query` parameter.
+    /// Read from `openapi`: every operation, and whether it has at least one
+    /// `in: query` parameter.
     pub fn from_doc(openapi: &OpenApi) -> Self {
-        let mut routes = HashSet::new();
+        let mut routes = HashMap::new();
         for (path, item) in &openapi.paths.paths {
             let operations: [(Method, &Option<Operation>); 5] = [
                 (Method::GET, &item.get),
@@ -43,16 +44,18 @@ impl QueryRoutes {
                             RefOr::Ref(_) => true,
                         })
                     });
-                if takes_query {
-                    routes.insert((method, path.clone()));
+                if operation.is_some() {
+                    routes.insert((method, path.clone()), takes_query);
                 }
             }
         }
         QueryRoutes(Arc::new(routes))
     }
 
-    fn takes_query(&self, method: &Method, route: &str) -> bool {
-        self.0.contains(&(method.clone(), route.to_owned()))
+    /// `Some(true)` when the operation takes query parameters, `Some(false)` when it
+    /// takes none, `None` when the route has no such method (the router answers 405).
+    fn takes_query(&self, method: &Method, route: &str) -> Option<bool> {
+        self.0.get(&(method.clone(), route.to_owned())).copied()
     }
 }
 
@@ -68,7 +71,7 @@ pub async fn refuse_on_routes_without(
     let query = request.uri().query().filter(|q| !q.is_empty());
     if let (Some(route), Some(query)) = (route, query)
         && route.starts_with("/v1/")
-        && !routes.takes_query(request.method(), route)
+        && routes.takes_query(request.method(), route) == Some(false)
     {
         let name = url::form_urlencoded::parse(query.as_bytes())
             .next()
@@ -90,13 +93,24 @@ mod tests {
     #[test]
     fn the_listings_take_queries_and_the_actions_do_not() {
         let routes = QueryRoutes::from_doc(&super::super::openapi());
-        assert!(routes.takes_query(&Method::GET, "/v1/jobs"));
-        assert!(routes.takes_query(&Method::GET, "/v1/subscribers"));
-        assert!(routes.takes_query(&Method::GET, "/v1/events"));
-        assert!(routes.takes_query(&Method::GET, "/v1/audit"));
-        assert!(!routes.takes_query(&Method::DELETE, "/v1/subscribers/{subscriber_id}"));
-        assert!(!routes.takes_query(&Method::POST, "/v1/subscribers/resume"));
-        assert!(!routes.takes_query(&Method::GET, "/v1/events/{event_id}"));
-        assert!(!routes.takes_query(&Method::POST, "/v1/jobs/{job_id}/cancel"));
+        let takes = |method: Method, route: &str| routes.takes_query(&method, route);
+        for route in ["/v1/jobs", "/v1/subscribers", "/v1/events", "/v1/audit"] {
+            assert_eq!(takes(Method::GET, route), Some(true), "{route}");
+        }
+        for (method, route) in [
+            (Method::DELETE, "/v1/subscribers/{subscriber_id}"),
+            (Method::POST, "/v1/subscribers/resume"),
+            (Method::GET, "/v1/events/{event_id}"),
+            (Method::POST, "/v1/jobs/{job_id}/cancel"),
+        ] {
+            assert_eq!(
+                takes(method.clone(), route),
+                Some(false),
+                "{method} {route}"
+            );
+        }
+        // A method the route does not have is left to the router (405).
+        assert_eq!(takes(Method::TRACE, "/v1/audit"), None);
+        assert_eq!(takes(Method::DELETE, "/v1/events/{event_id}"), None);
     }
 }

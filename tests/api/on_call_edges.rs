@@ -431,6 +431,9 @@ async fn the_new_routes_refuse_an_unknown_query_parameter_and_write_nothing(db: 
     )
     .await;
     let still = app.get("/v1/subscribers/acme").await;
+    // A method the route does not have stays a 405, query string or not.
+    let traced = send(reqwest::Method::TRACE, "/v1/audit?limit=1", None).await;
+    assert_eq!(traced.status, 405, "{}", traced.text);
     assert_eq!(
         [
             patched.status,
