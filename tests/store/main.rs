@@ -55,6 +55,7 @@ macro_rules! store_case {
 mod finish;
 #[path = "../common/pg.rs"]
 mod pg;
+mod pg_collations;
 mod replay_plans;
 mod suite;
 mod support;

@@ -44,15 +44,17 @@ const AFFECTED: &str = "WITH affected_jobs AS ( \
     WHERE $4::TEXT IS NULL OR newest_id < $4 ORDER BY newest_id DESC LIMIT $5";
 
 /// Every job of event `$1`, in subscriber id order, without the response bodies, with
-/// its latest failed attempt's `finished_at`.
+/// its latest failed attempt's `finished_at` (the failure test inside the aggregate, so
+/// the planner reads each job's few attempts on `attempts_pkey` rather than combining
+/// it with the subscriber-wide failure index).
 const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
     j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, \
     j.last_error_status, \
     j.last_error_reason, NULL::TEXT AS last_error_body, j.lease_owner, j.lease_token, \
     j.lease_expires_at, s.enabled AS subscriber_enabled, \
-    (SELECT MAX(a.finished_at) FROM attempts a WHERE a.job_id = j.id \
-     AND a.outcome IN ('retryable', 'terminal', 'blocked')) AS last_error_at \
+    (SELECT MAX(CASE WHEN a.outcome IN ('retryable', 'terminal', 'blocked') \
+       THEN a.finished_at END) FROM attempts a WHERE a.job_id = j.id) AS last_error_at \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id WHERE j.event_id = $1 \
     ORDER BY j.subscriber_id";
 
