@@ -3,7 +3,7 @@
 //! and `GET /v1/audit`, which lists the entries newest first.
 //!
 //! An entry is written after the action's own transaction, in a write of its own, by a
-//! task the request does not own: the answer waits for it at most [`AUDIT_WAIT`], so a
+//! task the request does not own: the answer waits for it at most [`audit_wait`], so a
 //! slow audit write (a locked table) never turns a committed action into a 408, and a
 //! client that goes away does not cancel it. If that write fails, the action's answer
 //! still goes out, the failure is logged (the action and the error, never the
@@ -38,9 +38,15 @@ use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest, SharedSt
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// Longest `target` filter, in characters.
 const MAX_TARGET_LEN: usize = 512;
-/// The longest an answer waits for its audit entry to be written; the write goes on
-/// after it.
-pub const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest an answer waits for its audit entry to be written, whatever the request
+/// timeout; the write goes on after it.
+pub const MAX_AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long an answer waits for its audit entry: [`MAX_AUDIT_WAIT`], or half the
+/// request timeout when that is shorter, so the wait never turns the answer into a 408.
+pub fn audit_wait(request_timeout: std::time::Duration) -> std::time::Duration {
+    MAX_AUDIT_WAIT.min(request_timeout / 2)
+}
 
 /// What [`record`] needs.
 #[derive(Clone, Debug)]
@@ -51,6 +57,8 @@ pub struct Recorder {
     pub clock: Arc<dyn Clock>,
     /// The body limit, as the handlers apply it.
     pub max_body_bytes: usize,
+    /// How long an answer waits for its entry ([`audit_wait`]).
+    pub wait: std::time::Duration,
 }
 
 /// Records the request as an audit entry when its route is an operator action and it
@@ -114,7 +122,7 @@ pub async fn record(
     let store = recorder.store.clone();
     let action = audited.action;
     let writing = tokio::spawn(async move { write(&store, action, entry).await });
-    if tokio::time::timeout(AUDIT_WAIT, writing).await.is_err() {
+    if tokio::time::timeout(recorder.wait, writing).await.is_err() {
         tracing::warn!(
             action,
             "the audit entry is still being written; answering without waiting for it"
@@ -318,4 +326,21 @@ pub async fn list_audit(
         |entry| entry.id.to_string(),
         AuditEntryView::from,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_wait_for_an_entry_stays_within_the_request_timeout() {
+        assert_eq!(audit_wait(Duration::from_secs(30)), MAX_AUDIT_WAIT);
+        assert_eq!(
+            audit_wait(Duration::from_secs(1)),
+            Duration::from_millis(500)
+        );
+        assert!(audit_wait(Duration::from_millis(10)) < Duration::from_millis(10));
+    }
 }

@@ -163,6 +163,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         store: state.store.clone(),
         clock: state.clock.clone(),
         max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
+        wait: audit::audit_wait(settings.request_timeout),
     };
     let (router, mut openapi) = routes().split_for_parts();
     doc::finish(&mut openapi);

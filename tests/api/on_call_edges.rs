@@ -224,7 +224,7 @@ async fn a_late_410_after_delete_and_recreate_leaves_the_new_subscriber_alone(db
 /// DESIGN §5.11: a slow audit write (here the `audit` table locked by another session,
 /// as a `VACUUM FULL`, a backup or a migration would) never turns a committed action
 /// into a 408 (the client would believe nothing happened and repeat it): the answer
-/// waits for the entry at most 500 ms, and the entry is still written (or its failure
+/// waits for the entry at most half the request timeout (here 500 ms), and the entry is still written (or its failure
 /// counted) once the lock goes.
 async fn a_slow_audit_write_neither_loses_the_entry_nor_answers_a_committed_action_408() {
     use sqlx::Connection;
