@@ -60,11 +60,13 @@ async fn an_incident_is_answered_one_call_per_question(db: Db) {
     let ok = Receiver::ok().await;
     let failing = Receiver::start(vec![Reply::status(500)]).await;
     let gone = Receiver::start(vec![Reply::status(410)]).await;
-    let slow = Receiver::start(vec![Reply::status(200).after(Duration::from_secs(3))]).await;
+    // The attempt timeout (1 s) leaves a busy machine room to answer the others at
+    // once; the slow receiver answers well after it.
+    let slow = Receiver::start(vec![Reply::status(200).after(Duration::from_secs(5))]).await;
     let app = instance(db)
         .flags(&[
             "--attempt-timeout-ms",
-            "300",
+            "1000",
             "--circuit-failure-threshold",
             "5",
         ])
