@@ -126,14 +126,8 @@ pub fn summarize(event_id: String, read: EventJobs, now: Timestamp) -> EventSumm
     for entry in read.jobs {
         let job = &entry.job;
         let hold = read.holds.get(&job.subscriber_id);
-        let reason = waiting_reason(
-            job.state,
-            job.due_at,
-            job.subscriber_enabled,
-            hold.map(|h| &h.load),
-            now,
-        );
-        let facts = super::views::job_facts(&entry.job, reason, hold.map(|h| &h.load), now);
+        let reason = waiting_reason(job.state, job.due_at, job.subscriber_enabled, hold, now);
+        let facts = super::views::job_facts(&entry.job, reason, hold, now);
         let job_advice = retry_advice::for_job(&facts);
         counts.add(job.state, 1);
         add(&mut waiting_reasons, reason.map(WaitingReason::as_str));
@@ -214,7 +208,7 @@ mod tests {
     use super::*;
     use crate::domain::retry_advice::RetryVerdict;
     use crate::domain::waiting::SubscriberLoad;
-    use crate::store::{Job, LastError, NewJob, SubscriberHold};
+    use crate::store::{Job, LastError, NewJob};
 
     const NOW: Timestamp = Timestamp::from_millis(1_000_000);
 
@@ -253,18 +247,15 @@ mod tests {
         }
     }
 
-    fn hold(open: u32, destination: Option<WaitingReason>, retry: Option<i64>) -> SubscriberHold {
-        SubscriberHold {
-            load: SubscriberLoad {
-                open_attempts: open,
-                max_in_flight: 2,
-                started_last_second: 0,
-                rate_limit_per_second: None,
-                last_started_at: None,
-                destination_hold: destination,
-                destination_hold_until: retry.map(Timestamp::from_millis),
-            },
-            circuit_retry_at: retry.map(Timestamp::from_millis),
+    fn hold(open: u32, destination: Option<WaitingReason>, retry: Option<i64>) -> SubscriberLoad {
+        SubscriberLoad {
+            open_attempts: open,
+            max_in_flight: 2,
+            started_last_second: 0,
+            rate_limit_per_second: None,
+            last_started_at: None,
+            destination_hold: destination,
+            destination_hold_until: retry.map(Timestamp::from_millis),
         }
     }
 

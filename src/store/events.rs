@@ -10,16 +10,14 @@ use std::collections::HashMap;
 
 use crate::domain::Timestamp;
 use crate::domain::destination_state::{Admission, DestinationPolicy};
-use crate::domain::waiting::{SubscriberLoad, WaitingReason};
+use crate::domain::waiting::SubscriberLoad;
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, CountedRow};
 use crate::store::dialect::{Query, Value};
 use crate::store::figures::FigureStatements;
 use crate::store::jobs::JobRow;
-use crate::store::records::{
-    AffectedEvent, EventJob, EventJobs, Job, JobCounts, PageRequest, SubscriberHold,
-};
+use crate::store::records::{AffectedEvent, EventJob, EventJobs, Job, JobCounts, PageRequest};
 use uuid::Uuid;
 
 /// An affected event with its counts ([`EventStatements::AFFECTED`]).
@@ -175,26 +173,21 @@ pub(crate) async fn event_jobs<S: EventStatements>(
     Ok(Some(EventJobs { jobs, holds }))
 }
 
-/// What holds back the due jobs of the subscriber of `row`, its destination admitting
+/// The load of the subscriber of `row` against its limits, its destination admitting
 /// `admission`.
-fn hold_of(row: &LoadRow, admission: Option<&Admission>) -> SubscriberHold {
+fn hold_of(row: &LoadRow, admission: Option<&Admission>) -> SubscriberLoad {
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
     let (destination_hold, destination_hold_until) = match admission {
         Some(Admission::Held(reason, until)) => (Some(*reason), *until),
         _ => (None, None),
     };
-    let circuit_retry_at = destination_hold_until
-        .filter(|_| destination_hold == Some(WaitingReason::DestinationCircuitOpen));
-    SubscriberHold {
-        load: SubscriberLoad {
-            open_attempts: count(row.open_attempts),
-            max_in_flight: count(row.max_in_flight),
-            started_last_second: count(row.started_last_second),
-            rate_limit_per_second: row.rate_limit_per_second.map(count),
-            last_started_at: decode::opt_ts(row.last_started_at),
-            destination_hold,
-            destination_hold_until,
-        },
-        circuit_retry_at,
+    SubscriberLoad {
+        open_attempts: count(row.open_attempts),
+        max_in_flight: count(row.max_in_flight),
+        started_last_second: count(row.started_last_second),
+        rate_limit_per_second: row.rate_limit_per_second.map(count),
+        last_started_at: decode::opt_ts(row.last_started_at),
+        destination_hold,
+        destination_hold_until,
     }
 }

@@ -26,16 +26,6 @@ pub struct AffectedEvent {
     pub newest_job_id: Uuid,
 }
 
-/// What holds back the due jobs of one subscriber at the instant read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SubscriberHold {
-    /// Its load against its limits, with its destination's hold.
-    pub load: SubscriberLoad,
-    /// When its destination's circuit lets the next probe out, while it holds the
-    /// subscriber's jobs back (`destination_circuit_open`), when known.
-    pub circuit_retry_at: Option<Timestamp>,
-}
-
 /// One job of an event, with when its last failure was recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventJob {
@@ -53,7 +43,8 @@ pub struct EventJob {
 pub struct EventJobs {
     /// Every job of the event, in subscriber id order.
     pub jobs: Vec<EventJob>,
-    /// For each subscriber with a due job waiting for a claim (its subscriber enabled),
-    /// what holds it back; keyed by subscriber id.
-    pub holds: HashMap<String, SubscriberHold>,
+    /// For each enabled subscriber with a `retrying` job, or a due one waiting for a
+    /// claim: its load against its limits, with its destination's hold and when that
+    /// ends; keyed by subscriber id.
+    pub holds: HashMap<String, SubscriberLoad>,
 }

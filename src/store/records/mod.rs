@@ -22,7 +22,7 @@ pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use deletions::{HistoryMoved, SubscriberDeleted};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
-pub use events::{AffectedEvent, EventJob, EventJobs, SubscriberHold};
+pub use events::{AffectedEvent, EventJob, EventJobs};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 pub use health::{DEAD_WINDOW_MS, HealthCursor, HealthFigures, SubscriberHealth};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};

@@ -260,9 +260,9 @@ store_case!(
             .unwrap()
             .unwrap();
         let hold = read.holds.get("m").expect("m has a due job");
-        assert_eq!((hold.load.open_attempts, hold.load.max_in_flight), (1, 1));
+        assert_eq!((hold.open_attempts, hold.max_in_flight), (1, 1));
         assert_eq!(
-            hold.load.holds_back(at(NOW)),
+            hold.holds_back(at(NOW)),
             Some(WaitingReason::SubscriberAtLimit)
         );
         let read = store
@@ -272,7 +272,7 @@ store_case!(
             .unwrap();
         let hold = read.holds.get("o").expect("o has a due job");
         assert_eq!(
-            hold.load.destination_hold,
+            hold.destination_hold,
             Some(WaitingReason::DestinationCircuitOpen)
         );
         let read = store
@@ -281,7 +281,7 @@ store_case!(
             .unwrap()
             .unwrap();
         assert_eq!(
-            read.holds["l"].load.holds_back(at(NOW)),
+            read.holds["l"].holds_back(at(NOW)),
             Some(WaitingReason::DestinationAtLimit)
         );
     }
@@ -379,7 +379,7 @@ store_case!(
         let mut held: Vec<&String> = read.holds.keys().collect();
         held.sort();
         assert_eq!(held, ["a", "z"]);
-        assert_eq!(read.holds["z"].load.holds_back(at(NOW)), None);
+        assert_eq!(read.holds["z"].holds_back(at(NOW)), None);
 
         assert!(
             store
