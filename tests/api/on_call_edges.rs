@@ -11,7 +11,7 @@ use deferhook::domain::policy::ErrorClass;
 use deferhook::store::{AttemptResult, LeaseRef, OutcomeRecord};
 use serde_json::{Value, json};
 
-use crate::app::{Db, answer};
+use crate::app::{Db, TestApp, answer};
 use crate::support::{app_with, expect_fields, expect_json};
 
 fn cursor_of(page: &Value) -> String {
@@ -80,6 +80,25 @@ async fn the_audit_trail_does_not_keep_a_credential_from_a_urls_query(db: Db) {
     );
 }
 
+/// Reads `job` and asks to retry it now: the advice read must not be `yes` when the
+/// retry route refuses it (409). `context` names the case in the failure.
+async fn assert_no_yes_for_a_refused_retry(app: &TestApp, job: &Value, context: &str) {
+    let read = app.job_now(job).await;
+    let retry = app
+        .post_json(
+            &format!("/v1/jobs/{}/retry", job["id"].as_str().unwrap()),
+            &json!({}),
+        )
+        .await;
+    let advice = read["retry_advice"]["verdict"].clone();
+    assert!(
+        !(advice == "yes" && retry.status == 409),
+        "{context}: state {}, advice {advice}, but the retry is refused: {}",
+        read["state"],
+        retry.text
+    );
+}
+
 /// DESIGN §5.9: `yes` means "POST /v1/jobs/{id}/retry sends it now", so it is never
 /// advised for a job that route refuses (409): here one whose last allowed attempt
 /// lost its lease, which reads `retrying` (§2.2) until the sweep ends it.
@@ -95,18 +114,7 @@ async fn retry_advice_yes_is_never_given_for_a_job_the_retry_route_refuses(db: D
     app.advance(31_000);
     let read = app.job_now(&spent).await;
     assert_eq!(read["state"], "retrying", "{read}");
-    let retry = app
-        .post_json(
-            &format!("/v1/jobs/{}/retry", spent["id"].as_str().unwrap()),
-            &json!({}),
-        )
-        .await;
-    let advice = read["retry_advice"]["verdict"].clone();
-    assert!(
-        !(advice == "yes" && retry.status == 409),
-        "advice {advice} but the retry is refused: {}",
-        retry.text
-    );
+    assert_no_yes_for_a_refused_retry(&app, &spent, "every attempt spent").await;
 }
 
 /// As above: a `retrying` job read after its deadline, before the sweep ends it.
@@ -125,20 +133,7 @@ async fn retry_advice_yes_is_never_given_past_the_deadline(db: Db) {
     app.record(&claimed, JobEvent::RetryableFailure { retry_at }, result)
         .await;
     app.advance(11_000);
-    let read = app.job_now(&late).await;
-    let retry = app
-        .post_json(
-            &format!("/v1/jobs/{}/retry", late["id"].as_str().unwrap()),
-            &json!({}),
-        )
-        .await;
-    let advice = read["retry_advice"]["verdict"].clone();
-    assert!(
-        !(advice == "yes" && retry.status == 409),
-        "past its deadline: state {}, advice {advice}, but the retry is refused: {}",
-        read["state"],
-        retry.text
-    );
+    assert_no_yes_for_a_refused_retry(&app, &late, "past its deadline").await;
 }
 
 /// DESIGN §5.3.1: a deleted subscriber's id may be created again as a new subscriber
