@@ -61,6 +61,17 @@ pub struct Args {
     /// benchmark's database.
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     pub postgres_url: String,
+    /// `chaos`: how long the load and the faults last, in minutes (then the faults are
+    /// healed, the jobs drain and the audit runs).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub minutes: u64,
+    /// `chaos`: the seed of the fault schedule and of the load's choices [default: from
+    /// the clock; the run prints it, so a failure can be replayed].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// `chaos`: jobs created per second (lone creates and fan-outs together).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=2_000))]
+    pub chaos_rate: u64,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -87,6 +98,12 @@ pub enum Scenario {
     /// destination, `--failing` answer 500 until they recover, `--gone` answer 410;
     /// then the on-call questions of issue #16, one API call each, timed and checked.
     OnCall,
+    /// Load, fan-outs, cancels, reschedules and replays against subscribers of six
+    /// kinds for `--minutes`, with faults from a seeded schedule (SIGKILL, SIGSTOP,
+    /// SIGTERM, a PostgreSQL restart on a private cluster, the receivers unreachable,
+    /// a skewed clock); then every job audited (issue #17). Exits non-zero on any
+    /// violation.
+    Chaos,
 }
 
 /// The server's database.
@@ -124,7 +141,7 @@ impl Args {
     pub fn jobs(&self) -> u64 {
         self.jobs.unwrap_or(match self.scenario {
             Scenario::Burst => 10_000,
-            Scenario::Steady | Scenario::Ceilings => 0,
+            Scenario::Steady | Scenario::Ceilings | Scenario::Chaos => 0,
             Scenario::Backlog => 100_000,
             Scenario::Fanout | Scenario::Incident | Scenario::OnCall => 2_000,
         })

@@ -4,6 +4,7 @@
 mod args;
 mod arrivals;
 mod ceilings;
+mod chaos;
 mod clock;
 mod database;
 mod incident;
@@ -31,6 +32,7 @@ pub async fn main() -> anyhow::Result<()> {
         args::Scenario::Ceilings => return ceilings::run(&args).await,
         args::Scenario::Incident => return incident::run(&args).await,
         args::Scenario::OnCall => return on_call::run(&args).await,
+        args::Scenario::Chaos => return chaos::run(&args).await,
         _ => {}
     }
     let outcome = scenario::run(&args).await?;

@@ -198,7 +198,7 @@ pub fn settings(args: &Args) -> Value {
                 settings["replay_rate"] = json!(args.replay_rate);
             }
         }
-        Scenario::Burst | Scenario::Backlog | Scenario::Ceilings => {
+        Scenario::Burst | Scenario::Backlog | Scenario::Ceilings | Scenario::Chaos => {
             settings["jobs"] = json!(args.jobs())
         }
     }
