@@ -1,16 +1,292 @@
 //! The chaos soak (issue #17): load and seeded faults against real `deferhook`
 //! processes for `--minutes`, then every job audited against the receivers' record
-//! and the producer's. See BENCHMARKS.md, "Reliability".
+//! and the producer's (BENCHMARKS.md, "Reliability").
+//!
+//! A run: print the plan and its seed; start the database (a SQLite file, or a private
+//! PostgreSQL cluster that the faults may restart), the receivers (one listener per
+//! [`history::ReceiverKind`]) and the instances (one on SQLite; on PostgreSQL the last
+//! of two or more runs with a skewed clock); register the subscribers; drive the load
+//! while the faults are injected one at a time; heal everything, stop the load and
+//! let the jobs drain (every deadline passes within [`DRAIN`]); read the store through
+//! the API; audit. Exits non-zero on any violation, naming the job and its history.
 // TODO(#17, this session): remove once every module is wired into `run`.
 #![allow(dead_code)]
 
+mod faults;
 mod history;
 mod plan;
 
-use super::args::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::args::{Args, Backend};
+use super::clock::now_ms;
+use history::{FaultKind, FaultWindow, History};
+use plan::Plan;
+
+/// Longest wait after the load for every job to settle: the longest deadline a job
+/// can have (a delay, a long TTL, a reschedule, a replay) and the sweep.
+const DRAIN: Duration = Duration::from_secs(
+    (2 * plan::MAX_DELAY_MS + plan::LONG_TTL_MS.1 + plan::REPLAY_TTL_MS) / 1_000 + 20,
+);
+/// How often the drain counts the jobs not yet terminal, and the run prints progress.
+const DRAIN_POLL: Duration = Duration::from_secs(2);
+const PROGRESS: Duration = Duration::from_secs(30);
 
 /// Runs the soak; an error (exit code 1) on any violation.
 pub async fn run(args: &Args) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("the chaos scenario is not finished")
+    let seed = args.seed.unwrap_or_else(|| now_ms() as u64 % 1_000_000);
+    let postgres = args.backend == Backend::Postgres;
+    let load_for = Duration::from_secs(args.minutes * 60);
+    let mut plan = Plan::new(seed, load_for, args.instances as usize, postgres);
+    let libfaketime = match plan.skewed {
+        Some(_) => {
+            let found = fleet::libfaketime();
+            if found.is_none() {
+                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                    anyhow::bail!(
+                        "libfaketime is not installed (Debian: apt-get install faketime), and \
+                         CI=true needs the skewed-clock fault"
+                    );
+                }
+                println!("chaos: libfaketime is not installed; no instance runs skewed");
+                plan.skewed = None;
+            }
+            found
+        }
+        None => None,
+    };
+    print!("{plan}");
+    println!(
+        "replay this run: deferhook-bench --scenario chaos --minutes {} --backend {} \
+         --instances {} --chaos-rate {} --seed {seed}",
+        args.minutes,
+        if postgres { "postgres" } else { "sqlite" },
+        args.instances,
+        args.chaos_rate
+    );
+    let log_dir = std::env::temp_dir().join(format!(
+        "deferhook-chaos-{}-{}",
+        std::process::id(),
+        now_ms()
+    ));
+    std::fs::create_dir_all(&log_dir)?;
+    println!("chaos: server logs in {}", log_dir.display());
+    let outcome = soak(args, &plan, &log_dir, libfaketime).await;
+    match &outcome {
+        Ok(verdict) if verdict.passed() => {
+            let _ = std::fs::remove_dir_all(&log_dir);
+        }
+        _ => println!("chaos: logs kept in {}", log_dir.display()),
+    }
+    let verdict = outcome?;
+    verdict.print();
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "scenario": "chaos",
+            "seed": plan.seed,
+            "minutes": args.minutes,
+            "backend": if postgres { "postgres" } else { "sqlite" },
+            "instances": plan.instances,
+            "chaos_rate": args.chaos_rate,
+            "verdict": verdict.json(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)?;
+        println!("JSON written to {}", path.display());
+    }
+    if !verdict.passed() {
+        anyhow::bail!(
+            "the chaos soak found {} violation(s); replay with --seed {}",
+            verdict.violations.len(),
+            plan.seed
+        );
+    }
+    Ok(())
+}
+
+/// Everything between the plan and the verdict.
+async fn soak(
+    args: &Args,
+    plan: &Plan,
+    log_dir: &std::path::Path,
+    libfaketime: Option<PathBuf>,
+) -> anyhow::Result<verdict::Verdict> {
+    let binary = super::server::binary(&args.server_binary)?;
+    let cluster = if plan.postgres {
+        let cluster = tokio::task::spawn_blocking(cluster::Cluster::create).await??;
+        Some(Arc::new(cluster))
+    } else {
+        None
+    };
+    let database_url = match &cluster {
+        Some(cluster) => cluster.database("deferhook_chaos").await?,
+        None => format!("sqlite://{}", log_dir.join("chaos.db").display()),
+    };
+    let receivers = receiver::Receivers::start(plan.seed).await?;
+    let fleet = fleet::Fleet::start(
+        fleet::FleetConfig {
+            binary,
+            database_url,
+            log_dir: log_dir.to_path_buf(),
+            skewed: plan.skewed,
+            libfaketime,
+        },
+        plan.instances,
+    )
+    .await?;
+    let subscribers = plan::subscribers();
+    let urls: Vec<(String, String)> = subscribers
+        .iter()
+        .map(|(id, kind)| (id.clone(), receivers.url(*kind, id)))
+        .collect();
+    let first = fleet.base(0).context("instance 0 is not running")?;
+    load::register(&first, &urls).await?;
+
+    let stop = CancellationToken::new();
+    let load_started = Instant::now();
+    let load_started_ms = now_ms();
+    let live = fleet.clone();
+    let targets: load::Targets = Arc::new(move || live.live());
+    let driver = tokio::spawn(load::drive(
+        targets,
+        subscribers.clone(),
+        plan.seed,
+        args.chaos_rate,
+        stop.clone(),
+    ));
+    let fault_targets = faults::Targets {
+        fleet: fleet.clone(),
+        cluster: cluster.clone(),
+        receivers: receivers.clone(),
+    };
+    let injected = {
+        let plan = plan.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { faults::inject(&plan, load_started, &fault_targets, &stop).await })
+    };
+    let mut progress = tokio::time::interval(PROGRESS);
+    progress.tick().await;
+    let load_ends = tokio::time::sleep(Duration::from_secs(args.minutes * 60));
+    tokio::pin!(load_ends);
+    loop {
+        tokio::select! {
+            () = &mut load_ends => break,
+            _ = progress.tick() => println!(
+                "chaos: {:>5.0} s  {} requests received, {} instance(s) live",
+                load_started.elapsed().as_secs_f64(),
+                receivers.count(),
+                fleet.live().len()
+            ),
+        }
+    }
+    stop.cancel();
+    let (mut windows, injected) = injected.await?;
+    let ops = driver.await?;
+    let load_ended_ms = now_ms();
+    injected?;
+    // Heal whatever a fault left (none should be under way: they run one at a time).
+    if let Some(cluster) = &cluster
+        && !cluster.is_up()
+    {
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || cluster.start()).await??;
+    }
+    receivers.come_up().await?;
+    fleet.heal().await?;
+    if let Some((instance, _)) = plan.skewed {
+        windows.push(FaultWindow {
+            kind: FaultKind::Skewed,
+            instance: Some(instance),
+            start_ms: load_started_ms,
+            end_ms: load_ended_ms,
+        });
+    }
+    println!(
+        "chaos: load stopped after {:.0} s ({} operations); draining",
+        load_started.elapsed().as_secs_f64(),
+        ops.len()
+    );
+    drain(&fleet).await?;
+    let bases = fleet.live();
+    let view = store_view::read(&bases).await?;
+    let crashed = fleet.crashed();
+    fleet.shutdown().await?;
+    let history = History {
+        requests: receivers.requests(),
+        ops,
+        faults: windows,
+        load_started_ms,
+        load_ended_ms,
+    };
+    let settings = audit::AuditSettings {
+        lease_ms: plan::LEASE_MS as i64,
+        tolerance_ms: TOLERANCE_MS,
+        after_stop_ms: AFTER_STOP_MS,
+        after_db_ms: AFTER_DB_MS,
+        kind_of,
+    };
+    let mut verdict = audit::audit(&history, &view, &settings);
+    for (instance, status) in crashed {
+        verdict.infrastructure(format!("instance {instance} exited by itself: {status}"));
+    }
+    Ok(verdict)
+}
+
+/// Slack between a server's clock read and a receiver's on one busy machine, in ms.
+const TOLERANCE_MS: i64 = 250;
+/// How long after SIGCONT a stopped process's request may still arrive, in ms.
+const AFTER_STOP_MS: i64 = 2_000;
+/// How long after a PostgreSQL restart a 503 is still expected, in ms: the pool's
+/// acquire timeout (5 s) and its reconnection.
+const AFTER_DB_MS: i64 = 10_000;
+
+/// The receiver kind of a subscriber id (`fast-0` is `Fast`).
+fn kind_of(subscriber: &str) -> Option<history::ReceiverKind> {
+    let name = subscriber.split('-').next()?;
+    history::ReceiverKind::ALL
+        .into_iter()
+        .find(|kind| kind.name() == name)
+}
+
+/// Waits until no job is left unsettled, or [`DRAIN`] has passed.
+async fn drain(fleet: &fleet::Fleet) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let base = fleet
+            .live()
+            .into_iter()
+            .next()
+            .map(|(_, base)| base)
+            .context("no instance is running after the heal")?;
+        let left = store_view::unsettled(&base).await?;
+        if left == 0 {
+            println!(
+                "chaos: every job settled {:.0} s after the load",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if started.elapsed() > DRAIN {
+            println!("chaos: {left} job(s) still unsettled after {DRAIN:?}; auditing anyway");
+            return Ok(());
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_subscriber_has_its_kind() {
+        for (id, kind) in plan::subscribers() {
+            assert_eq!(kind_of(&id), Some(kind));
+        }
+        assert_eq!(kind_of("nobody-1"), None);
+    }
 }
