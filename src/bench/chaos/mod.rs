@@ -6,6 +6,7 @@
 
 mod history;
 mod plan;
+mod receiver;
 
 use super::args::Args;
 
