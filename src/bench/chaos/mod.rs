@@ -15,6 +15,7 @@
 mod faults;
 mod history;
 mod plan;
+mod receiver;
 
 use std::path::PathBuf;
 use std::sync::Arc;
