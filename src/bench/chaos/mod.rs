@@ -5,6 +5,11 @@
 #![allow(dead_code)]
 
 mod history;
+mod load;
+mod load_jobs;
+mod load_ops;
+mod load_schedule;
+mod load_send;
 mod plan;
 
 use super::args::Args;
