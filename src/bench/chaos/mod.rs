@@ -14,6 +14,11 @@
 
 mod faults;
 mod history;
+mod load;
+mod load_jobs;
+mod load_ops;
+mod load_schedule;
+mod load_send;
 mod plan;
 mod receiver;
 
