@@ -4,6 +4,8 @@
 // TODO(#17, this session): remove once every module is wired into `run`.
 #![allow(dead_code)]
 
+mod cluster;
+mod fleet;
 mod history;
 mod plan;
 
