@@ -12,7 +12,9 @@
 // TODO(#17, this session): remove once every module is wired into `run`.
 #![allow(dead_code)]
 
+mod cluster;
 mod faults;
+mod fleet;
 mod history;
 mod load;
 mod load_jobs;
