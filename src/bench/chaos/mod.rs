@@ -4,8 +4,12 @@
 // TODO(#17, this session): remove once every module is wired into `run`.
 #![allow(dead_code)]
 
+mod audit;
+mod audit_checks;
 mod history;
 mod plan;
+mod store_view;
+mod verdict;
 
 use super::args::Args;
 
