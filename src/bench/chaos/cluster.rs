@@ -65,6 +65,7 @@ impl Cluster {
     }
 
     /// The server's port on 127.0.0.1.
+    #[cfg(test)]
     pub fn port(&self) -> u16 {
         self.port
     }

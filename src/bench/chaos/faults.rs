@@ -2,7 +2,7 @@
 //! and records each as a [`FaultWindow`] from its start to the moment it was healed.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -38,14 +38,15 @@ pub async fn inject(
             () = tokio::time::sleep_until((load_started + fault.at).into()) => {}
             () = stop.cancelled() => break,
         }
+        let hit = fault.instance.map(|i| {
+            let pid = targets.fleet.pid(i).map(|pid| format!(" (pid {pid})"));
+            format!(" instance {i}{}", pid.unwrap_or_default())
+        });
         println!(
             "chaos: {:>7.1} s  {}{}",
             load_started.elapsed().as_secs_f64(),
             fault.kind.name(),
-            fault
-                .instance
-                .map(|i| format!(" instance {i}"))
-                .unwrap_or_default()
+            hit.unwrap_or_default()
         );
         match apply(fault, targets).await {
             Ok(window) => windows.push(window),

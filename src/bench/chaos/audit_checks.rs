@@ -1,0 +1,430 @@
+//! The audit's checks, named as in its violations: on the producer's ops (`lost`,
+//! `unasked`, `half_written`, `producer_5xx`), on each job (`unsettled`,
+//! `unexplained`, `not_received`, `after_cancel`, `after_deadline`, `overlap`,
+//! `duplicates`, `unrecorded`, `early`) and on the gauges (`gauges`).
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::audit::{Audit, Case, op_line};
+use super::history::{FaultKind, OpKind, OpOutcome};
+use super::verdict::RESENT;
+
+/// The states that stay.
+const TERMINAL: [&str; 3] = ["delivered", "dead", "cancelled"];
+/// Waiting reasons that hold a due job legitimately at the end of the run.
+const HELD: [&str; 4] = [
+    "subscriber_paused",
+    "destination_paused",
+    "destination_circuit_open",
+    "destination_at_limit",
+];
+
+impl Audit<'_> {
+    /// `lost`, `unasked`, `half_written`, `producer_5xx`, and `unrecorded` for
+    /// requests of no stored job.
+    pub(super) fn producer_checks(&mut self) {
+        let history = self.history;
+        let stored: HashSet<_> = self.store.jobs.iter().map(|job| job.id).collect();
+        let keys: HashSet<(&str, &str)> = self
+            .store
+            .jobs
+            .iter()
+            .map(|job| (job.subscriber_id.as_str(), job.event_id.as_str()))
+            .collect();
+        for (i, op) in history.ops.iter().enumerate() {
+            let line = || vec![op_line(op, op.sent_ms)];
+            match &op.kind {
+                OpKind::Create {
+                    subscriber,
+                    event_id,
+                    job_id: Some(id),
+                    ..
+                } if op.acknowledged() && !stored.contains(id) => self.other_violation(
+                    "lost",
+                    Some((subscriber, event_id)),
+                    format!("job {id} was acknowledged but is not in the store"),
+                    line(),
+                ),
+                OpKind::FanOut {
+                    event_id,
+                    subscribers,
+                    job_ids,
+                    ..
+                } if op.acknowledged() => {
+                    for (subscriber, id) in subscribers.iter().zip(job_ids) {
+                        if !stored.contains(id) {
+                            self.other_violation(
+                                "lost",
+                                Some((subscriber, event_id)),
+                                format!("job {id} was acknowledged but is not in the store"),
+                                line(),
+                            );
+                        }
+                    }
+                }
+                OpKind::FanOut {
+                    event_id,
+                    subscribers,
+                    ..
+                } => {
+                    // Only the keys no other op asked for can tell.
+                    let own: Vec<&String> = subscribers
+                        .iter()
+                        .filter(|s| self.creates_of[&(s.as_str(), event_id.as_str())].len() == 1)
+                        .collect();
+                    let written = own
+                        .iter()
+                        .filter(|s| keys.contains(&(s.as_str(), event_id.as_str())))
+                        .count();
+                    if written != 0 && written != own.len() {
+                        self.other_violation(
+                            "half_written",
+                            None,
+                            format!(
+                                "an unacknowledged fan-out of event {event_id} left {written} of its {} jobs",
+                                own.len()
+                            ),
+                            line(),
+                        );
+                    }
+                }
+                _ => {}
+            }
+            if let OpOutcome::Status {
+                status,
+                retry_after,
+            } = op.outcome
+                && status >= 500
+            {
+                let during_restart = history.faults.iter().any(|fault| {
+                    fault.kind == FaultKind::PostgresRestart
+                        && fault.start_ms <= op.answered_ms
+                        && op.sent_ms <= fault.end_ms + self.settings.after_db_ms
+                });
+                if !(status == 503 && retry_after && during_restart) {
+                    self.other_violation(
+                        "producer_5xx",
+                        None,
+                        format!("op {i} answered {status} outside a PostgreSQL restart or without Retry-After"),
+                        line(),
+                    );
+                }
+            }
+        }
+        for job in &self.store.jobs {
+            let key = (job.subscriber_id.as_str(), job.event_id.as_str());
+            if !self.creates_of.contains_key(&key) {
+                self.other_violation(
+                    "unasked",
+                    Some(key),
+                    format!("stored job {} matches no create or fan-out", job.id),
+                    Vec::new(),
+                );
+            }
+        }
+        let orphans: Vec<(String, String, usize)> = self
+            .requests_of
+            .iter()
+            .filter(|(key, _)| !keys.contains(*key))
+            .map(|((s, e), list)| (s.to_string(), e.to_string(), list.len()))
+            .collect();
+        for (subscriber, event, n) in orphans {
+            self.other_violation(
+                "unrecorded",
+                Some((&subscriber, &event)),
+                format!("{n} request(s) for a job the store does not have"),
+                Vec::new(),
+            );
+        }
+    }
+
+    /// Every check of one job; returns its duplicates (accepted requests beyond one).
+    pub(super) fn job_checks(&mut self, case: &Case<'_>) -> usize {
+        self.settled(case);
+        self.explained(case);
+        self.timing(case);
+        self.overlap(case);
+        self.counted(case)
+    }
+
+    /// `unsettled`.
+    fn settled(&mut self, case: &Case<'_>) {
+        let job = case.job;
+        let read_at = self.store.read_at_ms;
+        let future = |at: Option<i64>| at.is_some_and(|at| at > read_at);
+        let waiting = match job.state.as_str() {
+            state if TERMINAL.contains(&state) => return,
+            "scheduled" => future(Some(job.deliver_at_ms)),
+            "retrying" => future(job.next_attempt_at_ms),
+            _ => false,
+        } || job
+            .waiting_reason
+            .as_deref()
+            .is_some_and(|reason| HELD.contains(&reason));
+        if !(waiting && job.deadline_ms > read_at + self.settings.tolerance_ms) {
+            self.job_violation(
+                "unsettled",
+                case,
+                format!("{} at the end, and nothing holds it", job.state),
+            );
+        }
+    }
+
+    /// `unexplained`.
+    fn explained(&mut self, case: &Case<'_>) {
+        let job = case.job;
+        let tolerance = self.settings.tolerance_ms;
+        let last = case.attempts.last();
+        let last_is =
+            |outcomes: &[&str]| last.is_some_and(|a| outcomes.contains(&a.outcome.as_str()));
+        let mut problems = Vec::new();
+        let contiguous = case
+            .attempts
+            .iter()
+            .enumerate()
+            .all(|(i, a)| a.number as usize == i + 1);
+        if !contiguous || case.attempts.len() != job.attempts as usize {
+            problems.push(format!(
+                "attempt rows {:?} for {} attempt(s)",
+                case.attempts.iter().map(|a| a.number).collect::<Vec<_>>(),
+                job.attempts
+            ));
+        }
+        let explained = match (job.state.as_str(), job.dead_reason.as_deref()) {
+            ("delivered", _) => (last_is(&["delivered"]) && job.delivered_at_ms.is_some())
+                .then_some(())
+                .ok_or("delivered without a delivered last attempt and delivered_at".to_owned()),
+            ("dead", Some("max_attempts")) => (job.max_attempts == Some(job.attempts))
+                .then_some(())
+                .ok_or("dead (max_attempts) with attempts left".to_owned()),
+            ("dead", Some("deadline_exceeded")) => {
+                let at_deadline = job
+                    .dead_at_ms
+                    .is_some_and(|at| at >= job.deadline_ms - tolerance);
+                (at_deadline || last_is(&["retryable", "unknown"]))
+                    .then_some(())
+                    .ok_or("dead (deadline_exceeded) before its deadline, after no failure".to_owned())
+            }
+            ("dead", Some("non_retryable_response")) => last_is(&["terminal"])
+                .then_some(())
+                .ok_or("dead (non_retryable_response) without a terminal last attempt".to_owned()),
+            ("dead", reason) => Err(format!("dead for a reason that cannot happen here: {reason:?}")),
+            ("cancelled", _) => case
+                .ops
+                .iter()
+                .any(|&i| {
+                    matches!(self.history.ops[i].kind, OpKind::Cancel { job_id } if job_id == job.id)
+                })
+                .then_some(())
+                .ok_or("cancelled, but no cancel was sent".to_owned()),
+            _ => Ok(()),
+        };
+        if let Err(problem) = explained {
+            problems.push(problem);
+        }
+        if job.state != "in_flight" && case.attempts.iter().any(|a| a.outcome == "in_progress") {
+            problems.push(format!("an attempt in_progress on a {} job", job.state));
+        }
+        if !problems.is_empty() {
+            self.job_violation("unexplained", case, problems.join("; "));
+        }
+    }
+
+    /// `not_received`, `after_cancel`, `after_deadline`, `early`.
+    fn timing(&mut self, case: &Case<'_>) {
+        let job = case.job;
+        let history = self.history;
+        let tolerance = self.settings.tolerance_ms;
+        if job.state == "delivered"
+            && !case
+                .requests
+                .iter()
+                .any(|&i| history.requests[i].accepted())
+        {
+            self.job_violation(
+                "not_received",
+                case,
+                "delivered, but no request was answered 2xx".into(),
+            );
+        }
+        let cancelled_at = case
+            .ops
+            .iter()
+            .map(|&i| &history.ops[i])
+            .filter(|op| op.acknowledged() && matches!(op.kind, OpKind::Cancel { .. }))
+            .map(|op| op.answered_ms)
+            .min();
+        let moved = case.ops.iter().any(|&i| match &history.ops[i].kind {
+            OpKind::Reschedule { .. } => true,
+            OpKind::Replay { subscribers, .. } => subscribers.contains(&job.subscriber_id),
+            _ => false,
+        });
+        // The earliest deliver_at any create of its key asked for (absent: when sent).
+        let not_before = case
+            .ops
+            .iter()
+            .filter_map(|&i| {
+                let op = &history.ops[i];
+                match op.kind {
+                    OpKind::Create { deliver_at_ms, .. } | OpKind::FanOut { deliver_at_ms, .. } => {
+                        Some(deliver_at_ms.unwrap_or(op.sent_ms))
+                    }
+                    _ => None,
+                }
+            })
+            .min();
+        let mut found = Vec::new();
+        for &i in &case.requests {
+            let start = history.requests[i].started_ms;
+            if let Some(at) = cancelled_at
+                && start > at + tolerance
+                && !self.excuse(i, start, start)
+            {
+                found.push((
+                    "after_cancel",
+                    format!(
+                        "a request started {} ms after the cancel's answer",
+                        start - at
+                    ),
+                ));
+            }
+            if start > job.deadline_ms + tolerance && !self.excuse(i, start, start) {
+                let late = start - job.deadline_ms;
+                found.push((
+                    "after_deadline",
+                    format!("a request started {late} ms after the deadline"),
+                ));
+            }
+            if let Some(at) = not_before
+                && !moved
+                && start < at - tolerance
+            {
+                found.push((
+                    "early",
+                    format!("a request started {} ms before deliver_at", at - start),
+                ));
+            }
+        }
+        self.per_check(case, found);
+    }
+
+    /// One violation per check of `found` (its first detail, and how many requests).
+    fn per_check(&mut self, case: &Case<'_>, found: Vec<(&'static str, String)>) {
+        let mut grouped: Vec<(&'static str, String, usize)> = Vec::new();
+        for (check, detail) in found {
+            match grouped.iter_mut().find(|(c, _, _)| *c == check) {
+                Some((_, _, n)) => *n += 1,
+                None => grouped.push((check, detail, 1)),
+            }
+        }
+        for (check, detail, n) in grouped {
+            let detail = if n > 1 {
+                format!("{detail} (and {} more)", n - 1)
+            } else {
+                detail
+            };
+            self.job_violation(check, case, detail);
+        }
+    }
+
+    /// `overlap`: request i+1 starting (beyond the tolerance) before request i ended is
+    /// excused when either of them meets a SIGSTOP window (i open during it, or i+1
+    /// starting within it or `after_stop_ms` after it).
+    fn overlap(&mut self, case: &Case<'_>) {
+        let read_at = self.store.read_at_ms;
+        let tolerance = self.settings.tolerance_ms;
+        let mut found = Vec::new();
+        for pair in case.requests.windows(2) {
+            let (first, next) = (
+                &self.history.requests[pair[0]],
+                &self.history.requests[pair[1]],
+            );
+            let first_end = first.ended_ms(read_at);
+            if next.started_ms + tolerance >= first_end {
+                continue;
+            }
+            if !self.excuse(pair[0], first.started_ms, first_end)
+                && !self.excuse(pair[1], next.started_ms, next.started_ms)
+            {
+                let ms = first_end - next.started_ms;
+                found.push(("overlap", format!("two requests open at once for {ms} ms")));
+            }
+        }
+        self.per_check(case, found);
+    }
+
+    /// `duplicates` and `unrecorded`; returns the job's duplicates.
+    fn counted(&mut self, case: &Case<'_>) -> usize {
+        let accepted = case
+            .requests
+            .iter()
+            .filter(|&&i| self.history.requests[i].accepted())
+            .count();
+        let duplicates = accepted.saturating_sub(1);
+        let unknown = case
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == "unknown")
+            .count();
+        let resends = case
+            .attempts
+            .iter()
+            .filter(|a| a.reason.as_deref().is_some_and(|r| r.contains(RESENT)))
+            .count();
+        if duplicates > unknown + resends {
+            self.job_violation(
+                "duplicates",
+                case,
+                format!("{duplicates} duplicate(s), but {unknown} unknown attempt(s) and {resends} resend(s)"),
+            );
+        }
+        if case.requests.len() > case.attempts.len() + resends {
+            self.job_violation(
+                "unrecorded",
+                case,
+                format!(
+                    "{} request(s) for {} attempt row(s) and {resends} resend(s)",
+                    case.requests.len(),
+                    case.attempts.len()
+                ),
+            );
+        }
+        duplicates
+    }
+
+    /// `gauges`: each instance's `deferhook_jobs` equal the listing's counts by state,
+    /// and its `deferhook_dead_jobs` add up to the dead count.
+    pub(super) fn gauges(&mut self) {
+        let mut listed: BTreeMap<String, u64> = BTreeMap::new();
+        for job in &self.store.jobs {
+            *listed.entry(job.state.clone()).or_default() += 1;
+        }
+        for gauges in &self.store.gauges {
+            let states: HashSet<&String> = listed.keys().chain(gauges.jobs.keys()).collect();
+            let mut wrong: Vec<String> = states
+                .into_iter()
+                .filter_map(|state| {
+                    let (seen, want) = (
+                        gauges.jobs.get(state).copied().unwrap_or(0),
+                        listed.get(state).copied().unwrap_or(0),
+                    );
+                    (seen != want).then(|| format!("{state} {seen} (listed {want})"))
+                })
+                .collect();
+            wrong.sort();
+            let dead: u64 = gauges.dead_jobs.values().sum();
+            let want_dead = listed.get("dead").copied().unwrap_or(0);
+            if dead != want_dead {
+                wrong.push(format!("dead_jobs add up to {dead} (listed {want_dead})"));
+            }
+            if !wrong.is_empty() {
+                self.other_violation(
+                    "gauges",
+                    None,
+                    format!("instance {}: {}", gauges.instance, wrong.join(", ")),
+                    Vec::new(),
+                );
+            }
+        }
+    }
+}
