@@ -50,6 +50,8 @@ pub struct FleetConfig {
     pub skewed: Option<(usize, i64)>,
     /// libfaketime's library ([`libfaketime`]); required when `skewed` is set.
     pub libfaketime: Option<PathBuf>,
+    /// `--no-worker`: the API alone (the audit reads a store no worker changes).
+    pub api_only: bool,
 }
 
 /// The running instances.
@@ -432,8 +434,12 @@ impl Fleet {
             ("--shutdown-grace-ms", plan::SHUTDOWN_GRACE_MS),
             ("--backoff-base-ms", plan::BACKOFF_BASE_MS),
             ("--backoff-max-ms", plan::BACKOFF_MAX_MS),
+            ("--circuit-max-cooldown-ms", plan::CIRCUIT_MAX_COOLDOWN_MS),
         ] {
             command.arg(flag).arg(ms.to_string());
+        }
+        if self.config.api_only {
+            command.arg("--no-worker");
         }
         command
             .env("RUST_LOG", RUST_LOG)
@@ -590,6 +596,7 @@ mod tests {
             log_dir: std::env::temp_dir(),
             skewed: Some((1, 60)),
             libfaketime: None,
+            api_only: false,
         };
         let error = Fleet::start(config, 2).await.err().unwrap();
         assert!(format!("{error:#}").contains("libfaketime"), "{error:#}");
@@ -611,6 +618,7 @@ mod tests {
             log_dir: logs.path().join("logs"),
             skewed: None,
             libfaketime: None,
+            api_only: false,
         };
         let fleet = Fleet::start(config, 1).await.unwrap();
         assert_eq!(fleet.instances(), 1);

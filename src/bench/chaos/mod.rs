@@ -149,10 +149,11 @@ async fn soak(
     let fleet = fleet::Fleet::start(
         fleet::FleetConfig {
             binary,
-            database_url,
+            database_url: database_url.clone(),
             log_dir: log_dir.to_path_buf(),
             skewed: plan.skewed,
             libfaketime,
+            api_only: false,
         },
         plan.instances,
     )
@@ -230,10 +231,24 @@ async fn soak(
         ops.len()
     );
     drain(&fleet).await?;
-    let bases = fleet.live();
-    let view = store_view::read(&bases).await?;
+    // The store is read with no worker left to change it: the instances stop (SIGTERM,
+    // their attempts finish or are released) and one API-only instance answers.
     let crashed = fleet.crashed();
     let stopped = fleet.shutdown().await;
+    let reader = fleet::Fleet::start(
+        fleet::FleetConfig {
+            binary: super::server::binary(&args.server_binary)?,
+            database_url,
+            log_dir: log_dir.join("reader"),
+            skewed: None,
+            libfaketime: None,
+            api_only: true,
+        },
+        1,
+    )
+    .await?;
+    let view = store_view::read(&reader.live()).await?;
+    reader.shutdown().await?;
     let history = History {
         requests: receivers.requests(),
         ops,

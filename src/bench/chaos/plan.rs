@@ -20,6 +20,10 @@ pub const SHUTDOWN_GRACE_MS: u64 = 1_500;
 /// The servers' backoff base and cap, in ms.
 pub const BACKOFF_BASE_MS: u64 = 250;
 pub const BACKOFF_MAX_MS: u64 = 4_000;
+/// The servers' longest circuit cool-down, in ms (`--circuit-max-cooldown-ms`; 300 s
+/// by default): a destination whose probes keep failing is tried again within the
+/// jobs' deadlines, so the soak drains in about a minute.
+pub const CIRCUIT_MAX_COOLDOWN_MS: u64 = 10_000;
 /// How long a `Slow` receiver takes to answer, in ms (inside the attempt timeout).
 pub const SLOW_MS: u64 = 800;
 /// How long a `Hanging` receiver holds a request it does not answer, in ms (beyond
