@@ -21,6 +21,10 @@ pub struct AuditSettings {
     /// Slack for one machine's scheduling between the server's clock read and the
     /// receiver's (ms).
     pub tolerance_ms: i64,
+    /// How long two requests of one job may seem open at once (ms): the receiver
+    /// notices a sender's close a moment after it happens. Far below the least
+    /// backoff, so a retry that overlapped its predecessor is still caught.
+    pub overlap_ms: i64,
     /// How long after a SIGSTOP window's end (SIGCONT) a stopped process's request may
     /// still arrive (ms).
     pub after_stop_ms: i64,
@@ -238,7 +242,9 @@ impl<'a> Audit<'a> {
         let kind = (self.settings.kind_of)(&case.job.subscriber_id).map_or("?", |k| k.name());
         let job = case.job;
         let mut lines = vec![format!(
-            "job: {kind} receiver, {} attempt(s), max {:?}, deliver_at {} deadline {} ms{}",
+            "job: {kind} receiver, created {:.3} s into the load, {} attempt(s), max {:?}, \
+             deliver_at {} deadline {} ms{}",
+            (case.created_ms - self.history.load_started_ms) as f64 / 1000.0,
             job.attempts,
             job.max_attempts,
             at(job.deliver_at_ms),
@@ -250,10 +256,11 @@ impl<'a> Audit<'a> {
         )];
         for a in case.attempts {
             lines.push(format!(
-                "attempt #{} {}..{} ms {}{}{}{}",
+                "attempt #{} {}..{} ms by {} {}{}{}{}",
                 a.number,
                 at(a.started_at_ms),
                 a.finished_at_ms.map_or("open".to_owned(), at),
+                a.lease_owner.as_deref().unwrap_or("?"),
                 a.outcome,
                 a.status.map_or(String::new(), |s| format!(" {s}")),
                 a.reason

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::audit::{Audit, Case, op_line};
 use super::history::{FaultKind, OpKind, OpOutcome};
+use super::store_view::StoredAttempt;
 use super::verdict::RESENT;
 
 /// The states that stay.
@@ -332,7 +333,7 @@ impl Audit<'_> {
     /// starting within it or `after_stop_ms` after it).
     fn overlap(&mut self, case: &Case<'_>) {
         let read_at = self.store.read_at_ms;
-        let tolerance = self.settings.tolerance_ms;
+        let tolerance = self.settings.overlap_ms;
         let mut found = Vec::new();
         for pair in case.requests.windows(2) {
             let (first, next) = (
@@ -361,16 +362,25 @@ impl Audit<'_> {
             .filter(|&&i| self.history.requests[i].accepted())
             .count();
         let duplicates = accepted.saturating_sub(1);
+        let resent = |a: &StoredAttempt| a.reason.as_deref().is_some_and(|r| r.contains(RESENT));
+        // An attempt whose outcome was unknown: recorded `unknown`, or followed by an
+        // attempt marked a possible duplicate that its own resend does not explain (a
+        // late result fills in the row of an attempt whose lease was lost, DESIGN §2.2,
+        // but the next attempt keeps the mark).
         let unknown = case
             .attempts
             .iter()
-            .filter(|a| a.outcome == "unknown")
+            .enumerate()
+            .filter(|&(n, a)| {
+                a.outcome == "unknown"
+                    || (!resent(a)
+                        && case
+                            .attempts
+                            .get(n + 1)
+                            .is_some_and(|next| next.possible_duplicate))
+            })
             .count();
-        let resends = case
-            .attempts
-            .iter()
-            .filter(|a| a.reason.as_deref().is_some_and(|r| r.contains(RESENT)))
-            .count();
+        let resends = case.attempts.iter().filter(|a| resent(a)).count();
         if duplicates > unknown + resends {
             self.job_violation(
                 "duplicates",

@@ -18,6 +18,7 @@ const ID: Uuid = Uuid::from_u128(1);
 fn settings() -> AuditSettings {
     AuditSettings {
         tolerance_ms: 50,
+        overlap_ms: 20,
         after_stop_ms: 1_000,
         after_db_ms: 2_000,
         kind_of: |_| Some(ReceiverKind::Fast),
@@ -319,6 +320,27 @@ fn duplicates_beyond_unknown_attempts_and_resends() {
 }
 
 #[test]
+fn a_late_result_that_filled_in_an_unknown_attempt_still_explains_a_duplicate() {
+    // Attempt 1's lease was lost (the next attempt is marked a possible duplicate),
+    // then its late result replaced `unknown` on its own row (DESIGN §2.2).
+    let (mut history, mut store) = clean();
+    history.requests = vec![ok(10), ok(500)];
+    store.jobs[0].attempts = 2;
+    let mut second = attempt(2, "delivered", None);
+    second.possible_duplicate = true;
+    store
+        .attempts
+        .insert(ID, vec![attempt(1, "delivered", None), second]);
+    let verdict = audit(&history, &store, &settings());
+    assert!(verdict.passed(), "{}", verdict.text());
+    // A mark that attempt 1's own resend explains does not count twice.
+    let note = "resent once on a fresh connection: the first closed before an answer (x)";
+    history.requests = vec![ok(10), ok(300), ok(500)];
+    store.attempts.get_mut(&ID).expect("rows")[0].reason = Some(note.into());
+    assert_eq!(checks(&history, &store), ["duplicates"]);
+}
+
+#[test]
 fn unrecorded_a_request_without_an_attempt() {
     let (mut history, store) = clean();
     history.requests = vec![request(5, Some((6, Ending::Closed))), ok(10)];
@@ -391,7 +413,7 @@ fn a_violation_carries_the_history() {
     assert!(
         history
             .iter()
-            .any(|l| l.starts_with("attempt #1 +10..+12 ms delivered 200")),
+            .any(|l| l.starts_with("attempt #1 +10..+12 ms by") && l.ends_with("delivered 200")),
         "{history:?}"
     );
     assert!(

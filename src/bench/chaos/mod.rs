@@ -23,6 +23,7 @@ mod load_schedule;
 mod load_send;
 mod plan;
 mod receiver;
+mod stalls;
 mod store_view;
 mod verdict;
 
@@ -167,6 +168,8 @@ async fn soak(
     load::register(&first, &urls).await?;
 
     let stop = CancellationToken::new();
+    let watching = CancellationToken::new();
+    let stalls = stalls::Stalls::watch(watching.clone());
     let load_started = Instant::now();
     let load_started_ms = now_ms();
     let live = fleet.clone();
@@ -258,10 +261,21 @@ async fn soak(
     };
     let settings = audit::AuditSettings {
         tolerance_ms: TOLERANCE_MS,
+        overlap_ms: OVERLAP_MS,
         after_stop_ms: AFTER_STOP_MS,
         after_db_ms: AFTER_DB_MS,
         kind_of,
     };
+    watching.cancel();
+    let paused = stalls.seen();
+    if let Some(&(at, longest)) = paused.iter().max_by_key(|(_, late)| *late) {
+        println!(
+            "chaos: this process paused {} time(s) for 200 ms or more; the longest {longest} ms, \
+             ending {:.1} s into the load",
+            paused.len(),
+            (at - load_started_ms) as f64 / 1000.0
+        );
+    }
     let mut verdict = audit::audit(&history, &view, &settings);
     for (instance, status) in crashed {
         verdict.process_failure(format!("instance {instance} exited by itself: {status}"));
@@ -274,6 +288,9 @@ async fn soak(
 
 /// Slack between a server's clock read and a receiver's on one busy machine, in ms.
 const TOLERANCE_MS: i64 = 250;
+/// How long two requests of one job may seem open at once, in ms (the receiver's
+/// notice of a close; the least backoff is 125 ms).
+const OVERLAP_MS: i64 = 50;
 /// How long after SIGCONT a stopped process's request may still arrive, in ms.
 const AFTER_STOP_MS: i64 = 2_000;
 /// How long after a PostgreSQL restart a 503 is still expected, in ms: the pool's
@@ -299,7 +316,7 @@ async fn drain(fleet: &fleet::Fleet) -> anyhow::Result<()> {
             .map(|(_, base)| base)
             .context("no instance is running after the heal")?;
         let left = store_view::unsettled(&base).await?;
-        if left == 0 {
+        if left.is_empty() {
             println!(
                 "chaos: every job settled {:.0} s after the load",
                 started.elapsed().as_secs_f64()
@@ -307,7 +324,22 @@ async fn drain(fleet: &fleet::Fleet) -> anyhow::Result<()> {
             return Ok(());
         }
         if started.elapsed() > DRAIN {
-            println!("chaos: {left} job(s) still unsettled after {DRAIN:?}; auditing anyway");
+            println!(
+                "chaos: {} job(s) still unsettled after {DRAIN:?}; auditing anyway",
+                left.len()
+            );
+            let now = now_ms();
+            for job in left.iter().take(5) {
+                println!(
+                    "  {} {} {} waiting {:?}, next attempt in {:?} ms, deadline in {} ms",
+                    job.id,
+                    job.subscriber_id,
+                    job.state,
+                    job.waiting_reason,
+                    job.next_attempt_at_ms.map(|at| at - now),
+                    job.deadline_ms - now
+                );
+            }
             return Ok(());
         }
         tokio::time::sleep(DRAIN_POLL).await;

@@ -125,11 +125,9 @@ pub async fn read(bases: &[(usize, String)]) -> anyhow::Result<StoreView> {
 
 /// How many jobs are not terminal (`GET /v1/jobs?state=scheduled,in_flight,retrying`,
 /// all pages), for the drain.
-pub async fn unsettled(base: &str) -> anyhow::Result<usize> {
+pub async fn unsettled(base: &str) -> anyhow::Result<Vec<StoredJob>> {
     let client = client()?;
-    Ok(list(&client, base, Some("scheduled,in_flight,retrying"))
-        .await?
-        .len())
+    list(&client, base, Some("scheduled,in_flight,retrying")).await
 }
 
 fn client() -> anyhow::Result<reqwest::Client> {
@@ -360,7 +358,7 @@ mod tests {
             view.attempts[&tried.id][0].error_class.as_deref(),
             Some("connect")
         );
-        assert_eq!(unsettled(&server.base).await.expect("unsettled"), 3);
+        assert_eq!(unsettled(&server.base).await.expect("unsettled").len(), 3);
         drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }
