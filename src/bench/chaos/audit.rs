@@ -28,6 +28,12 @@ pub struct AuditSettings {
     /// How long after a SIGSTOP window's end (SIGCONT) a stopped process's request may
     /// still arrive (ms).
     pub after_stop_ms: i64,
+    /// When the last worker stopped (the store is read after it, with no worker to
+    /// claim what comes due).
+    pub workers_stopped_ms: Ms,
+    /// How long a due job may wait for a claim while workers run (ms): the worker's
+    /// 1 s poll fallback and a claim.
+    pub claim_slack_ms: i64,
     /// How long after a PostgreSQL restart window a 503 is still expected (ms).
     pub after_db_ms: i64,
     /// The receiver kind of a subscriber id (shown in the histories).

@@ -151,7 +151,9 @@ impl Audit<'_> {
     /// `unsettled`.
     fn settled(&mut self, case: &Case<'_>) {
         let job = case.job;
-        let read_at = self.store.read_at_ms;
+        // Due after the workers stopped (less the time a claim may take), or not yet
+        // due: waiting, since no worker was left to claim it.
+        let read_at = self.settings.workers_stopped_ms - self.settings.claim_slack_ms;
         let future = |at: Option<i64>| at.is_some_and(|at| at > read_at);
         let waiting = match job.state.as_str() {
             state if TERMINAL.contains(&state) => return,
@@ -356,12 +358,13 @@ impl Audit<'_> {
 
     /// `duplicates` and `unrecorded`; returns the job's duplicates.
     fn counted(&mut self, case: &Case<'_>) -> usize {
-        let accepted = case
+        let accepted: Vec<usize> = case
             .requests
             .iter()
-            .filter(|&&i| self.history.requests[i].accepted())
-            .count();
-        let duplicates = accepted.saturating_sub(1);
+            .copied()
+            .filter(|&i| self.history.requests[i].accepted())
+            .collect();
+        let duplicates = accepted.len().saturating_sub(1);
         let resent = |a: &StoredAttempt| a.reason.as_deref().is_some_and(|r| r.contains(RESENT));
         // An attempt whose outcome was unknown: recorded `unknown`, or followed by an
         // attempt marked a possible duplicate that its own resend does not explain (a
@@ -382,11 +385,26 @@ impl Audit<'_> {
             .count();
         let resends = case.attempts.iter().filter(|a| resent(a)).count();
         if duplicates > unknown + resends {
-            self.job_violation(
-                "duplicates",
-                case,
-                format!("{duplicates} duplicate(s), but {unknown} unknown attempt(s) and {resends} resend(s)"),
-            );
+            // An answer a stopped (SIGSTOP) process never read: its attempt ended later
+            // by its timeout, so the receiver had it and the store says it failed.
+            let read_at = self.store.read_at_ms;
+            let stopped = accepted[..duplicates]
+                .iter()
+                .filter(|&&i| {
+                    let request = &self.history.requests[i];
+                    self.excuse(i, request.started_ms, request.ended_ms(read_at))
+                })
+                .count();
+            if duplicates > unknown + resends + stopped {
+                self.job_violation(
+                    "duplicates",
+                    case,
+                    format!(
+                        "{duplicates} duplicate(s), but {unknown} unknown attempt(s), \
+                         {resends} resend(s) and {stopped} answer(s) sent to a stopped process"
+                    ),
+                );
+            }
         }
         if case.requests.len() > case.attempts.len() + resends {
             self.job_violation(

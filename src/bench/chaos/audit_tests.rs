@@ -19,6 +19,8 @@ fn settings() -> AuditSettings {
     AuditSettings {
         tolerance_ms: 50,
         overlap_ms: 20,
+        workers_stopped_ms: T + 60_000,
+        claim_slack_ms: 2_000,
         after_stop_ms: 1_000,
         after_db_ms: 2_000,
         kind_of: |_| Some(ReceiverKind::Fast),
@@ -338,6 +340,23 @@ fn a_late_result_that_filled_in_an_unknown_attempt_still_explains_a_duplicate() 
     history.requests = vec![ok(10), ok(300), ok(500)];
     store.attempts.get_mut(&ID).expect("rows")[0].reason = Some(note.into());
     assert_eq!(checks(&history, &store), ["duplicates"]);
+}
+
+#[test]
+fn an_answer_a_stopped_process_never_read_excuses_its_duplicate() {
+    let (mut history, mut store) = clean();
+    history.requests = vec![ok(10), ok(5_000)];
+    store.jobs[0].attempts = 2;
+    let mut first = attempt(1, "retryable", None);
+    first.reason = Some("no answer within 2000 ms".into());
+    store
+        .attempts
+        .insert(ID, vec![first, attempt(2, "delivered", None)]);
+    assert_eq!(checks(&history, &store), ["duplicates"]);
+    history.faults.push(stop(0, 3_000));
+    let verdict = audit(&history, &store, &settings());
+    assert!(verdict.passed(), "{}", verdict.text());
+    assert_eq!(verdict.excused.len(), 1);
 }
 
 #[test]

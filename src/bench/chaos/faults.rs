@@ -101,7 +101,9 @@ async fn apply(fault: &PlannedFault, targets: &Targets) -> anyhow::Result<FaultW
             tokio::time::sleep(fault.length).await;
             targets.receivers.come_up().await?;
         }
-        FaultKind::Skewed => anyhow::bail!("a skewed clock is a start-up setting, not a timed fault"),
+        FaultKind::Skewed => {
+            anyhow::bail!("a skewed clock is a start-up setting, not a timed fault")
+        }
     }
     Ok(FaultWindow {
         kind: fault.kind,
@@ -110,4 +112,3 @@ async fn apply(fault: &PlannedFault, targets: &Targets) -> anyhow::Result<FaultW
         end_ms: now_ms(),
     })
 }
-

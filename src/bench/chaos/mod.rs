@@ -23,6 +23,7 @@ mod load_schedule;
 mod load_send;
 mod plan;
 mod receiver;
+mod settle;
 mod stalls;
 mod store_view;
 mod verdict;
@@ -39,13 +40,7 @@ use super::clock::now_ms;
 use history::{FaultKind, FaultWindow, History};
 use plan::Plan;
 
-/// Longest wait after the load for every job to settle: the longest deadline a job
-/// can have (a delay, a long TTL, a reschedule, a replay) and the sweep.
-const DRAIN: Duration = Duration::from_secs(
-    (2 * plan::MAX_DELAY_MS + plan::LONG_TTL_MS.1 + plan::REPLAY_TTL_MS) / 1_000 + 20,
-);
-/// How often the drain counts the jobs not yet terminal, and the run prints progress.
-const DRAIN_POLL: Duration = Duration::from_secs(2);
+/// How often the run prints its progress.
 const PROGRESS: Duration = Duration::from_secs(30);
 
 /// Runs the soak; an error (exit code 1) on any violation.
@@ -189,7 +184,9 @@ async fn soak(
     let injected = {
         let plan = plan.clone();
         let stop = stop.clone();
-        tokio::spawn(async move { faults::inject(&plan, load_started, &fault_targets, &stop).await })
+        tokio::spawn(
+            async move { faults::inject(&plan, load_started, &fault_targets, &stop).await },
+        )
     };
     let mut progress = tokio::time::interval(PROGRESS);
     progress.tick().await;
@@ -233,11 +230,13 @@ async fn soak(
         load_started.elapsed().as_secs_f64(),
         ops.len()
     );
-    drain(&fleet).await?;
+    settle::cancel_replays(&fleet).await?;
+    settle::drain(&fleet).await?;
     // The store is read with no worker left to change it: the instances stop (SIGTERM,
     // their attempts finish or are released) and one API-only instance answers.
     let crashed = fleet.crashed();
     let stopped = fleet.shutdown().await;
+    let workers_stopped_ms = now_ms();
     let reader = fleet::Fleet::start(
         fleet::FleetConfig {
             binary: super::server::binary(&args.server_binary)?,
@@ -262,6 +261,8 @@ async fn soak(
     let settings = audit::AuditSettings {
         tolerance_ms: TOLERANCE_MS,
         overlap_ms: OVERLAP_MS,
+        workers_stopped_ms,
+        claim_slack_ms: CLAIM_SLACK_MS,
         after_stop_ms: AFTER_STOP_MS,
         after_db_ms: AFTER_DB_MS,
         kind_of,
@@ -291,6 +292,9 @@ const TOLERANCE_MS: i64 = 250;
 /// How long two requests of one job may seem open at once, in ms (the receiver's
 /// notice of a close; the least backoff is 125 ms).
 const OVERLAP_MS: i64 = 50;
+/// How long a due job may wait for a claim while workers run, in ms: the 1 s poll
+/// fallback and a claim on a busy machine.
+const CLAIM_SLACK_MS: i64 = 2_000;
 /// How long after SIGCONT a stopped process's request may still arrive, in ms.
 const AFTER_STOP_MS: i64 = 2_000;
 /// How long after a PostgreSQL restart a 503 is still expected, in ms: the pool's
@@ -303,47 +307,6 @@ fn kind_of(subscriber: &str) -> Option<history::ReceiverKind> {
     history::ReceiverKind::ALL
         .into_iter()
         .find(|kind| kind.name() == name)
-}
-
-/// Waits until no job is left unsettled, or [`DRAIN`] has passed.
-async fn drain(fleet: &fleet::Fleet) -> anyhow::Result<()> {
-    let started = Instant::now();
-    loop {
-        let base = fleet
-            .live()
-            .into_iter()
-            .next()
-            .map(|(_, base)| base)
-            .context("no instance is running after the heal")?;
-        let left = store_view::unsettled(&base).await?;
-        if left.is_empty() {
-            println!(
-                "chaos: every job settled {:.0} s after the load",
-                started.elapsed().as_secs_f64()
-            );
-            return Ok(());
-        }
-        if started.elapsed() > DRAIN {
-            println!(
-                "chaos: {} job(s) still unsettled after {DRAIN:?}; auditing anyway",
-                left.len()
-            );
-            let now = now_ms();
-            for job in left.iter().take(5) {
-                println!(
-                    "  {} {} {} waiting {:?}, next attempt in {:?} ms, deadline in {} ms",
-                    job.id,
-                    job.subscriber_id,
-                    job.state,
-                    job.waiting_reason,
-                    job.next_attempt_at_ms.map(|at| at - now),
-                    job.deadline_ms - now
-                );
-            }
-            return Ok(());
-        }
-        tokio::time::sleep(DRAIN_POLL).await;
-    }
 }
 
 #[cfg(test)]

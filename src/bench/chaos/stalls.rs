@@ -32,9 +32,15 @@ impl Stalls {
                     () = tokio::time::sleep_until(planned.into()) => {}
                     () = stop.cancelled() => return,
                 }
-                let late = Instant::now().saturating_duration_since(planned).as_millis() as i64;
+                let late = Instant::now()
+                    .saturating_duration_since(planned)
+                    .as_millis() as i64;
                 if late >= NOTED_MS {
-                    record.0.lock().expect("not poisoned").push((now_ms(), late));
+                    record
+                        .0
+                        .lock()
+                        .expect("not poisoned")
+                        .push((now_ms(), late));
                 }
             }
         });
