@@ -16,12 +16,12 @@ const PRINTED: usize = 20;
 pub const RESENT: &str = "resent once on a fresh connection";
 
 /// The answers of one kind of producer operation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct OpCounts {
     /// 2xx.
     pub ok: usize,
-    /// 4xx.
-    pub client_error: usize,
+    /// 4xx, by status.
+    pub client_error: BTreeMap<u16, usize>,
     /// 503 (with or without `Retry-After`).
     pub unavailable: usize,
     /// Any other status (another 5xx, 1xx, 3xx).
@@ -138,8 +138,24 @@ impl Verdict {
         ));
         for (kind, n) in &c.ops {
             line(format!(
-                "  op {kind:<10} 2xx {} 4xx {} 503 {} other {} no answer {}",
-                n.ok, n.client_error, n.unavailable, n.other, n.no_answer
+                "  op {kind:<10} 2xx {} 4xx {}{} 503 {} other {} no answer {}",
+                n.ok,
+                n.client_error.values().sum::<usize>(),
+                if n.client_error.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        join(
+                            n.client_error
+                                .iter()
+                                .map(|(status, k)| format!("{status} ×{k}"))
+                        )
+                    )
+                },
+                n.unavailable,
+                n.other,
+                n.no_answer
             ));
         }
         line(format!(
@@ -243,7 +259,7 @@ impl Counts {
             match op.outcome {
                 OpOutcome::Status { status, .. } => match status {
                     200..=299 => n.ok += 1,
-                    400..=499 => n.client_error += 1,
+                    400..=499 => *n.client_error.entry(status).or_default() += 1,
                     503 => n.unavailable += 1,
                     _ => n.other += 1,
                 },
