@@ -63,15 +63,7 @@ impl Api {
         body: Option<&Value>,
     ) -> anyhow::Result<(Value, f64)> {
         let base = &self.bases[(n % self.bases.len() as u64) as usize];
-        let mut request = self
-            .client
-            .request(method, format!("{base}{path}"))
-            .bearer_auth(TOKEN);
-        if let Some(body) = body {
-            request = request
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(serde_json::to_vec(body)?);
-        }
+        let request = request(&self.client, base, method, path, body)?;
         let started = Instant::now();
         let response = request.send().await?;
         let status = response.status();
@@ -239,4 +231,23 @@ where
         all.extend(joined??);
     }
     Ok(all)
+}
+
+/// A request to `base` (`http://addr`) with the token and, when given, the JSON body.
+pub fn request(
+    client: &reqwest::Client,
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&Value>,
+) -> anyhow::Result<reqwest::RequestBuilder> {
+    let mut request = client
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(TOKEN);
+    if let Some(body) = body {
+        request = request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body)?);
+    }
+    Ok(request)
 }

@@ -32,27 +32,14 @@ const JUDGE: &[&str] = &["--lease-ms", "20000", "--attempt-timeout-ms", "2000"];
 /// How far a set clock may be from the database's (as in `skewed_clocks.rs`).
 const SYNC_ERROR_MS: i64 = 50;
 
+// Where libfaketime is, shared with the chaos soak's skewed instance.
+#[path = "../../src/bench/chaos/faketime.rs"]
+mod faketime;
+
 /// libfaketime's library, or `None` (said once) where it is not installed; under
 /// `CI=true` its absence fails the test.
 fn libfaketime() -> Option<PathBuf> {
-    let named = std::env::var_os("DEFERHOOK_LIBFAKETIME").map(PathBuf::from);
-    let multiarch = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|dir| dir.path().join("faketime/libfaketime.so.1"));
-    let found = named
-        .into_iter()
-        .chain(multiarch)
-        .chain(
-            [
-                "/usr/lib/faketime",
-                "/usr/lib64/faketime",
-                "/usr/local/lib/faketime",
-            ]
-            .map(|dir| PathBuf::from(dir).join("libfaketime.so.1")),
-        )
-        .find(|path| path.is_file());
+    let found = faketime::library();
     if found.is_none() {
         let message = "libfaketime is not installed (Debian: apt-get install faketime; or \
                        set DEFERHOOK_LIBFAKETIME to its path)";

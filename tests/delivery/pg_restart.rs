@@ -6,115 +6,15 @@
 //! stopping it disturbs nobody). Without the server binaries it is skipped with one
 //! line, except under `CI=true`.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sqlx::Connection;
 
 use crate::receiver::{Receiver, Reply};
 
-struct Cluster {
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-fn as_postgres(program: PathBuf) -> Command {
-    // initdb refuses to run as root: run the server tools as `postgres` then.
-    if nix_is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    }
-}
-
-fn nix_is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-impl Cluster {
-    fn create() -> Option<Cluster> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
-            .filter(|bin| bin.join("initdb").exists())
-            .max()?;
-        let dir = tempfile::tempdir().ok()?;
-        if nix_is_root() {
-            let owned = Command::new("chown")
-                .arg("postgres")
-                .arg(dir.path())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !owned {
-                return None;
-            }
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let initialised = as_postgres(bin.join("initdb"))
-            .args(["-A", "trust", "-U", "postgres", "-D"])
-            .arg(dir.path().join("data"))
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !initialised {
-            return None;
-        }
-        let cluster = Cluster { bin, dir, port };
-        cluster.start();
-        Some(cluster)
-    }
-
-    fn pg_ctl(&self, args: &[&str]) {
-        let status = as_postgres(self.bin.join("pg_ctl"))
-            .arg("-D")
-            .arg(self.dir.path().join("data"))
-            .arg("-l")
-            .arg(self.dir.path().join("log"))
-            .args(args)
-            .output()
-            .expect("pg_ctl runs");
-        assert!(status.status.success(), "pg_ctl {args:?}: {status:?}");
-    }
-
-    fn start(&self) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.dir.path().display()
-        );
-        self.pg_ctl(&["-w", "-o", &options, "start"]);
-    }
-
-    fn stop(&self) {
-        self.pg_ctl(&["-w", "-m", "fast", "stop"]);
-    }
-
-    fn url(&self, database: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = as_postgres(self.bin.join("pg_ctl"))
-            .arg("-D")
-            .arg(self.dir.path().join("data"))
-            .args(["-m", "immediate", "stop"])
-            .output();
-    }
-}
+// The soak's private cluster (issue #17), shared rather than written twice.
+#[path = "../../src/bench/chaos/cluster.rs"]
+mod cluster;
 
 async fn status(client: &reqwest::Client, url: String) -> u16 {
     match client.get(url).send().await {
@@ -125,30 +25,15 @@ async fn status(client: &reqwest::Client, url: String) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_restart_mid_delivery_loses_nothing() {
-    let Some(cluster) = Cluster::create() else {
-        let message = "no PostgreSQL server binaries to run a private cluster";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{message}");
-        }
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipping the PostgreSQL restart test: {message}"
-        );
+    let Some(cluster) = cluster::cluster_or_skip("the PostgreSQL restart test") else {
         return;
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres"))
-        .await
-        .unwrap();
-    sqlx::query("CREATE DATABASE dh")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    drop(admin);
+    let url = cluster.database("dh").await.unwrap();
     let receiver =
         Receiver::start(vec![Reply::status(200).after(Duration::from_millis(400))]).await;
     let process = crate::process::spawn(
-        &cluster.url("dh"),
+        &url,
         &[
             "--lease-ms",
             "8000",
@@ -185,7 +70,7 @@ async fn a_postgres_restart_mid_delivery_loses_nothing() {
     }
     receiver.wait_for(1, Duration::from_secs(5)).await;
 
-    cluster.stop();
+    cluster.stop().unwrap();
     assert_eq!(status(&client, format!("{base}/readyz")).await, 503);
     assert_eq!(
         status(&client, format!("{base}/v1/jobs/{}", ids[0])).await,
@@ -198,7 +83,7 @@ async fn a_postgres_restart_mid_delivery_loses_nothing() {
         assert!(Instant::now() < answered, "the receiver never answered");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    cluster.start();
+    cluster.start().unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(30);
     while status(&client, format!("{base}/readyz")).await != 200 {

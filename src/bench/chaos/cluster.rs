@@ -7,6 +7,9 @@
 //! [`Cluster::stop`] and [`Cluster::start`] run `pg_ctl` and wait for it (`start`: up
 //! to [`START_SECONDS`], WAL recovery included); from async code, call them in
 //! `tokio::task::spawn_blocking` when that wait matters.
+//!
+//! The file stands alone (no `crate::` paths): `tests/delivery/pg_restart.rs`
+//! includes it too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,8 +17,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Context;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
-
-use crate::bench::clock::now_ms;
 
 /// Where Debian and Ubuntu install the server's versions (`<version>/bin/initdb`).
 const INSTALLS: &str = "/usr/lib/postgresql";
@@ -45,7 +46,9 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!(
             "deferhook-chaos-pg-{}-{}-{}",
             std::process::id(),
-            now_ms(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis()),
             CREATED.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -241,7 +244,7 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
 /// The cluster, or `None` (said in one line) where the server is not installed;
 /// under `CI=true` its absence fails the test.
 #[cfg(test)]
-pub(super) fn cluster_or_skip(test: &str) -> Option<Cluster> {
+pub fn cluster_or_skip(test: &str) -> Option<Cluster> {
     match Cluster::create() {
         Ok(cluster) => Some(cluster),
         Err(error) if std::env::var("CI").is_ok_and(|v| v == "true") => {

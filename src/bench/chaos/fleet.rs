@@ -48,7 +48,7 @@ pub struct FleetConfig {
     /// The instance run with a skewed clock and its `FAKETIME` offset in seconds
     /// (positive: ahead), as [`super::plan::Plan::skewed`].
     pub skewed: Option<(usize, i64)>,
-    /// libfaketime's library ([`libfaketime`]); required when `skewed` is set.
+    /// libfaketime's library ([`super::faketime::library`]); required when `skewed` is set.
     pub libfaketime: Option<PathBuf>,
     /// `--no-worker`: the API alone (the audit reads a store no worker changes).
     pub api_only: bool,
@@ -77,29 +77,6 @@ struct Slot {
     exit: Option<ExitStatus>,
     /// How many times it was started.
     starts: u32,
-}
-
-/// libfaketime's library: `DEFERHOOK_LIBFAKETIME`, else Debian's multiarch
-/// `/usr/lib/<triple>/faketime/libfaketime.so.1`, else `/usr/lib/faketime`,
-/// `/usr/lib64/faketime` or `/usr/local/lib/faketime`; `None` when none is a file.
-pub fn libfaketime() -> Option<PathBuf> {
-    let named = std::env::var_os("DEFERHOOK_LIBFAKETIME").map(PathBuf::from);
-    let multiarch = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|dir| dir.path().join("faketime/libfaketime.so.1"));
-    let others = [
-        "/usr/lib/faketime",
-        "/usr/lib64/faketime",
-        "/usr/local/lib/faketime",
-    ]
-    .map(|dir| PathBuf::from(dir).join("libfaketime.so.1"));
-    named
-        .into_iter()
-        .chain(multiarch)
-        .chain(others)
-        .find(|path| path.is_file())
 }
 
 impl Fleet {

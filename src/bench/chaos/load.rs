@@ -19,11 +19,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::super::clock::now_ms;
+use super::super::load::request;
 use super::history::{Op, ReceiverKind};
 use super::load_jobs::Known;
 use super::load_ops::{self, Prepared, Timing};
 use super::load_schedule::{Mix, Schedule, Step};
-use super::load_send::{client, request, send};
+use super::load_send::{client, send};
 
 /// Live instances: (fleet index, `http://addr`). Supplied by the coordinator (the
 /// fleet's `live()`).

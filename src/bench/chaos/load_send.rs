@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::super::clock::now_ms;
-use super::super::server::TOKEN;
+use super::super::load::request;
 use super::history::{Op, OpKind, OpOutcome};
 use super::load_ops::Prepared;
 
@@ -23,25 +23,6 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
         .timeout(REQUEST_TIMEOUT)
         .connect_timeout(REQUEST_TIMEOUT)
         .build()?)
-}
-
-/// A request to `base` (`http://addr`) with the token and, when given, the JSON body.
-pub fn request(
-    client: &reqwest::Client,
-    base: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<&Value>,
-) -> anyhow::Result<reqwest::RequestBuilder> {
-    let mut request = client
-        .request(method, format!("{base}{path}"))
-        .bearer_auth(TOKEN);
-    if let Some(body) = body {
-        request = request
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(body)?);
-    }
-    Ok(request)
 }
 
 /// Sends `op` to instance `instance` at `base` and records it; never fails (a failure

@@ -13,6 +13,7 @@
 mod audit;
 mod audit_checks;
 mod cluster;
+mod faketime;
 mod faults;
 mod fleet;
 mod history;
@@ -51,7 +52,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let mut plan = Plan::new(seed, load_for, args.instances as usize, postgres);
     let libfaketime = match plan.skewed {
         Some(_) => {
-            let found = fleet::libfaketime();
+            let found = faketime::library();
             if found.is_none() {
                 if std::env::var("CI").is_ok_and(|v| v == "true") {
                     anyhow::bail!(

@@ -1,0 +1,28 @@
+//! Where libfaketime is installed: the soak's skewed instance and
+//! `tests/delivery/black_box_clocks.rs` (which includes this file) preload it.
+
+use std::path::PathBuf;
+
+/// libfaketime's library: `DEFERHOOK_LIBFAKETIME`, else Debian's multiarch
+/// `/usr/lib/<triple>/faketime/libfaketime.so.1`, else `/usr/lib/faketime`,
+/// `/usr/lib64/faketime` or `/usr/local/lib/faketime`; `None` when none is a file
+/// (Debian: `apt-get install faketime`).
+pub fn library() -> Option<PathBuf> {
+    let named = std::env::var_os("DEFERHOOK_LIBFAKETIME").map(PathBuf::from);
+    let multiarch = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|dir| dir.path().join("faketime/libfaketime.so.1"));
+    let others = [
+        "/usr/lib/faketime",
+        "/usr/lib64/faketime",
+        "/usr/local/lib/faketime",
+    ]
+    .map(|dir| PathBuf::from(dir).join("libfaketime.so.1"));
+    named
+        .into_iter()
+        .chain(multiarch)
+        .chain(others)
+        .find(|path| path.is_file())
+}
