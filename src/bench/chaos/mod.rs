@@ -92,7 +92,12 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     ));
     std::fs::create_dir_all(&log_dir)?;
     println!("chaos: server logs in {}", log_dir.display());
-    let outcome = soak(args, &plan, &log_dir, libfaketime).await;
+    // Ctrl-C or SIGTERM ends the run through the destructors: the instances are
+    // killed, the private cluster is stopped and its directory removed.
+    let outcome = tokio::select! {
+        outcome = soak(args, &plan, &log_dir, libfaketime) => outcome,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
     match &outcome {
         Ok(verdict) if verdict.passed() => {
             let _ = std::fs::remove_dir_all(&log_dir);
@@ -122,6 +127,19 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C (`SIGINT`) or `SIGTERM`, naming it.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
 }
 
 /// Everything between the plan and the verdict.
