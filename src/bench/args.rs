@@ -61,8 +61,8 @@ pub struct Args {
     /// benchmark's database.
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     pub postgres_url: String,
-    /// `chaos`: how long the load and the faults last, in minutes (then the faults are
-    /// healed, the jobs drain and the audit runs).
+    /// `chaos`: how long the load and the faults last, in whole minutes (then the
+    /// faults are healed, the jobs drain for about a minute and the audit runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub minutes: u64,
     /// `chaos`: the seed of the fault schedule and of the load's choices [default: from
@@ -111,7 +111,8 @@ pub enum Scenario {
 pub enum Backend {
     /// A new file in a temporary directory.
     Sqlite,
-    /// A new database on `--postgres-url`'s server, dropped afterwards.
+    /// A new database on `--postgres-url`'s server, dropped afterwards (`chaos`: a
+    /// private cluster of the installed server, which the soak may restart).
     Postgres,
 }
 

@@ -75,7 +75,11 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         .map(FaultKind::name)
         .collect();
     if !missing.is_empty() {
-        println!("chaos: the run is too short for every kind of fault; none of: {missing:?}");
+        println!(
+            "chaos: the run is too short for every kind of fault (two minutes are enough); \
+             none of: {}",
+            missing.join(", ")
+        );
     }
     println!(
         "replay this run: deferhook-bench --scenario chaos --minutes {} --backend {} \
@@ -91,7 +95,10 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         now_ms()
     ));
     std::fs::create_dir_all(&log_dir)?;
-    println!("chaos: server logs in {}", log_dir.display());
+    println!(
+        "chaos: server logs in {} (removed after a passing run, kept otherwise)",
+        log_dir.display()
+    );
     // Ctrl-C or SIGTERM ends the run through the destructors: the instances are
     // killed, the private cluster is stopped and its directory removed.
     let outcome = tokio::select! {
@@ -288,13 +295,14 @@ async fn soak(
     };
     watching.cancel();
     let paused = stalls.seen();
-    if let Some(&(at, longest)) = paused.iter().max_by_key(|(_, late)| *late) {
-        println!(
-            "chaos: this process paused {} time(s) for 200 ms or more; the longest {longest} ms, \
-             ending {:.1} s into the load",
+    match paused.iter().max_by_key(|(_, late)| *late) {
+        Some(&(at, longest)) => println!(
+            "chaos: this process (the receivers' and the producer's) paused {} time(s) for \
+             200 ms or more; the longest {longest} ms, ending {:.1} s into the load",
             paused.len(),
             (at - load_started_ms) as f64 / 1000.0
-        );
+        ),
+        None => println!("chaos: this process never paused for 200 ms or more"),
     }
     let mut verdict = audit::audit(&history, &view, &settings);
     for (instance, status) in crashed {

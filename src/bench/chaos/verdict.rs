@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::history::{FaultKind, FaultWindow, History, OpKind, OpOutcome};
+use super::history::{FaultKind, FaultWindow, History, Ms, OpKind, OpOutcome};
 use super::store_view::StoreView;
 
 /// Violations printed in full; the rest are counted.
@@ -55,6 +55,8 @@ pub struct Counts {
     pub faults: BTreeMap<String, usize>,
     /// Requests a fault excused, per fault kind, every kind.
     pub excused: BTreeMap<String, usize>,
+    /// When the load began (Unix ms): fault windows print as seconds after it.
+    pub load_started_ms: Ms,
 }
 
 /// One broken rule.
@@ -133,7 +135,9 @@ impl Verdict {
             join(c.jobs_by_state.iter().map(|(k, v)| format!("{k} {v}")))
         ));
         line(format!(
-            "  requests: {} seen, {} accepted, {} duplicate(s); {} resend(s), {} unknown attempt(s)",
+            "  requests: {} seen, {} answered 2xx, {} duplicate(s) (2xx beyond a job's first; \
+             allowed per job up to its attempts of unknown outcome plus its resends: in all \
+             {} resend(s), {} attempt(s) recorded unknown)",
             c.requests, c.accepted, c.duplicates, c.resends, c.unknown_attempts
         ));
         for (kind, n) in &c.ops {
@@ -170,11 +174,12 @@ impl Verdict {
             let instance = fault
                 .instance
                 .map_or(String::new(), |i| format!(" instance {i}"));
+            let at = |ms: Ms| (ms - c.load_started_ms) as f64 / 1000.0;
             line(format!(
-                "    {}{instance} {}..{} ms: {n}",
+                "    {}{instance} at {:.1}–{:.1} s: {n} request(s)",
                 fault.kind.name(),
-                fault.start_ms,
-                fault.end_ms
+                at(fault.start_ms),
+                at(fault.end_ms)
             ));
         }
         let mut by_check: BTreeMap<&str, usize> = BTreeMap::new();
@@ -297,6 +302,7 @@ impl Counts {
                     .map(|(_, n)| n)
                     .sum()
             }),
+            load_started_ms: history.load_started_ms,
         }
     }
 }
