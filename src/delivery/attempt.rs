@@ -13,6 +13,7 @@ use super::sender::{Outgoing, Received, Sender, Sent};
 use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::{Transition, transition};
+use crate::domain::policy::TransportFailure;
 use crate::domain::policy::pauses_subscriber;
 use crate::domain::{Clock, JobEvent};
 use crate::metrics;
@@ -63,6 +64,14 @@ fn lease_margin_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(10, 1_000)
 }
 
+/// How long one attempt may take: the attempt timeout, or the time left to the
+/// deadline when shorter (`to_deadline_ms` = deadline − now, in ms); `None` when the
+/// deadline has come, so nothing may be sent (docs/DESIGN.md §3, "Timeouts").
+fn time_budget(to_deadline_ms: i64, attempt_timeout: Duration) -> Option<Duration> {
+    let left = u64::try_from(to_deadline_ms).ok().filter(|&ms| ms > 0)?;
+    Some(attempt_timeout.min(Duration::from_millis(left)))
+}
+
 /// Sends `job` and judges the answer at the clock's `now`. `hard_stop` is cancelled
 /// when the shutdown grace period is over: the request is dropped and the outcome is
 /// unknown (never a terminal state, CASES C-02). `None` only when the state machine has
@@ -85,13 +94,24 @@ pub async fn execute(
         job.possible_duplicate,
         job.reclaimed_expired_lease,
     );
-    let to_deadline = u64::try_from(job.snapshot.deadline.millis_since(now)).unwrap_or(0);
-    let timeout = ctx
-        .settings
-        .attempt_timeout
-        .min(Duration::from_millis(to_deadline.max(1)));
-    let answer = match &job.secrets {
-        Ok(secrets) => {
+    let budget = time_budget(
+        job.snapshot.deadline.millis_since(now),
+        ctx.settings.attempt_timeout,
+    );
+    let answer = match (&job.secrets, budget) {
+        // Claimed before its deadline but started at or after it (a stalled process, a
+        // slow store): nothing may leave now (issue #17's soak saw such a request
+        // reach its receiver 1.3 s late). No answer within no time: a timeout, which
+        // the state machine turns into `dead` (`deadline_exceeded`).
+        (Ok(_), None) => Ok(Sent {
+            received: Received::Failed {
+                failure: TransportFailure::Timeout,
+                reason: "the deadline passed before the request could leave; nothing was sent"
+                    .to_owned(),
+            },
+            resent: None,
+        }),
+        (Ok(secrets), Some(timeout)) => {
             // Signed now: the previous secret of a rotation signs too until its grace
             // period ends (docs/DESIGN.md §4).
             let secrets = secrets.active_at(now);
@@ -115,7 +135,7 @@ pub async fn execute(
                 () = hard_stop.cancelled() => Err(Interrupted::Shutdown),
             }
         }
-        Err(unreadable) => {
+        (Err(unreadable), _) => {
             tracing::error!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
                 error = %unreadable, "cannot sign the attempt; nothing was sent");
             Err(Interrupted::Unsigned(unreadable.to_string()))
@@ -213,4 +233,22 @@ fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
         resent: false,
     };
     (result, JobEvent::Released)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_gets_the_time_left_to_its_deadline_and_none_once_it_has_come() {
+        let timeout = Duration::from_secs(10);
+        assert_eq!(time_budget(60_000, timeout), Some(timeout));
+        assert_eq!(time_budget(5, timeout), Some(Duration::from_millis(5)));
+        assert_eq!(time_budget(1, timeout), Some(Duration::from_millis(1)));
+        // Before this rule the request left with a 1 ms limit and could still reach
+        // its receiver after the deadline.
+        assert_eq!(time_budget(0, timeout), None);
+        assert_eq!(time_budget(-1_270, timeout), None);
+        assert_eq!(time_budget(i64::MIN, timeout), None);
+    }
 }
