@@ -46,12 +46,36 @@ impl Audit<'_> {
                     format!("job {id} was acknowledged but is not in the store"),
                     line(),
                 ),
+                OpKind::Create {
+                    subscriber,
+                    event_id,
+                    job_id: None,
+                    ..
+                } if op.acknowledged() => self.other_violation(
+                    "lost",
+                    Some((subscriber, event_id)),
+                    "a create was answered 2xx without a job id".to_owned(),
+                    line(),
+                ),
                 OpKind::FanOut {
                     event_id,
                     subscribers,
                     job_ids,
                     ..
                 } if op.acknowledged() => {
+                    if job_ids.len() != subscribers.len() {
+                        self.other_violation(
+                            "lost",
+                            None,
+                            format!(
+                                "a fan-out of event {event_id} to {} subscribers was answered \
+                                 2xx with {} jobs",
+                                subscribers.len(),
+                                job_ids.len()
+                            ),
+                            line(),
+                        );
+                    }
                     for (subscriber, id) in subscribers.iter().zip(job_ids) {
                         if !stored.contains(id) {
                             self.other_violation(
@@ -224,6 +248,15 @@ impl Audit<'_> {
         };
         if let Err(problem) = explained {
             problems.push(problem);
+        }
+        // A cancel answered 200 is final: nothing (a late result, a reclaim) may move
+        // the job out of `cancelled` afterwards (DESIGN §2.3).
+        let cancelled_with_200 = case.ops.iter().any(|&i| {
+            let op = &self.history.ops[i];
+            op.acknowledged() && matches!(op.kind, OpKind::Cancel { job_id } if job_id == job.id)
+        });
+        if cancelled_with_200 && job.state != "cancelled" {
+            problems.push(format!("{}, after a cancel answered 200", job.state));
         }
         if job.state != "in_flight" && case.attempts.iter().any(|a| a.outcome == "in_progress") {
             problems.push(format!("an attempt in_progress on a {} job", job.state));

@@ -163,6 +163,23 @@ fn lost_an_acknowledged_job_missing() {
 }
 
 #[test]
+fn lost_a_2xx_fan_out_that_lists_fewer_jobs() {
+    let (mut history, store) = clean();
+    history.ops.push(op(
+        OpKind::FanOut {
+            event_id: "e1".into(),
+            subscribers: vec!["fast-0".into(), "fast-1".into()],
+            deliver_at_ms: None,
+            deadline_ms: T + 10_000,
+            job_ids: vec![Uuid::from_u128(2)],
+        },
+        T,
+        201,
+    ));
+    assert!(checks(&history, &store).contains(&"lost"));
+}
+
+#[test]
 fn unasked_a_job_nobody_created() {
     let (mut history, store) = clean();
     history.ops.clear();
@@ -265,6 +282,23 @@ fn after_cancel_unless_a_sigstop_explains_it() {
     assert!(verdict.passed(), "{}", verdict.text());
     assert_eq!(verdict.excused.len(), 1);
     assert_eq!(verdict.counts.excused["sigstop"], 1);
+}
+
+#[test]
+fn a_cancel_answered_200_is_final() {
+    // The clean job is delivered; a cancel that was answered 200 says it was not.
+    let (mut history, store) = clean();
+    history
+        .ops
+        .push(op(OpKind::Cancel { job_id: ID }, T + 5, 200));
+    assert!(checks(&history, &store).contains(&"unexplained"));
+    // A cancel refused (409) leaves the job to its delivery.
+    history.ops.pop();
+    history
+        .ops
+        .push(op(OpKind::Cancel { job_id: ID }, T + 5, 409));
+    let verdict = audit(&history, &store, &settings());
+    assert!(verdict.passed(), "{}", verdict.text());
 }
 
 #[test]
