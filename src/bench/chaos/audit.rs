@@ -188,19 +188,25 @@ impl<'a> Audit<'a> {
     }
 
     /// The SIGSTOP window (index in `history.faults`) that covers `from..=to`
-    /// extended by `after_stop_ms`, if any.
-    pub fn stop_window(&self, from: Ms, to: Ms) -> Option<usize> {
+    /// extended by `after_stop_ms` and stopped the process of one of `case`'s attempts
+    /// started before the window ended (its `lease_owner` names the pid), if any.
+    pub fn stop_window(&self, case: &Case<'_>, from: Ms, to: Ms) -> Option<usize> {
         self.history.faults.iter().position(|fault| {
             fault.kind == FaultKind::Stop
                 && fault.start_ms <= to
                 && from <= fault.end_ms + self.settings.after_stop_ms
+                && fault.pid.is_none_or(|pid| {
+                    case.attempts.iter().any(|attempt| {
+                        attempt.started_at_ms <= fault.end_ms && owner_pid(attempt) == Some(pid)
+                    })
+                })
         })
     }
 
-    /// Excuses request `request` by the SIGSTOP window over `from..=to`; false when
-    /// there is none (a violation then).
-    pub fn excuse(&mut self, request: usize, from: Ms, to: Ms) -> bool {
-        match self.stop_window(from, to) {
+    /// Excuses request `request` of `case` by the SIGSTOP window over `from..=to`;
+    /// false when there is none (a violation then).
+    pub fn excuse(&mut self, case: &Case<'_>, request: usize, from: Ms, to: Ms) -> bool {
+        match self.stop_window(case, from, to) {
             Some(window) => {
                 self.excused.entry(window).or_default().insert(request);
                 true
@@ -316,6 +322,17 @@ pub(super) fn op_line(op: &super::history::Op, zero: Ms) -> String {
 fn uuid_ms(id: &Uuid) -> Option<Ms> {
     let (seconds, nanos) = id.get_timestamp()?.to_unix();
     Some(seconds as Ms * 1_000 + Ms::from(nanos / 1_000_000))
+}
+
+/// The process id in an attempt's `lease_owner` (`<host>:<pid>:<hex>`).
+fn owner_pid(attempt: &StoredAttempt) -> Option<u32> {
+    attempt
+        .lease_owner
+        .as_deref()?
+        .rsplit(':')
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -314,7 +314,7 @@ impl Audit<'_> {
             let start = history.requests[i].started_ms;
             if let Some(at) = cancelled_at
                 && start > at + tolerance
-                && !self.excuse(i, start, start)
+                && !self.excuse(case, i, start, start)
             {
                 found.push((
                     "after_cancel",
@@ -324,7 +324,7 @@ impl Audit<'_> {
                     ),
                 ));
             }
-            if start > job.deadline_ms + tolerance && !self.excuse(i, start, start) {
+            if start > job.deadline_ms + tolerance && !self.excuse(case, i, start, start) {
                 let late = start - job.deadline_ms;
                 found.push((
                     "after_deadline",
@@ -379,8 +379,8 @@ impl Audit<'_> {
             if next.started_ms + tolerance >= first_end {
                 continue;
             }
-            if !self.excuse(pair[0], first.started_ms, first_end)
-                && !self.excuse(pair[1], next.started_ms, next.started_ms)
+            if !self.excuse(case, pair[0], first.started_ms, first_end)
+                && !self.excuse(case, pair[1], next.started_ms, next.started_ms)
             {
                 let ms = first_end - next.started_ms;
                 found.push(("overlap", format!("two requests open at once for {ms} ms")));
@@ -425,7 +425,7 @@ impl Audit<'_> {
                 .iter()
                 .filter(|&&i| {
                     let request = &self.history.requests[i];
-                    self.excuse(i, request.started_ms, request.ended_ms(read_at))
+                    self.excuse(case, i, request.started_ms, request.ended_ms(read_at))
                 })
                 .count();
             if duplicates > unknown + resends + stopped {

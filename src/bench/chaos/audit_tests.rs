@@ -139,6 +139,8 @@ fn stop(start: Ms, end: Ms) -> FaultWindow {
     FaultWindow {
         kind: FaultKind::Stop,
         instance: Some(0),
+        // The process of the test attempts' `lease_owner` (`host:1:abcd0123`).
+        pid: Some(1),
         start_ms: T + start,
         end_ms: T + end,
     }
@@ -276,7 +278,14 @@ fn after_cancel_unless_a_sigstop_explains_it() {
         .push(op(OpKind::Cancel { job_id: ID }, T + 5, 200));
     history.requests = vec![request(4_000, Some((4_002, Ending::Answered(200))))];
     assert_eq!(checks(&history, &store), ["after_cancel"]);
-    // The request came from an instance stopped from +1 s to +3.5 s.
+    // Another process stopped then does not explain it: none of the job's attempts
+    // ran there.
+    let mut elsewhere = stop(1_000, 3_500);
+    elsewhere.pid = Some(2);
+    history.faults.push(elsewhere);
+    assert_eq!(checks(&history, &store), ["after_cancel"]);
+    history.faults.clear();
+    // The request came from the instance of its attempt, stopped from +1 s to +3.5 s.
     history.faults.push(stop(1_000, 3_500));
     let verdict = audit(&history, &store, &settings());
     assert!(verdict.passed(), "{}", verdict.text());
@@ -415,6 +424,7 @@ fn producer_5xx_unless_a_503_during_a_postgres_restart() {
     history.faults.push(FaultWindow {
         kind: FaultKind::PostgresRestart,
         instance: None,
+        pid: None,
         start_ms: T + 15_000,
         end_ms: T + 19_000,
     });

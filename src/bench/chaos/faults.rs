@@ -63,6 +63,7 @@ pub async fn inject(
 
 /// One fault, from its start to its healing.
 async fn apply(fault: &PlannedFault, targets: &Targets) -> anyhow::Result<FaultWindow> {
+    let pid = fault.instance.and_then(|i| targets.fleet.pid(i));
     let start_ms = now_ms();
     let instance = || fault.instance.context("a process fault names its instance");
     match fault.kind {
@@ -108,6 +109,7 @@ async fn apply(fault: &PlannedFault, targets: &Targets) -> anyhow::Result<FaultW
     Ok(FaultWindow {
         kind: fault.kind,
         instance: fault.instance,
+        pid,
         start_ms,
         end_ms: now_ms(),
     })

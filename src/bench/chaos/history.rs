@@ -220,6 +220,9 @@ pub struct FaultWindow {
     pub kind: FaultKind,
     /// The instance it hit (fleet index), for the process faults.
     pub instance: Option<usize>,
+    /// That instance's process id when the fault began: the attempts it ran carry it
+    /// in their `lease_owner` (`<host>:<pid>:<hex>`).
+    pub pid: Option<u32>,
     /// When it began (the signal sent, the cluster stopping, the listeners closed).
     pub start_ms: Ms,
     /// When it ended (SIGCONT sent, the instance answering again, the cluster or the

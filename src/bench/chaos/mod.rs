@@ -247,6 +247,7 @@ async fn soak(
         windows.push(FaultWindow {
             kind: FaultKind::Skewed,
             instance: Some(instance),
+            pid: None,
             start_ms: load_started_ms,
             end_ms: load_ended_ms,
         });
