@@ -290,11 +290,19 @@ impl Audit<'_> {
             .filter(|op| op.acknowledged() && matches!(op.kind, OpKind::Cancel { .. }))
             .map(|op| op.answered_ms)
             .min();
-        let moved = case.ops.iter().any(|&i| match &history.ops[i].kind {
-            OpKind::Reschedule { .. } => true,
-            OpKind::Replay { subscribers, .. } => subscribers.contains(&job.subscriber_id),
-            _ => false,
-        });
+        // From the first reschedule or replay that could move it on, its deliver_at may
+        // change: `early` judges the requests before.
+        let moved_at = case
+            .ops
+            .iter()
+            .map(|&i| &history.ops[i])
+            .filter(|op| match &op.kind {
+                OpKind::Reschedule { .. } => true,
+                OpKind::Replay { subscribers, .. } => subscribers.contains(&job.subscriber_id),
+                _ => false,
+            })
+            .map(|op| op.sent_ms)
+            .min();
         // The earliest deliver_at any create of its key asked for (absent: when sent).
         let not_before = case
             .ops
@@ -332,7 +340,7 @@ impl Audit<'_> {
                 ));
             }
             if let Some(at) = not_before
-                && !moved
+                && moved_at.is_none_or(|moved| start < moved)
                 && start < at - tolerance
             {
                 found.push((
@@ -363,27 +371,35 @@ impl Audit<'_> {
         }
     }
 
-    /// `overlap`: request i+1 starting (beyond the tolerance) before request i ended is
-    /// excused when either of them meets a SIGSTOP window (i open during it, or i+1
-    /// starting within it or `after_stop_ms` after it).
+    /// `overlap`: a request starting (beyond the tolerance) before an earlier one of
+    /// its job ended is excused when either of them meets a SIGSTOP window of the
+    /// job's process (the earlier open during it, or the later starting within it or
+    /// `after_stop_ms` after it).
     fn overlap(&mut self, case: &Case<'_>) {
         let read_at = self.store.read_at_ms;
         let tolerance = self.settings.overlap_ms;
         let mut found = Vec::new();
-        for pair in case.requests.windows(2) {
-            let (first, next) = (
-                &self.history.requests[pair[0]],
-                &self.history.requests[pair[1]],
-            );
-            let first_end = first.ended_ms(read_at);
-            if next.started_ms + tolerance >= first_end {
-                continue;
+        // Each request against the one still open the longest before it (not only its
+        // neighbour: a long request may outlast several short ones).
+        let mut longest: Option<usize> = None;
+        for &next_i in &case.requests {
+            let next = &self.history.requests[next_i];
+            if let Some(first_i) = longest {
+                let first = &self.history.requests[first_i];
+                let first_end = first.ended_ms(read_at);
+                if next.started_ms + tolerance < first_end
+                    && !self.excuse(case, first_i, first.started_ms, first_end)
+                    && !self.excuse(case, next_i, next.started_ms, next.started_ms)
+                {
+                    let ms = first_end - next.started_ms;
+                    found.push(("overlap", format!("two requests open at once for {ms} ms")));
+                }
             }
-            if !self.excuse(case, pair[0], first.started_ms, first_end)
-                && !self.excuse(case, pair[1], next.started_ms, next.started_ms)
-            {
-                let ms = first_end - next.started_ms;
-                found.push(("overlap", format!("two requests open at once for {ms} ms")));
+            let ends_later = longest.is_none_or(|first_i| {
+                next.ended_ms(read_at) > self.history.requests[first_i].ended_ms(read_at)
+            });
+            if ends_later {
+                longest = Some(next_i);
             }
         }
         self.per_check(case, found);

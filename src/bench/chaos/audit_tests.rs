@@ -344,6 +344,40 @@ fn overlap_unless_a_sigstop_explains_it() {
 }
 
 #[test]
+fn overlap_with_a_long_request_beyond_the_next_one() {
+    // Request 1 stays open to +5 s; request 2 opens and ends inside it, and request 3
+    // starts at +3 s, after request 2 ended but while request 1 is still open: both
+    // overlap request 1 (comparing neighbours only would miss the second).
+    let (mut history, mut store) = clean();
+    history.requests = vec![
+        request(10, Some((5_000, Ending::Abandoned))),
+        request(1_000, Some((1_010, Ending::Abandoned))),
+        ok(3_000),
+    ];
+    store.jobs[0].attempts = 3;
+    store.attempts.insert(
+        ID,
+        vec![
+            attempt(1, "unknown", None),
+            attempt(2, "unknown", None),
+            attempt(3, "delivered", None),
+        ],
+    );
+    let verdict = audit(&history, &store, &settings());
+    let overlaps = verdict
+        .violations
+        .iter()
+        .filter(|v| v.check == "overlap")
+        .count();
+    assert_eq!(overlaps, 1, "{}", verdict.text());
+    assert!(
+        verdict.violations[0].detail.contains("(and 1 more)"),
+        "{}",
+        verdict.text()
+    );
+}
+
+#[test]
 fn duplicates_beyond_unknown_attempts_and_resends() {
     let (mut history, mut store) = clean();
     history.requests = vec![ok(10), ok(500)];
@@ -454,6 +488,16 @@ fn early_unless_rescheduled() {
     if let OpKind::Create { deliver_at_ms, .. } = &mut history.ops[0].kind {
         *deliver_at_ms = Some(T + 5_000);
     }
+    assert_eq!(checks(&history, &store), ["early"]);
+    // A replay of its subscriber sent after the request does not excuse it.
+    history.ops.push(op(
+        OpKind::Replay {
+            subscribers: vec![store.jobs[0].subscriber_id.clone()],
+            replay_id: None,
+        },
+        T + 1_000,
+        202,
+    ));
     assert_eq!(checks(&history, &store), ["early"]);
     history.ops.push(op(
         OpKind::Reschedule {
