@@ -317,9 +317,25 @@ impl Audit<'_> {
                 }
             })
             .min();
+        // The deadline a create asked for holds until the first reschedule or replay
+        // (which only move it later here); from then on, the stored one.
+        let created_deadline = case
+            .ops
+            .iter()
+            .filter_map(|&i| match history.ops[i].kind {
+                OpKind::Create { deadline_ms, .. } | OpKind::FanOut { deadline_ms, .. } => {
+                    Some(deadline_ms)
+                }
+                _ => None,
+            })
+            .max();
         let mut found = Vec::new();
         for &i in &case.requests {
             let start = history.requests[i].started_ms;
+            let deadline = match created_deadline {
+                Some(asked) if moved_at.is_none_or(|moved| start < moved) => asked,
+                _ => job.deadline_ms,
+            };
             if let Some(at) = cancelled_at
                 && start > at + tolerance
                 && !self.excuse(case, i, start, start)
@@ -332,8 +348,8 @@ impl Audit<'_> {
                     ),
                 ));
             }
-            if start > job.deadline_ms + tolerance && !self.excuse(case, i, start, start) {
-                let late = start - job.deadline_ms;
+            if start > deadline + tolerance && !self.excuse(case, i, start, start) {
+                let late = start - deadline;
                 found.push((
                     "after_deadline",
                     format!("a request started {late} ms after the deadline"),

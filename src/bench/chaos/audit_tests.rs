@@ -512,6 +512,28 @@ fn early_unless_rescheduled() {
 }
 
 #[test]
+fn after_the_deadline_in_force_before_a_replay_moved_it() {
+    // Created with a deadline at +10 s, replayed at +20 s with one at +30 s: a request
+    // at +15 s was after the deadline of its time, though before the final one.
+    let (mut history, mut store) = clean();
+    store.jobs[0].deadline_ms = T + 30_000;
+    history.requests = vec![ok(15_000)];
+    store.attempts.get_mut(&ID).expect("rows")[0].started_at_ms = T + 14_990;
+    history.ops.push(op(
+        OpKind::Replay {
+            subscribers: vec![store.jobs[0].subscriber_id.clone()],
+            replay_id: None,
+        },
+        T + 20_000,
+        202,
+    ));
+    assert_eq!(checks(&history, &store), ["after_deadline"]);
+    // The same request after the replay is within the final deadline.
+    history.requests = vec![ok(21_000)];
+    assert!(checks(&history, &store).is_empty());
+}
+
+#[test]
 fn a_violation_carries_the_history() {
     let (mut history, store) = clean();
     history.requests = vec![request(10, Some((12, Ending::Answered(500))))];
