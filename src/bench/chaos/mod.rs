@@ -258,7 +258,13 @@ async fn soak(
         ops.len()
     );
     settle::cancel_replays(&fleet).await?;
-    settle::drain(&fleet).await?;
+    let settled = settle::drain(&fleet).await?;
+    // Every job terminal: the workers' gauges must equal the listing read below.
+    let worker_gauges = if settled {
+        store_view::gauges(&fleet.live()).await?
+    } else {
+        Vec::new()
+    };
     // The store is read with no worker left to change it: the instances stop (SIGTERM,
     // their attempts finish or are released) and one API-only instance answers.
     let crashed = fleet.crashed();
@@ -276,7 +282,8 @@ async fn soak(
         1,
     )
     .await?;
-    let view = store_view::read(&reader.live()).await?;
+    let mut view = store_view::read(&reader.live()).await?;
+    view.gauges.extend(worker_gauges);
     reader.shutdown().await?;
     let history = History {
         requests: receivers.requests(),

@@ -66,8 +66,8 @@ fn first(fleet: &Fleet) -> anyhow::Result<String> {
         .context("no instance is running after the heal")
 }
 
-/// Waits until no job is left unsettled, or [`DRAIN`] has passed.
-pub async fn drain(fleet: &Fleet) -> anyhow::Result<()> {
+/// Waits until no job is left unsettled (true), or [`DRAIN`] has passed (false).
+pub async fn drain(fleet: &Fleet) -> anyhow::Result<bool> {
     let started = Instant::now();
     loop {
         let base = first(fleet)?;
@@ -77,7 +77,7 @@ pub async fn drain(fleet: &Fleet) -> anyhow::Result<()> {
                 "chaos: every job settled {:.0} s after the load",
                 started.elapsed().as_secs_f64()
             );
-            return Ok(());
+            return Ok(true);
         }
         if started.elapsed() > DRAIN {
             println!(
@@ -96,7 +96,7 @@ pub async fn drain(fleet: &Fleet) -> anyhow::Result<()> {
                     job.deadline_ms - now
                 );
             }
-            return Ok(());
+            return Ok(false);
         }
         tokio::time::sleep(DRAIN_POLL).await;
     }

@@ -110,17 +110,25 @@ pub async fn read(bases: &[(usize, String)]) -> anyhow::Result<StoreView> {
             attempts.insert(id, rows);
         }
     }
-    let mut gauges = Vec::with_capacity(bases.len());
-    for (instance, base) in bases {
-        let text = get(&client, &format!("{base}/metrics")).await?;
-        gauges.push(parse_gauges(*instance, &String::from_utf8_lossy(&text)));
-    }
+    let gauges = gauges(bases).await?;
     Ok(StoreView {
         jobs,
         attempts,
         gauges,
         read_at_ms,
     })
+}
+
+/// The store-derived gauges (`deferhook_jobs`, `deferhook_dead_jobs`) of each of
+/// `bases` (`(fleet index, http://addr)`), from its `/metrics`.
+pub async fn gauges(bases: &[(usize, String)]) -> anyhow::Result<Vec<Gauges>> {
+    let client = client()?;
+    let mut gauges = Vec::with_capacity(bases.len());
+    for (instance, base) in bases {
+        let text = get(&client, &format!("{base}/metrics")).await?;
+        gauges.push(parse_gauges(*instance, &String::from_utf8_lossy(&text)));
+    }
+    Ok(gauges)
 }
 
 /// How many jobs are not terminal (`GET /v1/jobs?state=scheduled,in_flight,retrying`,
