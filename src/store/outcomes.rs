@@ -23,6 +23,16 @@ pub const MAX_OUTCOME_GROUP: usize = 256;
 
 /// The statements of a batch of outcomes, in the backend's dialect.
 pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
+    /// Holds, before anything is written, the subscribers of the jobs in JSON array
+    /// `$1` (job ids) in ascending id order; `None` where writes do not take row locks
+    /// (SQLite: one writer). Run only when an outcome pauses its subscriber.
+    const LOCK_SUBSCRIBERS: Option<&'static str>;
+    /// Holds the jobs of batch `$1` whose lease still holds, in ascending id order,
+    /// before any attempt row is touched; `None` where writes do not take row locks.
+    /// With it, every transaction that waits on row locks takes them subscribers →
+    /// jobs (by id) → attempts → destinations (by key), so outcome groups, sweeps,
+    /// reclaiming claims, renewals and deletions cannot deadlock (docs/DESIGN.md §3).
+    const LOCK_JOBS: Option<&'static str>;
     /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
     /// lease token, so a late result still lands on its own attempt.
     const FINISH_ATTEMPTS: &'static str;
@@ -48,6 +58,7 @@ pub(crate) async fn record<S: OutcomeStatements>(
     check(records)?;
     let batch = to_json(records, now);
     let mut tx = db.write().await?;
+    lock_in_order::<S>(&mut tx, records, &batch).await?;
     S::execute(&mut tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
     let applied: Vec<(String, i64)> =
         S::fetch_all(&mut tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
@@ -60,6 +71,28 @@ pub(crate) async fn record<S: OutcomeStatements>(
     destinations::record_results::<S>(&mut tx, records, now, circuit).await?;
     S::commit(tx).await?;
     Ok(fenced_in_order(records, applied.into_iter().collect()))
+}
+
+/// Takes the row locks `records` need in the store's lock order (see
+/// [`OutcomeStatements::LOCK_JOBS`]): the subscribers an outcome pauses, then the jobs.
+async fn lock_in_order<S: OutcomeStatements>(
+    tx: &mut S::Tx,
+    records: &[OutcomeRecord],
+    batch: &str,
+) -> Result<(), StoreError> {
+    let pausing: Vec<String> = records
+        .iter()
+        .filter(|r| r.pause_subscriber)
+        .map(|r| r.lease.job_id.to_string())
+        .collect();
+    if let (Some(lock), false) = (S::LOCK_SUBSCRIBERS, pausing.is_empty()) {
+        let ids = serde_json::Value::from(pausing).to_string();
+        let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(ids)).await?;
+    }
+    if let Some(lock) = S::LOCK_JOBS {
+        let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(batch)).await?;
+    }
+    Ok(())
 }
 
 /// Starts the group commit of `db`'s outcomes: groups of at most

@@ -56,6 +56,7 @@ mod finish;
 #[path = "../common/pg.rs"]
 mod pg;
 mod pg_collations;
+mod pg_lock_order;
 mod replay_plans;
 mod suite;
 mod support;

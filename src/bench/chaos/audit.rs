@@ -36,6 +36,9 @@ pub struct AuditSettings {
     pub claim_slack_ms: i64,
     /// How long after a PostgreSQL restart window a 503 is still expected (ms).
     pub after_db_ms: i64,
+    /// How long after a fault (of any kind but the skewed clock, which lasts the
+    /// whole run) a due job may wait without an attempt (ms): `starved`.
+    pub quiet_after_fault_ms: i64,
     /// The receiver kind of a subscriber id (shown in the histories).
     pub kind_of: fn(&str) -> Option<ReceiverKind>,
 }

@@ -1,12 +1,12 @@
 //! The audit's checks, named as in its violations: on the producer's ops (`lost`,
-//! `unasked`, `half_written`, `producer_5xx`), on each job (`unsettled`,
+//! `unasked`, `half_written`, `producer_5xx`, `producer_unanswered`), on each job (`unsettled`,
 //! `unexplained`, `not_received`, `after_cancel`, `after_deadline`, `overlap`,
 //! `duplicates`, `unrecorded`, `early`) and on the gauges (`gauges`).
 
 use std::collections::{BTreeMap, HashSet};
 
 use super::audit::{Audit, Case, op_line};
-use super::history::{FaultKind, OpKind, OpOutcome};
+use super::history::{FaultKind, Op, OpKind, OpOutcome, ReceiverKind};
 use super::store_view::StoredAttempt;
 use super::verdict::RESENT;
 
@@ -135,6 +135,19 @@ impl Audit<'_> {
                     );
                 }
             }
+            if let OpOutcome::NoAnswer { error } = &op.outcome
+                && !self.may_go_unanswered(op)
+            {
+                self.other_violation(
+                    "producer_unanswered",
+                    None,
+                    format!(
+                        "op {i} got no answer ({error}) from instance {} while no fault hit it",
+                        op.instance
+                    ),
+                    line(),
+                );
+            }
         }
         for job in &self.store.jobs {
             let key = (job.subscriber_id.as_str(), job.event_id.as_str());
@@ -163,10 +176,30 @@ impl Audit<'_> {
         }
     }
 
+    /// Whether a fault explains `op` getting no answer: a kill, stop or SIGTERM of its
+    /// instance open while it was out (until `after_stop_ms` after the window), or a
+    /// PostgreSQL restart (until `after_db_ms` after it: a call waiting for a
+    /// connection may outlast the producer's timeout).
+    fn may_go_unanswered(&self, op: &Op) -> bool {
+        self.history.faults.iter().any(|fault| {
+            let after = match fault.kind {
+                FaultKind::Kill | FaultKind::Stop | FaultKind::Term
+                    if fault.instance == Some(op.instance) =>
+                {
+                    self.settings.after_stop_ms
+                }
+                FaultKind::PostgresRestart => self.settings.after_db_ms,
+                _ => return false,
+            };
+            fault.start_ms <= op.answered_ms && op.sent_ms <= fault.end_ms + after
+        })
+    }
+
     /// Every check of one job; returns its duplicates (accepted requests beyond one).
     pub(super) fn job_checks(&mut self, case: &Case<'_>) -> usize {
         self.settled(case);
         self.explained(case);
+        self.starved(case);
         self.timing(case);
         self.overlap(case);
         self.counted(case)
@@ -263,6 +296,41 @@ impl Audit<'_> {
         }
         if !problems.is_empty() {
             self.job_violation("unexplained", case, problems.join("; "));
+        }
+    }
+
+    /// `starved`: a job of a fast receiver (always 2xx at once: no backlog, no circuit
+    /// of its own making) dead at its deadline without a single attempt, though nothing
+    /// held it (no pause or open circuit recorded at its death), it was due for longer
+    /// than a claim takes, and no fault (nor its aftermath, `quiet_after_fault_ms`)
+    /// touched its time between `deliver_at` and the deadline: a job the workers
+    /// passed over.
+    fn starved(&mut self, case: &Case<'_>) {
+        let job = case.job;
+        let settings = self.settings;
+        let starved = job.state == "dead"
+            && job.dead_reason.as_deref() == Some("deadline_exceeded")
+            && job.attempts == 0
+            && job.dead_detail.is_none()
+            && (settings.kind_of)(&job.subscriber_id) == Some(ReceiverKind::Fast)
+            && job.deadline_ms - job.deliver_at_ms
+                > settings.claim_slack_ms + settings.tolerance_ms
+            && job.deadline_ms <= settings.workers_stopped_ms
+            && !self.history.faults.iter().any(|fault| {
+                fault.kind != FaultKind::Skewed
+                    && fault.start_ms <= job.deadline_ms
+                    && job.deliver_at_ms <= fault.end_ms + settings.quiet_after_fault_ms
+            });
+        if starved {
+            self.job_violation(
+                "starved",
+                case,
+                format!(
+                    "dead at its deadline without an attempt after {} ms due, with no fault \
+                     and nothing holding it",
+                    job.deadline_ms - job.deliver_at_ms
+                ),
+            );
         }
     }
 

@@ -23,6 +23,7 @@ fn settings() -> AuditSettings {
         claim_slack_ms: 2_000,
         after_stop_ms: 1_000,
         after_db_ms: 2_000,
+        quiet_after_fault_ms: 3_000,
         kind_of: |_| Some(ReceiverKind::Fast),
     }
 }
@@ -103,6 +104,7 @@ fn delivered_job() -> StoredJob {
         dead_at_ms: None,
         dead_reason: None,
         waiting_reason: None,
+        dead_detail: None,
     }
 }
 
@@ -204,6 +206,11 @@ fn half_written_an_unacknowledged_fan_out() {
         },
         ..create(None, 0)
     }];
+    // The instance was killed while it wrote: no answer.
+    history.faults.push(FaultWindow {
+        kind: FaultKind::Kill,
+        ..stop(-1, 10)
+    });
     assert_eq!(checks(&history, &store), ["half_written"]);
     // Both written: all or nothing holds.
     let mut other = delivered_job();
@@ -470,6 +477,78 @@ fn producer_5xx_unless_a_503_during_a_postgres_restart() {
         *status = 500;
     }
     assert_eq!(checks(&history, &store), ["producer_5xx"]);
+}
+
+#[test]
+fn producer_unanswered_unless_a_fault_hit_its_instance() {
+    let (mut history, store) = clean();
+    let mut lost = create(None, 0);
+    lost.instance = 1;
+    lost.sent_ms = T + 20_000;
+    lost.answered_ms = T + 25_000;
+    lost.outcome = OpOutcome::NoAnswer {
+        error: "timed out".into(),
+    };
+    history.ops.push(lost);
+    assert_eq!(checks(&history, &store), ["producer_unanswered"]);
+    // A stop of another instance explains nothing.
+    history.faults.push(stop(18_000, 22_000));
+    assert_eq!(checks(&history, &store), ["producer_unanswered"]);
+    // A stop of its own does, and so does one that ended just before it was sent.
+    history.faults[0].instance = Some(1);
+    assert!(checks(&history, &store).is_empty());
+    history.faults[0].end_ms = T + 19_500;
+    assert!(checks(&history, &store).is_empty());
+    history.faults[0].end_ms = T + 18_500;
+    assert_eq!(checks(&history, &store), ["producer_unanswered"]);
+    // So does a PostgreSQL restart.
+    history.faults.push(FaultWindow {
+        kind: FaultKind::PostgresRestart,
+        instance: None,
+        pid: None,
+        start_ms: T + 21_000,
+        end_ms: T + 24_000,
+    });
+    assert!(checks(&history, &store).is_empty());
+}
+
+#[test]
+fn starved_a_due_job_dead_without_an_attempt_and_no_fault() {
+    let (history, mut store) = clean();
+    let job = &mut store.jobs[0];
+    job.state = "dead".into();
+    job.dead_reason = Some("deadline_exceeded".into());
+    job.attempts = 0;
+    job.delivered_at_ms = None;
+    job.dead_at_ms = Some(job.deadline_ms);
+    store.attempts.clear();
+    store.gauges[0].jobs = BTreeMap::from([("dead".into(), 1)]);
+    store.gauges[0].dead_jobs = BTreeMap::from([("deadline_exceeded".into(), 1)]);
+    let mut history = History {
+        requests: Vec::new(),
+        ..history
+    };
+    assert_eq!(checks(&history, &store), ["starved"]);
+    // Held by an open circuit at its death: explained.
+    store.jobs[0].dead_detail = Some("destination_circuit_open".into());
+    assert!(checks(&history, &store).is_empty());
+    store.jobs[0].dead_detail = None;
+    // A fault whose aftermath reaches its due time: explained.
+    history.faults.push(FaultWindow {
+        kind: FaultKind::ReceiverDown,
+        instance: None,
+        pid: None,
+        start_ms: T - 5_000,
+        end_ms: T - 2_000,
+    });
+    assert!(checks(&history, &store).is_empty());
+    // One long over is not.
+    history.faults[0].end_ms = T - 3_100;
+    assert_eq!(checks(&history, &store), ["starved"]);
+    // Due for less than a claim takes: not judged.
+    store.jobs[0].deadline_ms = store.jobs[0].deliver_at_ms + 2_000;
+    store.jobs[0].dead_at_ms = Some(store.jobs[0].deadline_ms);
+    assert!(checks(&history, &store).is_empty());
 }
 
 #[test]

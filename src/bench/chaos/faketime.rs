@@ -3,12 +3,15 @@
 
 use std::path::PathBuf;
 
-/// libfaketime's library: `DEFERHOOK_LIBFAKETIME`, else Debian's multiarch
+/// libfaketime's library: `DEFERHOOK_LIBFAKETIME` when set (then only it: a wrong
+/// path is not papered over by another library), else Debian's multiarch
 /// `/usr/lib/<triple>/faketime/libfaketime.so.1`, else `/usr/lib/faketime`,
 /// `/usr/lib64/faketime` or `/usr/local/lib/faketime`; `None` when none is a file
 /// (Debian: `apt-get install faketime`).
 pub fn library() -> Option<PathBuf> {
-    let named = std::env::var_os("DEFERHOOK_LIBFAKETIME").map(PathBuf::from);
+    if let Some(named) = std::env::var_os("DEFERHOOK_LIBFAKETIME") {
+        return Some(PathBuf::from(named)).filter(|path| path.is_file());
+    }
     let multiarch = std::fs::read_dir("/usr/lib")
         .into_iter()
         .flatten()
@@ -20,9 +23,5 @@ pub fn library() -> Option<PathBuf> {
         "/usr/local/lib/faketime",
     ]
     .map(|dir| PathBuf::from(dir).join("libfaketime.so.1"));
-    named
-        .into_iter()
-        .chain(multiarch)
-        .chain(others)
-        .find(|path| path.is_file())
+    multiarch.chain(others).find(|path| path.is_file())
 }

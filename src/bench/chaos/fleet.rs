@@ -223,7 +223,11 @@ impl Fleet {
         loop {
             read_since(&log, offset, &mut seen)?;
             if let Some(address) = address(&seen) {
-                self.slot(i)?.base = Some(format!("http://{address}"));
+                let base = format!("http://{address}");
+                self.slot(i)?.base = Some(base.clone());
+                if let Some((_, seconds)) = self.config.skewed.filter(|&(at, _)| at == i) {
+                    super::skew::verify(&base, seconds).await?;
+                }
                 return Ok(());
             }
             {

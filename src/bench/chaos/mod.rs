@@ -25,11 +25,12 @@ mod load_send;
 mod plan;
 mod receiver;
 mod settle;
+mod skew;
 mod stalls;
 mod store_view;
 mod verdict;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,7 @@ use super::args::{Args, Backend};
 use super::clock::now_ms;
 use history::{FaultKind, FaultWindow, History};
 use plan::Plan;
+use store_view::StoreView;
 
 /// How often the run prints its progress.
 const PROGRESS: Duration = Duration::from_secs(30);
@@ -53,6 +55,12 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let libfaketime = match plan.skewed {
         Some(_) => {
             let found = faketime::library();
+            if let (None, Some(named)) = (&found, std::env::var_os("DEFERHOOK_LIBFAKETIME")) {
+                anyhow::bail!(
+                    "DEFERHOOK_LIBFAKETIME names {}, which is not a file",
+                    PathBuf::from(named).display()
+                );
+            }
             if found.is_none() {
                 if std::env::var("CI").is_ok_and(|v| v == "true") {
                     anyhow::bail!(
@@ -153,7 +161,7 @@ async fn interrupted() -> &'static str {
 async fn soak(
     args: &Args,
     plan: &Plan,
-    log_dir: &std::path::Path,
+    log_dir: &Path,
     libfaketime: Option<PathBuf>,
 ) -> anyhow::Result<verdict::Verdict> {
     let binary = super::server::binary(&args.server_binary)?;
@@ -299,6 +307,7 @@ async fn soak(
         claim_slack_ms: CLAIM_SLACK_MS,
         after_stop_ms: AFTER_STOP_MS,
         after_db_ms: AFTER_DB_MS,
+        quiet_after_fault_ms: QUIET_AFTER_FAULT_MS,
         kind_of,
     };
     watching.cancel();
@@ -319,7 +328,23 @@ async fn soak(
     if let Err(error) = stopped {
         verdict.process_failure(format!("stopping the instances at the end: {error:#}"));
     }
+    if !verdict.passed() {
+        keep_record(log_dir, &history, &view);
+    }
     Ok(verdict)
+}
+
+/// Writes the whole record of a failed run beside its logs, as `history.json`: every
+/// request the receivers saw, every producer operation, every fault window, and the
+/// store as read at the end (jobs, attempts, gauges).
+fn keep_record(log_dir: &Path, history: &History, view: &StoreView) {
+    let path = log_dir.join("history.json");
+    let record = serde_json::json!({ "history": history, "store": view });
+    match serde_json::to_vec(&record).map(|bytes| std::fs::write(&path, bytes)) {
+        Ok(Ok(())) => println!("chaos: the whole record is in {}", path.display()),
+        Ok(Err(error)) => println!("chaos: could not write {}: {error}", path.display()),
+        Err(error) => println!("chaos: could not encode the record: {error}"),
+    }
 }
 
 /// Slack between a server's clock read and a receiver's on one busy machine, in ms.
@@ -335,6 +360,9 @@ const AFTER_STOP_MS: i64 = 2_000;
 /// How long after a PostgreSQL restart a 503 is still expected, in ms: the pool's
 /// acquire timeout (5 s) and its reconnection.
 const AFTER_DB_MS: i64 = 10_000;
+/// How long after a fault a due job may wait without an attempt (ms): the longest
+/// circuit cooldown (a destination that failed during the fault) plus a claim.
+const QUIET_AFTER_FAULT_MS: i64 = plan::CIRCUIT_MAX_COOLDOWN_MS as i64 + CLAIM_SLACK_MS;
 
 /// The receiver kind of a subscriber id (`fast-0` is `Fast`).
 fn kind_of(subscriber: &str) -> Option<history::ReceiverKind> {

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use anyhow::Context;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinSet;
 use uuid::Uuid;
@@ -23,7 +24,7 @@ const TRIES: u32 = 5;
 const RETRY_PAUSE: Duration = Duration::from_millis(300);
 
 /// One job as `GET /v1/jobs` lists it (times in Unix ms).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredJob {
     pub id: Uuid,
     pub subscriber_id: String,
@@ -40,10 +41,13 @@ pub struct StoredJob {
     pub dead_at_ms: Option<Ms>,
     pub dead_reason: Option<String>,
     pub waiting_reason: Option<String>,
+    /// For a job dead at its deadline, what held it then (`subscriber_paused`,
+    /// `destination_paused`, `destination_circuit_open`).
+    pub dead_detail: Option<String>,
 }
 
 /// One row of a job's attempt history (`GET /v1/jobs/{id}/attempts`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredAttempt {
     /// 1-based.
     pub number: u32,
@@ -59,7 +63,7 @@ pub struct StoredAttempt {
 }
 
 /// One instance's `deferhook_jobs{state}` and `deferhook_dead_jobs{reason}` gauges.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Gauges {
     /// The instance's fleet index.
     pub instance: usize,
@@ -70,7 +74,7 @@ pub struct Gauges {
 }
 
 /// The whole store, read after the drain.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct StoreView {
     pub jobs: Vec<StoredJob>,
     /// Each job's attempts, oldest first.
@@ -240,6 +244,7 @@ fn job(item: &Value) -> anyhow::Result<StoredJob> {
         dead_at_ms: time(item, "dead_at")?,
         dead_reason: text(item, "dead_reason"),
         waiting_reason: text(item, "waiting_reason"),
+        dead_detail: text(item, "dead_detail"),
     })
 }
 

@@ -16,10 +16,14 @@ const TOMBSTONE: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight
       NULL, NULL, NULL, NULL, $3 \
     FROM subscribers WHERE id = $1";
 
-/// Subscriber `$1`'s waiting jobs end `dead` at `$2`.
-const KILL_JOBS: &str = "UPDATE jobs SET state = 'dead', dead_reason = 'subscriber_deleted', \
+/// Subscriber `$1`'s waiting jobs end `dead` at `$2`. They are held in id order
+/// first, the store's lock order (an outcome group may hold some of them).
+const KILL_JOBS: &str = "WITH held AS MATERIALIZED (SELECT id FROM jobs \
+      WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying', 'in_flight') \
+      ORDER BY id FOR NO KEY UPDATE) \
+    UPDATE jobs SET state = 'dead', dead_reason = 'subscriber_deleted', \
     dead_at = $2, due_at = NULL, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL \
-    WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying', 'in_flight')";
+    FROM held WHERE jobs.id = held.id";
 
 /// Subscriber `$1`'s attempts in progress read `unknown` from `$2`, for reason `$3`.
 const ABANDON_ATTEMPTS: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = $2, \

@@ -5,6 +5,19 @@ use sqlx::PgPool;
 
 use crate::store::outcomes::OutcomeStatements;
 
+/// Holds the subscribers of jobs `$1` (a JSON array of ids), in id order.
+const LOCK_SUBSCRIBERS: &str = "SELECT s.id FROM subscribers s WHERE s.id IN ( \
+      SELECT j.subscriber_id FROM jobs j WHERE j.id IN (SELECT json_array_elements_text($1::json))) \
+    ORDER BY s.id FOR NO KEY UPDATE OF s";
+
+/// Holds the jobs of the batch whose lease still holds, in id order, before any
+/// attempt row is touched: a sweep or a reclaiming claim holds a job and then updates
+/// its attempt, so taking the attempt first could deadlock with it.
+const LOCK_JOBS: &str = "SELECT j.id FROM jobs j \
+    JOIN json_to_recordset($1::json) AS v(id text, token bigint) \
+      ON j.id = v.id AND j.lease_token = v.token \
+    WHERE j.state = 'in_flight' ORDER BY j.id FOR NO KEY UPDATE OF j";
+
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
 /// result still lands on its own attempt. A resent request makes it a possible duplicate.
 const FINISH_ATTEMPTS: &str = "UPDATE attempts a SET finished_at = v.finished_at, \
@@ -43,6 +56,8 @@ const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = FALSE, paused_r
     WHERE id = (SELECT subscriber_id FROM jobs WHERE id = $1) AND enabled = TRUE";
 
 impl OutcomeStatements for PgPool {
+    const LOCK_SUBSCRIBERS: Option<&'static str> = Some(LOCK_SUBSCRIBERS);
+    const LOCK_JOBS: Option<&'static str> = Some(LOCK_JOBS);
     const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;
     const APPLY_TRANSITIONS: &'static str = APPLY_TRANSITIONS;
     const PAUSE_SUBSCRIBER: &'static str = PAUSE_SUBSCRIBER;

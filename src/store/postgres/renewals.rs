@@ -9,10 +9,16 @@ use crate::store::StoreError;
 use crate::store::records::LeaseRef;
 
 /// Extends to `$3` each lease (`$1` job ids, `$2` tokens) still held; returns the
-/// (id, token) of those renewed.
-const RENEW: &str = "UPDATE jobs j SET lease_expires_at = $3, due_at = $3, updated_at = $4 \
-    FROM UNNEST($1::text[], $2::bigint[]) AS l(id, token) \
-    WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'in_flight' \
+/// (id, token) of those renewed. The rows are held in id order first, the store's
+/// lock order (see `crate::store::outcomes::OutcomeStatements::LOCK_JOBS`): an
+/// update of several rows in the order it finds them could deadlock with an outcome
+/// group holding some of the same jobs.
+const RENEW: &str = "WITH held AS MATERIALIZED (SELECT j.id FROM jobs j \
+      JOIN UNNEST($1::text[], $2::bigint[]) AS l(id, token) \
+        ON j.id = l.id AND j.lease_token = l.token \
+      WHERE j.state = 'in_flight' ORDER BY j.id FOR NO KEY UPDATE OF j) \
+    UPDATE jobs j SET lease_expires_at = $3, due_at = $3, updated_at = $4 \
+    FROM held WHERE j.id = held.id \
     RETURNING j.id, j.lease_token";
 
 /// Renews every lease in one statement; per lease, whether it was still held.

@@ -68,6 +68,9 @@ const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = 0, paused_reaso
     WHERE id = (SELECT subscriber_id FROM jobs WHERE id = ?1) AND enabled = 1";
 
 impl OutcomeStatements for Pools {
+    // One writer connection takes every write in turn: no row locks, no lock order.
+    const LOCK_SUBSCRIBERS: Option<&'static str> = None;
+    const LOCK_JOBS: Option<&'static str> = None;
     const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;
     const APPLY_TRANSITIONS: &'static str = APPLY_TRANSITIONS;
     const PAUSE_SUBSCRIBER: &'static str = PAUSE_SUBSCRIBER;
