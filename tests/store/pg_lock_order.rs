@@ -236,4 +236,3 @@ async fn a_deletion_holds_the_jobs_it_ends_in_id_order() {
         write_waits_holding_nothing_later(&c.database.url, (JOB, &low), write, (JOB, &high)).await;
     assert_eq!(dead, 2);
 }
-

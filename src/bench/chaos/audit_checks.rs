@@ -1,12 +1,12 @@
 //! The audit's checks, named as in its violations: on the producer's ops (`lost`,
-//! `unasked`, `half_written`, `producer_5xx`, `producer_unanswered`), on each job (`unsettled`,
+//! `unasked`, `half_written`, `producer_5xx`, `producer_4xx`, `producer_unanswered`), on each job (`unsettled`,
 //! `unexplained`, `not_received`, `after_cancel`, `after_deadline`, `overlap`,
 //! `duplicates`, `unrecorded`, `early`) and on the gauges (`gauges`).
 
 use std::collections::{BTreeMap, HashSet};
 
 use super::audit::{Audit, Case, op_line};
-use super::history::{FaultKind, Op, OpKind, OpOutcome, ReceiverKind};
+use super::history::{FaultKind, Ms, Op, OpKind, OpOutcome, ReceiverKind};
 use super::store_view::StoredAttempt;
 use super::verdict::RESENT;
 
@@ -135,6 +135,17 @@ impl Audit<'_> {
                     );
                 }
             }
+            if let OpOutcome::Status { status, .. } = op.outcome
+                && (400..500).contains(&status)
+                && !self.expected_4xx(op, status)
+            {
+                self.other_violation(
+                    "producer_4xx",
+                    None,
+                    format!("op {i} answered {status}, which its request cannot have earned"),
+                    line(),
+                );
+            }
             if let OpOutcome::NoAnswer { error } = &op.outcome
                 && !self.may_go_unanswered(op)
             {
@@ -173,6 +184,25 @@ impl Audit<'_> {
                 format!("{n} request(s) for a job the store does not have"),
                 Vec::new(),
             );
+        }
+    }
+
+    /// Whether the producer's well-formed `op` may be answered `status` (a 4xx):
+    /// `409` for a cancel or reschedule of a job that moved on, or a replay while the
+    /// running ones use the rate budget; `422` for a create, fan-out or reschedule
+    /// whose deadline had passed by its answer (it waited that long in transit).
+    /// Anything else (a `404` for a job the producer was given, a `401`, a `422` for a
+    /// body the API should accept) is a fault.
+    fn expected_4xx(&self, op: &Op, status: u16) -> bool {
+        let expired = |deadline_ms: Ms| deadline_ms <= op.answered_ms + self.settings.tolerance_ms;
+        match (&op.kind, status) {
+            (OpKind::Cancel { .. } | OpKind::Replay { .. }, 409) => true,
+            (OpKind::Reschedule { deadline_ms, .. }, 422) => expired(*deadline_ms),
+            (OpKind::Reschedule { .. }, 409) => true,
+            (OpKind::Create { deadline_ms, .. } | OpKind::FanOut { deadline_ms, .. }, 422) => {
+                expired(*deadline_ms)
+            }
+            _ => false,
         }
     }
 

@@ -552,6 +552,29 @@ fn starved_a_due_job_dead_without_an_attempt_and_no_fault() {
 }
 
 #[test]
+fn producer_4xx_unless_the_request_earned_it() {
+    let (mut history, store) = clean();
+    // A create answered 422 after its deadline had passed in transit: expected.
+    let mut late = create(None, 422);
+    late.answered_ms = T + 10_000;
+    history.ops.push(late);
+    assert!(checks(&history, &store).is_empty());
+    // The same 422 well before the deadline: the API refused a good body.
+    history.ops[1].answered_ms = T + 5;
+    assert_eq!(checks(&history, &store), ["producer_4xx"]);
+    history.ops.pop();
+    // A cancel that found the job moved on: expected; one that found no job: not.
+    history
+        .ops
+        .push(op(OpKind::Cancel { job_id: ID }, T + 20, 409));
+    assert!(checks(&history, &store).is_empty());
+    history
+        .ops
+        .push(op(OpKind::Cancel { job_id: ID }, T + 30, 404));
+    assert_eq!(checks(&history, &store), ["producer_4xx"]);
+}
+
+#[test]
 fn gauges_that_disagree_with_the_listing() {
     let (history, mut store) = clean();
     store.gauges[0].jobs.insert("retrying".into(), 1);

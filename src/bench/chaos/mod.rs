@@ -328,10 +328,38 @@ async fn soak(
     if let Err(error) = stopped {
         verdict.process_failure(format!("stopping the instances at the end: {error:#}"));
     }
+    for (file, lines) in deadlocks(log_dir) {
+        verdict.process_failure(format!(
+            "{file} logged {lines} deadlock(s) (40P01): the store's lock order was broken"
+        ));
+    }
     if !verdict.passed() {
         keep_record(log_dir, &history, &view);
     }
     Ok(verdict)
+}
+
+/// The instance logs in `log_dir` that mention a database deadlock, with how many
+/// lines do: writers that take row locks in the store's one order never deadlock
+/// (docs/DESIGN.md §3, lock order), so a deadlock retried in silence is still a fault.
+fn deadlocks(log_dir: &Path) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(log_dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".log") {
+            continue;
+        }
+        let text = std::fs::read(entry.path()).unwrap_or_default();
+        let lines = String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|line| line.contains("deadlock detected"))
+            .count();
+        if lines > 0 {
+            found.push((name, lines));
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Writes the whole record of a failed run beside its logs, as `history.json`: every
