@@ -62,7 +62,7 @@ pub(crate) trait DeletionStatements: Transactions {
     const IN_PROGRESS: &'static str;
     /// Deletes up to `$2` tombstones deleted before `$1` that no job belongs to any
     /// more (retention purged them); returns one row per tombstone. Never a row still
-    /// being deleted.
+    /// being deleted, nor the tombstone of one (its jobs may not have moved in yet).
     const PURGE_TOMBSTONES: &'static str;
 }
 

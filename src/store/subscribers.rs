@@ -131,10 +131,17 @@ pub(crate) async fn resume<S: SubscriberStatements>(
     let mut tx = db.write().await?;
     let resumed = match selection {
         ResumeSelection::Ids(ids) => {
+            // In id order, the store's lock order (docs/DESIGN.md §3); an unknown id is
+            // reported as the caller named them (the first one), nothing written then.
+            let mut in_order: Vec<&String> = ids.iter().collect();
+            in_order.sort();
+            in_order.dedup();
+            let mut unknown = std::collections::HashSet::new();
             let mut resumed = 0;
-            for id in ids {
-                if tombstone::is_tombstone(&id) {
-                    return Err(StoreError::UnknownSubscriber(id));
+            for id in in_order {
+                if tombstone::is_tombstone(id) {
+                    unknown.insert(id.as_str());
+                    continue;
                 }
                 let query = Query::new(S::RESUME_ONE)
                     .text(id.as_str())
@@ -144,10 +151,14 @@ pub(crate) async fn resume<S: SubscriberStatements>(
                     let found: Option<(i64,)> =
                         S::fetch_optional(&mut tx, Query::new(S::EXISTS).text(id.as_str())).await?;
                     if found.is_none() {
-                        return Err(StoreError::UnknownSubscriber(id));
+                        unknown.insert(id.as_str());
                     }
                 }
                 resumed += changed;
+            }
+            if let Some(first) = ids.iter().find(|id| unknown.contains(id.as_str())) {
+                // The transaction is dropped unpublished: all or nothing.
+                return Err(StoreError::UnknownSubscriber(first.clone()));
             }
             resumed
         }

@@ -16,11 +16,13 @@ use std::time::Duration;
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, JobEvent, Timestamp};
-use deferhook::store::{ClaimedJob, Fenced, SharedStore};
+use deferhook::store::{ClaimedJob, Fenced, ResumeSelection, SharedStore};
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use crate::support::{add_subscriber, at, claim, create_due, delivered, failed, lease, outcome};
+use crate::support::{
+    add_subscriber, at, claim, create_due, delivered, failed, lease, outcome, set_enabled,
+};
 
 /// How long a store write may take to reach its wait on the held row.
 const REACH_WAIT: Duration = Duration::from_secs(10);
@@ -133,6 +135,8 @@ async fn write_waits_holding_nothing_later<T: Send + 'static>(
 const JOB: &str = "SELECT id FROM jobs WHERE id = $1 FOR UPDATE";
 const ATTEMPT: &str = "SELECT job_id FROM attempts WHERE job_id = $1 FOR UPDATE";
 const SUBSCRIBER: &str = "SELECT id FROM subscribers WHERE id = $1 FOR UPDATE";
+const FIRST_ATTEMPT: &str =
+    "SELECT job_id FROM attempts WHERE job_id = $1 AND number = 1 FOR UPDATE";
 
 fn delivered_now(
     store: &SharedStore,
@@ -235,4 +239,75 @@ async fn a_deletion_holds_the_jobs_it_ends_in_id_order() {
     let dead =
         write_waits_holding_nothing_later(&c.database.url, (JOB, &low), write, (JOB, &high)).await;
     assert_eq!(dead, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn late_results_hold_their_attempts_in_order() {
+    let Some(c) = two_claimed_jobs().await else {
+        return;
+    };
+    let (low, high) = (c.low.job_id.to_string(), c.high.job_id.to_string());
+    // Both leases expire and are taken over: the first attempts' results come late,
+    // with no job lock to take first.
+    assert_eq!(claim(&c.store, at(31_000), 10).await.len(), 2);
+    let write = delivered_now(&c.store, &[&c.high, &c.low], at(31_100));
+    let fenced = write_waits_holding_nothing_later(
+        &c.database.url,
+        (FIRST_ATTEMPT, &low),
+        write,
+        (FIRST_ATTEMPT, &high),
+    )
+    .await;
+    assert_eq!(fenced, vec![Fenced::Late, Fenced::Late]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deletion_moves_the_history_in_id_order() {
+    let Some(c) = two_claimed_jobs().await else {
+        return;
+    };
+    let (low, high) = (c.low.job_id.to_string(), c.high.job_id.to_string());
+    c.store
+        .begin_subscriber_deletion("s", at(100))
+        .await
+        .unwrap()
+        .expect("it existed");
+    let store = c.store.clone();
+    let write = async move {
+        store
+            .move_deleted_history("s", 10)
+            .await
+            .unwrap()
+            .expect("being deleted")
+    };
+    let moved =
+        write_waits_holding_nothing_later(&c.database.url, (JOB, &low), write, (JOB, &high)).await;
+    assert_eq!((moved.jobs, moved.attempts), (2, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resume_holds_its_subscribers_in_id_order() {
+    let Some(database) = crate::pg::TestDatabase::create().await else {
+        return;
+    };
+    let store = deferhook::store::open(&database.url).await.unwrap();
+    for id in ["a", "b"] {
+        add_subscriber(&store, id).await;
+        set_enabled(&store, id, false, at(0)).await;
+    }
+    let resuming = store.clone();
+    let write = async move {
+        resuming
+            .resume_subscribers(ResumeSelection::Ids(vec!["b".into(), "a".into()]), at(10))
+            .await
+            .unwrap()
+    };
+    let resumed = write_waits_holding_nothing_later(
+        &database.url,
+        (SUBSCRIBER, "a"),
+        write,
+        (SUBSCRIBER, "b"),
+    )
+    .await;
+    assert_eq!(resumed, 2);
 }

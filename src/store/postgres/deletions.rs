@@ -39,14 +39,19 @@ const MARK: &str = "UPDATE subscribers SET deleted_at = $3, deleting_to = $2, \
 const MOVING_TO: &str = "SELECT deleting_to FROM subscribers \
     WHERE id = $1 AND deleting_to IS NOT NULL FOR UPDATE";
 
-/// At most `$3` of subscriber `$1`'s jobs move to tombstone `$2` (`jobs_subscriber_id`).
-const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = $2 WHERE id IN ( \
-    SELECT id FROM jobs WHERE subscriber_id = $1 LIMIT $3)";
+/// At most `$3` of subscriber `$1`'s jobs move to tombstone `$2` (`jobs_subscriber_id`),
+/// held in id order first (the store's lock order; `FOR UPDATE`: `subscriber_id` is part
+/// of a unique key).
+const MOVE_JOBS: &str = "WITH held AS MATERIALIZED (SELECT id FROM jobs \
+      WHERE subscriber_id = $1 ORDER BY id LIMIT $3 FOR UPDATE) \
+    UPDATE jobs SET subscriber_id = $2 FROM held WHERE jobs.id = held.id";
 
-/// At most `$3` of subscriber `$1`'s attempts move to tombstone `$2`.
-const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = $2 \
-    WHERE (job_id, number) IN ( \
-      SELECT job_id, number FROM attempts WHERE subscriber_id = $1 LIMIT $3)";
+/// At most `$3` of subscriber `$1`'s attempts move to tombstone `$2`, held in (job,
+/// number) order first, as an outcome group holds them.
+const MOVE_ATTEMPTS: &str = "WITH held AS MATERIALIZED (SELECT job_id, number FROM attempts \
+      WHERE subscriber_id = $1 ORDER BY job_id, number LIMIT $3 FOR NO KEY UPDATE) \
+    UPDATE attempts a SET subscriber_id = $2 FROM held \
+    WHERE a.job_id = held.job_id AND a.number = held.number";
 
 /// Subscriber `$1` goes, once being deleted and nothing refers to it any more.
 const DELETE: &str = "DELETE FROM subscribers WHERE id = $1 AND deleting_to IS NOT NULL \
@@ -61,7 +66,8 @@ const IN_PROGRESS: &str = "SELECT id FROM subscribers WHERE deleting_to IS NOT N
 const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
       SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < $1 \
         AND s.deleting_to IS NULL \
-        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) LIMIT $2) \
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) \
+        AND NOT EXISTS (SELECT 1 FROM subscribers d WHERE d.deleting_to = s.id) LIMIT $2) \
     AND deleted_at IS NOT NULL AND deleting_to IS NULL";
 
 impl DeletionStatements for PgPool {

@@ -7,10 +7,11 @@
 //! replaced by the pool; calls made while the server is down fail as
 //! [`StoreError::Unavailable`].
 //!
-//! A transaction that waits for row locks takes them in one order: subscribers, jobs
-//! (ascending id), attempts, destinations (ascending key); claims and the deadline
-//! sweep never wait for a subscriber, destination or job row (`SKIP LOCKED`). So writers
-//! cannot deadlock (docs/DESIGN.md §3, lock order).
+//! A transaction that waits for row locks takes them in one order: subscribers
+//! (ascending id), jobs (ascending id), attempts (ascending job, number), destinations
+//! (ascending key); claims and the deadline sweep never wait for a subscriber,
+//! destination or job row (`SKIP LOCKED`). So the writers of the delivery path cannot
+//! deadlock (docs/DESIGN.md §3, lock order, which lists the rarer paths left).
 //!
 //! Each file holds one subject's statements, as constants in PostgreSQL's dialect;
 //! the SQLite store has the same files.

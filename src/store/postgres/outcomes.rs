@@ -20,14 +20,22 @@ const LOCK_JOBS: &str = "SELECT j.id FROM jobs j \
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
 /// result still lands on its own attempt. A resent request makes it a possible duplicate.
-const FINISH_ATTEMPTS: &str = "UPDATE attempts a SET finished_at = v.finished_at, \
+/// The rows are held in (job, number) order first: a late result's job is not held by
+/// [`LOCK_JOBS`], so its attempt row is the first lock it takes, and a deletion moving a
+/// subscriber's attempts takes them in that order too.
+const FINISH_ATTEMPTS: &str = "WITH held AS MATERIALIZED (SELECT a.job_id, a.number \
+      FROM attempts a JOIN json_to_recordset($1::json) AS h(id text, number bigint, \
+        token bigint) ON a.job_id = h.id AND a.number = h.number AND a.lease_token = h.token \
+      ORDER BY a.job_id, a.number FOR NO KEY UPDATE OF a) \
+    UPDATE attempts a SET finished_at = v.finished_at, \
     outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
     body_excerpt = v.body_excerpt, possible_duplicate = a.possible_duplicate OR v.resent FROM \
     json_to_recordset($1::json) AS v(id text, token bigint, number bigint, \
       finished_at bigint, outcome text, status bigint, error_class text, reason text, \
       body_excerpt text, state text, due_at bigint, attempts bigint, dead_reason text, \
-      deadline bigint, possible_duplicate boolean, resent boolean, now bigint) \
-    WHERE a.job_id = v.id AND a.number = v.number AND a.lease_token = v.token";
+      deadline bigint, possible_duplicate boolean, resent boolean, now bigint), held \
+    WHERE a.job_id = v.id AND a.number = v.number AND a.lease_token = v.token \
+      AND held.job_id = a.job_id AND held.number = a.number";
 
 /// Applies each transition only while its lease holds (fencing token, `in_flight`);
 /// returns the (id, token) of those applied.

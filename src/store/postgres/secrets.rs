@@ -6,7 +6,8 @@ use crate::store::StoreError;
 use crate::store::secrets::SecretStatements;
 
 /// Every live subscriber's stored secrets (a tombstone has none).
-const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL";
+const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL \
+    ORDER BY id";
 
 /// Writes subscriber `$1`'s secrets sealed, if its secret is still `$4`.
 const RESEAL: &str = "UPDATE subscribers SET secret = $2, \

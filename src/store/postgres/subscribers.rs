@@ -75,10 +75,13 @@ const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason =
 /// Whether subscriber `$1` exists.
 const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
 
-/// Enables at `$2` the subscribers paused for reason `$1`.
-const RESUME_REASON: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
-    paused_at = NULL, updated_at = $2 WHERE NOT enabled AND paused_reason = $1 \
-    AND deleted_at IS NULL";
+/// Enables at `$2` the subscribers paused for reason `$1`, held in id order first (the
+/// store's lock order: an outcome group pausing several holds them so).
+const RESUME_REASON: &str = "WITH held AS MATERIALIZED (SELECT id FROM subscribers \
+      WHERE NOT enabled AND paused_reason = $1 AND deleted_at IS NULL \
+      ORDER BY id FOR NO KEY UPDATE) \
+    UPDATE subscribers s SET enabled = TRUE, paused_reason = NULL, \
+    paused_at = NULL, updated_at = $2 FROM held WHERE s.id = held.id";
 
 /// A subscriber as [`PUT`] returns it.
 #[derive(sqlx::FromRow)]

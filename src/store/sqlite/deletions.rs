@@ -55,7 +55,8 @@ pub(super) const IN_PROGRESS: &str = "SELECT id FROM subscribers WHERE deleting_
 pub(super) const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
       SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?1 \
         AND s.deleting_to IS NULL \
-        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) LIMIT ?2) \
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) \
+        AND NOT EXISTS (SELECT 1 FROM subscribers d WHERE d.deleting_to = s.id) LIMIT ?2) \
     AND deleted_at IS NOT NULL AND deleting_to IS NULL";
 
 impl DeletionStatements for Pools {

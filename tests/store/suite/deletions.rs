@@ -275,6 +275,35 @@ store_case!(
     }
 );
 
+store_case!(
+    retention_leaves_the_tombstone_of_a_deletion_whose_jobs_have_not_moved_yet,
+    async |store: SharedStore| {
+        add_subscriber(&store, "acme").await;
+        create_many(&store, "acme", 3).await;
+        store
+            .begin_subscriber_deletion("acme", at(100))
+            .await
+            .unwrap()
+            .expect("it existed");
+        // Step 1 made the tombstone (no job of its own yet); step 2 has not run.
+        assert_eq!(
+            store.purge_tombstones(at(i64::MAX / 2), 10).await.unwrap(),
+            0,
+            "the tombstone a deletion is moving into is not purged"
+        );
+        let step = store.move_deleted_history("acme", 100).await.unwrap();
+        assert_eq!(
+            step,
+            Some(HistoryMoved {
+                jobs: 3,
+                attempts: 0,
+                finished: true
+            }),
+            "the history moves into the tombstone"
+        );
+    }
+);
+
 /// Creates `n` jobs of `subscriber` for later (events `evt-0`…), in chunks.
 async fn create_many(store: &SharedStore, subscriber: &str, n: usize) -> Vec<Job> {
     let mut jobs = Vec::with_capacity(n);
