@@ -21,6 +21,15 @@ pub struct Args {
     /// `incident`).
     #[arg(long)]
     pub jobs: Option<u64>,
+    /// `burst`, `steady`, `backlog`: subscribers the jobs are spread over (job n goes
+    /// to subscriber n mod N), each with the API's largest `max_in_flight`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub subscribers: u64,
+    /// `burst`, `steady`, `backlog`: receiver ports the subscribers are spread over,
+    /// round-robin; each port is a destination of its own [default: the subscribers,
+    /// at most 10].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    pub destinations: Option<u64>,
     /// Jobs per second (`steady`).
     #[arg(long, default_value_t = 1_000)]
     pub rate: u64,
@@ -122,6 +131,9 @@ impl Args {
         if self.instances > 1 && self.backend != Backend::Postgres {
             anyhow::bail!("--instances above 1 needs --backend postgres");
         }
+        if self.destinations() > self.subscribers {
+            anyhow::bail!("--destinations must not exceed --subscribers");
+        }
         if self.scenario == Scenario::Fanout && self.slow > self.jobs() {
             anyhow::bail!("--slow must not exceed --jobs (the subscribers)");
         }
@@ -136,6 +148,11 @@ impl Args {
             );
         }
         Ok(())
+    }
+
+    /// `--destinations`, or the subscribers up to 10.
+    pub fn destinations(&self) -> u64 {
+        self.destinations.unwrap_or(self.subscribers.min(10))
     }
 
     /// `--jobs`, or the scenario's default size.

@@ -7,6 +7,7 @@ mod ceilings;
 mod chaos;
 mod clock;
 mod database;
+mod db_usage;
 mod incident;
 mod incident_report;
 mod load;

@@ -62,7 +62,9 @@ impl Drop for Opened {
 
 /// A running receiver; stops when the process ends.
 pub struct Receiver {
-    addr: SocketAddr,
+    /// Its listeners, one per port: each port is a destination of its own
+    /// (`127.0.0.1:<port>`, docs/DESIGN.md §15).
+    addrs: Vec<SocketAddr>,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
     open: Arc<Open>,
     recovered: Arc<AtomicBool>,
@@ -71,6 +73,12 @@ pub struct Receiver {
 impl Receiver {
     /// Binds 127.0.0.1:0 and serves in the background.
     pub async fn start(slow_ms: u64) -> anyhow::Result<Self> {
+        Self::start_on(1, slow_ms).await
+    }
+
+    /// Binds `ports` listeners on 127.0.0.1 (each its own port: its own destination)
+    /// serving the same routes and record, in the background.
+    pub async fn start_on(ports: usize, slow_ms: u64) -> anyhow::Result<Self> {
         let shared = Shared {
             arrivals: Arc::default(),
             open: Arc::default(),
@@ -82,11 +90,15 @@ impl Receiver {
             .route("/slow/{subscriber}", post(slow))
             .route("/status/{code}/{subscriber}", post(status))
             .with_state(shared.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let mut addrs = Vec::with_capacity(ports.max(1));
+        for _ in 0..ports.max(1) {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            addrs.push(listener.local_addr()?);
+            let app = app.clone();
+            tokio::spawn(async move { axum::serve(listener, app).await });
+        }
         Ok(Receiver {
-            addr,
+            addrs,
             arrivals: shared.arrivals,
             open: shared.open,
             recovered: shared.recovered,
@@ -95,14 +107,20 @@ impl Receiver {
 
     /// The URL a subscriber gets: `/slow/{id}` when it should answer slowly.
     pub fn url(&self, subscriber: &str, slow: bool) -> String {
+        self.url_on(0, subscriber, slow)
+    }
+
+    /// [`Self::url`] on listener `port` (modulo the listeners): its destination.
+    pub fn url_on(&self, port: usize, subscriber: &str, slow: bool) -> String {
         let kind = if slow { "slow" } else { "fast" };
-        format!("http://{}/{kind}/{subscriber}", self.addr)
+        let addr = self.addrs[port % self.addrs.len()];
+        format!("http://{addr}/{kind}/{subscriber}")
     }
 
     /// The URL of a subscriber answered `code` (e.g. 500, 410) until [`Self::recover`],
     /// then 200.
     pub fn url_answering(&self, subscriber: &str, code: u16) -> String {
-        format!("http://{}/status/{code}/{subscriber}", self.addr)
+        format!("http://{}/status/{code}/{subscriber}", self.addrs[0])
     }
 
     /// From now on every `/status/…` request is answered 200: the receiver recovered.

@@ -23,6 +23,12 @@ pub struct Report {
     probe_latency_ms: Spread,
     peak_rss_mib: Vec<f64>,
     cpu_seconds: Vec<f64>,
+    /// Server CPU (all instances, their whole life) per job, in ms: per delivered job,
+    /// or per accepted job when the jobs were meant to wait (`backlog`).
+    server_cpu_ms_per_job: f64,
+    /// PostgreSQL's CPU (all its processes, from the load's start until every job
+    /// arrived) per job, in ms; `None` on SQLite (its work is the server's).
+    database_cpu_ms_per_job: Option<f64>,
 }
 
 impl Report {
@@ -35,6 +41,12 @@ impl Report {
         let accepted: Vec<i64> = outcome.created.iter().map(|j| j.accepted_ms).collect();
         let first_accept = accepted.iter().min().copied();
         let last_accept = accepted.iter().max().copied();
+        let jobs_done = if outcome.expects_delivery {
+            lateness.len()
+        } else {
+            outcome.created.len()
+        };
+        let per_job = |seconds: f64| seconds * 1_000.0 / jobs_done.max(1) as f64;
         let per_second = |count: usize, from: Option<i64>, to: Option<i64>| match (from, to) {
             (Some(from), Some(to)) if to > from => count as f64 * 1_000.0 / (to - from) as f64,
             _ => 0.0,
@@ -61,6 +73,8 @@ impl Report {
                 .map(|u| u.peak_rss_kib as f64 / 1_024.0)
                 .collect(),
             cpu_seconds: outcome.usage.iter().map(|u| u.cpu_seconds).collect(),
+            server_cpu_ms_per_job: per_job(outcome.usage.iter().map(|u| u.cpu_seconds).sum()),
+            database_cpu_ms_per_job: outcome.database_cpu_seconds.map(per_job),
         }
     }
 
@@ -115,6 +129,15 @@ impl Report {
                 "server CPU seconds (per instance)",
                 list(&self.cpu_seconds, 2),
             ),
+            (
+                "CPU ms per job: server + database",
+                format!(
+                    "{:.3} + {}",
+                    self.server_cpu_ms_per_job,
+                    self.database_cpu_ms_per_job
+                        .map_or("(in the server)".to_owned(), |ms| format!("{ms:.3}"))
+                ),
+            ),
         ];
         if self.expects_delivery {
             rows.insert(
@@ -149,6 +172,8 @@ impl Report {
             "probe_latency_ms": self.probe_latency_ms,
             "server_peak_rss_mib": self.peak_rss_mib,
             "server_cpu_seconds": self.cpu_seconds,
+            "server_cpu_ms_per_job": self.server_cpu_ms_per_job,
+            "database_cpu_ms_per_job": self.database_cpu_ms_per_job,
         })
     }
 }
@@ -183,6 +208,8 @@ pub fn settings(args: &Args) -> Value {
         Scenario::Steady => {
             settings["rate"] = json!(args.rate);
             settings["seconds"] = json!(args.seconds);
+            settings["subscribers"] = json!(args.subscribers);
+            settings["destinations"] = json!(args.destinations());
         }
         Scenario::Fanout | Scenario::Incident | Scenario::OnCall => {
             settings["subscribers"] = json!(args.jobs());
@@ -198,9 +225,12 @@ pub fn settings(args: &Args) -> Value {
                 settings["replay_rate"] = json!(args.replay_rate);
             }
         }
-        Scenario::Burst | Scenario::Backlog | Scenario::Ceilings | Scenario::Chaos => {
-            settings["jobs"] = json!(args.jobs())
+        Scenario::Burst | Scenario::Backlog => {
+            settings["jobs"] = json!(args.jobs());
+            settings["subscribers"] = json!(args.subscribers);
+            settings["destinations"] = json!(args.destinations());
         }
+        Scenario::Ceilings | Scenario::Chaos => settings["jobs"] = json!(args.jobs()),
     }
     settings
 }

@@ -1,19 +1,22 @@
 //! One run: a fresh database, the servers, the receiver, the scenario's load, the wait
 //! for deliveries, then the servers' usage and the clean-up.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use reqwest::Method;
 
-use super::args::{Args, Scenario};
+use super::args::{Args, Backend, Scenario};
 use super::clock::{format_ms, now_ms};
 use super::database::Database;
+use super::db_usage;
 use super::load::{Api, Created, drive};
 use super::receiver::{Arrival, Receiver};
 use super::server::{self, Server, Usage};
 
-/// The one subscriber of `burst`, `steady` and `backlog`.
+/// The subscriber of `burst`, `steady` and `backlog` when there is one (`bench-NNNN`
+/// when `--subscribers` asks for more).
 const SUBSCRIBER: &str = "bench";
 /// Its `max_in_flight` (the API's largest), so the subscriber limit does not cap the
 /// figures.
@@ -38,6 +41,9 @@ pub struct Outcome {
     pub probe_latencies_ms: Vec<f64>,
     /// Each server's usage, read before it was stopped.
     pub usage: Vec<Usage>,
+    /// The CPU seconds PostgreSQL spent from the load's start until every job arrived
+    /// (all its processes, [`db_usage`]); `None` on SQLite, whose work is the server's.
+    pub database_cpu_seconds: Option<f64>,
 }
 
 /// Runs `args.scenario` and cleans up the servers and the database, whatever happens.
@@ -88,7 +94,9 @@ async fn start_then<T>(
 
 /// The receiver, the scenario's load, then the wait for deliveries or the probes.
 async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
-    let receiver = Receiver::start(args.slow_ms()).await?;
+    let receiver = Receiver::start_on(args.destinations() as usize, args.slow_ms()).await?;
+    let postgres = args.backend == Backend::Postgres;
+    let database_before = postgres.then(db_usage::postgres_cpu_seconds).transpose()?;
     let (load_started_ms, created) = match args.scenario {
         Scenario::Burst => burst(args, api, &receiver).await?,
         Scenario::Steady => steady(args, api, &receiver).await?,
@@ -103,8 +111,12 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
     if expects_delivery {
         wait_for(&receiver, created.len(), Duration::from_secs(args.timeout)).await;
     } else {
-        probe_latencies_ms = probe(api, args.jobs()).await?;
+        probe_latencies_ms = probe(api, args.jobs(), &subscribers(args)[0]).await?;
     }
+    let database_cpu_seconds = match database_before {
+        Some(before) => Some(db_usage::postgres_cpu_seconds()? - before),
+        None => None,
+    };
     Ok(Outcome {
         created,
         load_started_ms,
@@ -112,6 +124,7 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
         expects_delivery,
         probe_latencies_ms,
         usage: Vec::new(),
+        database_cpu_seconds,
     })
 }
 
@@ -123,29 +136,49 @@ async fn burst(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<Lo
     burst_due_in(args, api, receiver, None).await
 }
 
-/// `--jobs` jobs for one subscriber, due now or `due_in_ms` after they are sent.
+/// The subscribers of `burst`, `steady` and `backlog`: [`SUBSCRIBER`] alone, or
+/// `bench-0000`… for `--subscribers` above 1.
+fn subscribers(args: &Args) -> Vec<String> {
+    match args.subscribers {
+        1 => vec![SUBSCRIBER.to_owned()],
+        n => (0..n).map(|i| format!("{SUBSCRIBER}-{i:04}")).collect(),
+    }
+}
+
+/// Puts [`subscribers`], spread round-robin over the receiver's ports (its
+/// destinations), each wide open; returns their ids.
+async fn put_spread(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<Arc<[String]>> {
+    let ids = subscribers(args);
+    let urls = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), receiver.url_on(i, id, false)))
+        .collect();
+    api.put_subscribers(args.concurrency, urls, Some(WIDE_OPEN))
+        .await?;
+    Ok(ids.into())
+}
+
+/// `--jobs` jobs spread over the subscribers (job n to subscriber n mod N), due now or
+/// `due_in_ms` after they are sent.
 async fn burst_due_in(
     args: &Args,
     api: &Api,
     receiver: &Receiver,
     due_in_ms: Option<i64>,
 ) -> anyhow::Result<Load> {
-    api.put_subscriber(
-        SUBSCRIBER,
-        &receiver.url(SUBSCRIBER, false),
-        Some(WIDE_OPEN),
-    )
-    .await?;
+    let ids = put_spread(args, api, receiver).await?;
     let api = api.clone();
     let started_ms = now_ms();
     let created = drive(args.concurrency, args.jobs(), None, move |n| {
-        let api = api.clone();
+        let (api, ids) = (api.clone(), ids.clone());
         async move {
             let at = match due_in_ms {
                 Some(ms) => Some(format_ms(now_ms() + ms)?),
                 None => None,
             };
-            api.create_job(n, SUBSCRIBER, at).await
+            api.create_job(n, &ids[(n % ids.len() as u64) as usize], at)
+                .await
         }
     })
     .await?;
@@ -155,21 +188,17 @@ async fn burst_due_in(
 /// `--rate` jobs/s for `--seconds` s, job `n` due 1–5 s after it is sent (spread
 /// evenly by a fixed stride, so runs are comparable).
 async fn steady(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<Load> {
-    api.put_subscriber(
-        SUBSCRIBER,
-        &receiver.url(SUBSCRIBER, false),
-        Some(WIDE_OPEN),
-    )
-    .await?;
+    let ids = put_spread(args, api, receiver).await?;
     let api = api.clone();
     let count = args.rate * args.seconds;
     let started_ms = now_ms();
     let created = drive(args.concurrency, count, Some(args.rate), move |n| {
-        let api = api.clone();
+        let (api, ids) = (api.clone(), ids.clone());
         async move {
             let delay_ms = 1_000 + (n * 7_919 % 4_001) as i64;
             let at = format_ms(now_ms() + delay_ms)?;
-            api.create_job(n, SUBSCRIBER, Some(at)).await
+            api.create_job(n, &ids[(n % ids.len() as u64) as usize], Some(at))
+                .await
         }
     })
     .await?;
@@ -203,14 +232,14 @@ pub async fn wait_for(receiver: &Receiver, expected: usize, timeout: Duration) {
 
 /// While the backlog waits: times listing jobs and creating one more (due in an hour),
 /// one call at a time.
-async fn probe(api: &Api, jobs: u64) -> anyhow::Result<Vec<f64>> {
+async fn probe(api: &Api, jobs: u64, subscriber: &str) -> anyhow::Result<Vec<f64>> {
     let mut latencies = Vec::new();
     for n in 0..PROBES {
-        let path = format!("/v1/jobs?subscriber_id={SUBSCRIBER}&limit=10");
+        let path = format!("/v1/jobs?subscriber_id={subscriber}&limit=10");
         latencies.push(api.call(n, Method::GET, &path, None).await?.1);
         let at = format_ms(now_ms() + 3_600_000)?;
         latencies.push(
-            api.create_job(jobs + n, SUBSCRIBER, Some(at))
+            api.create_job(jobs + n, subscriber, Some(at))
                 .await?
                 .latency_ms,
         );

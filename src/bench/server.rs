@@ -159,15 +159,19 @@ fn usage(pid: u32) -> anyhow::Result<Usage> {
         Ok(fields.get(n).context("short /proc/<pid>/stat")?.parse()?)
     };
     let total = ticks(11)? + ticks(12)?;
+    Ok(Usage {
+        peak_rss_kib,
+        cpu_seconds: total as f64 / clock_ticks_per_second(),
+    })
+}
+
+/// The unit of `/proc/<pid>/stat`'s CPU times: `sysconf(_SC_CLK_TCK)` (100 when unknown).
+pub fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a configuration value.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let per_second = if per_second > 0 {
+    if per_second > 0 {
         per_second as f64
     } else {
         100.0
-    };
-    Ok(Usage {
-        peak_rss_kib,
-        cpu_seconds: total as f64 / per_second,
-    })
+    }
 }
