@@ -194,6 +194,18 @@ mod tests {
     }
 
     #[test]
+    fn destinations_default_to_the_subscribers_up_to_ten_and_never_exceed_them() {
+        assert_eq!(parse(&[]).destinations(), 1);
+        assert_eq!(parse(&["--subscribers", "4"]).destinations(), 4);
+        assert_eq!(parse(&["--subscribers", "100"]).destinations(), 10);
+        let given = parse(&["--subscribers", "100", "--destinations", "25"]);
+        assert_eq!(given.destinations(), 25);
+        assert!(given.check().is_ok());
+        let more_ports = parse(&["--subscribers", "2", "--destinations", "3"]);
+        assert!(more_ports.check().is_err());
+    }
+
+    #[test]
     fn incident_needs_a_healthy_subscriber() {
         let all_slow = parse(&["--scenario", "incident", "--jobs", "10", "--slow", "10"]);
         assert!(all_slow.check().is_err());
