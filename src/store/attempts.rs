@@ -27,6 +27,11 @@ pub struct LeaseRow {
     due_at: Option<i64>,
     lease_token: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(LeaseRow {
+    state,
+    due_at,
+    lease_token
+});
 
 /// Job `job_id`'s attempts as read at `now`, oldest first, read in one snapshot with
 /// the job. The attempt of a lease that has expired at `now` (the job `in_flight`, its
@@ -78,6 +83,19 @@ pub struct AttemptRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
+crate::store::sqlite::writer::rows::lite_row!(AttemptRow {
+    number,
+    started_at,
+    finished_at,
+    outcome,
+    status,
+    error_class,
+    reason,
+    body_excerpt,
+    lease_owner,
+    lease_token,
+    possible_duplicate
+});
 
 impl TryFrom<AttemptRow> for Attempt {
     type Error = StoreError;

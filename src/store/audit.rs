@@ -33,6 +33,16 @@ pub struct AuditRow {
     status: i64,
     request_id: Option<String>,
 }
+crate::store::sqlite::writer::rows::lite_row!(AuditRow {
+    id,
+    at,
+    action,
+    target,
+    parameters,
+    actor,
+    status,
+    request_id
+});
 
 impl TryFrom<AuditRow> for AuditEntry {
     type Error = StoreError;

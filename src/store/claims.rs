@@ -24,6 +24,17 @@ pub struct MarkedRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
+crate::store::sqlite::writer::rows::lite_row!(MarkedRow {
+    id,
+    subscriber_id,
+    event_id,
+    payload,
+    attempts,
+    max_attempts,
+    deadline,
+    lease_token,
+    possible_duplicate
+});
 
 impl MarkedRow {
     /// The job's id, as stored.
@@ -50,6 +61,12 @@ pub struct TargetRow {
     previous_secret: Option<String>,
     previous_secret_expires_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(TargetRow {
+    url,
+    secret,
+    previous_secret,
+    previous_secret_expires_at
+});
 
 /// A subscriber's URL and signing secrets, read (and opened) once per claim.
 pub type Target = (String, Result<SigningSecrets, UnreadableSecret>);

@@ -231,16 +231,19 @@ async fn write_request<S: CreateStatements>(
 /// [`Transactions::announce`]).
 async fn create_group<S: CreateStatements>(
     db: &S,
-    requests: &[Vec<NewJob>],
+    requests: Arc<Vec<Vec<NewJob>>>,
 ) -> Result<GroupResults<Created>, StoreError> {
-    let mut tx = db.write().await?;
-    let known = S::known_subscribers(&mut tx, &subscriber_ids(requests)).await?;
-    let results = write_requests::<S>(&mut tx, requests, &known).await?;
-    if created(&results).next().is_some() {
-        S::announce(&mut tx).await?;
-    }
-    S::commit(tx).await?;
-    Ok(results)
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let known = S::known_subscribers(tx, &subscriber_ids(&requests)).await?;
+            let results = write_requests::<S>(tx, &requests, &known).await?;
+            if created(&results).next().is_some() {
+                S::announce(tx).await?;
+            }
+            Ok(results)
+        })
+    })
+    .await
 }
 
 /// The jobs `results` created.
@@ -325,7 +328,8 @@ async fn alone_on_failure<S: CreateStatements>(
     requests: Vec<Vec<NewJob>>,
     db: &S,
 ) -> GroupResults<Created> {
-    let error = match create_group(db, &requests).await {
+    let requests = Arc::new(requests);
+    let error = match create_group(db, requests.clone()).await {
         Ok(results) => return results,
         Err(error) if requests.len() == 1 => return vec![Err(error)],
         Err(error) => error,
@@ -339,7 +343,7 @@ async fn alone_on_failure<S: CreateStatements>(
             results.push(Err(same_kind(error)));
             continue;
         }
-        let result = match create_group(db, request).await {
+        let result = match create_group(db, Arc::new(request.to_vec())).await {
             Ok(mut alone) => alone
                 .pop()
                 .unwrap_or_else(|| Err(StoreError::Internal("a create without a result".into()))),

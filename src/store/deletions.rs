@@ -77,30 +77,35 @@ pub(crate) async fn begin<S: DeletionStatements>(
     if tombstone::is_tombstone(id) {
         return Ok(None);
     }
-    let mut tx = db.write().await?;
-    let found: Option<(i64,)> = S::fetch_optional(&mut tx, Query::new(S::LOCK).text(id)).await?;
-    if found.is_none() {
-        return Ok(None);
-    }
-    let tomb = tombstone::tombstone_id(id, ids::new_id(now));
-    let at = now.as_millis();
-    let marked = |sql: &'static str| Query::new(sql).text(id).text(tomb.as_str()).int(at);
-    S::execute(&mut tx, marked(S::TOMBSTONE)).await?;
-    // Jobs first: their rows are then held, so no claim starts an attempt after the
-    // attempts in progress are marked.
-    let jobs_dead = S::execute(&mut tx, Query::new(S::KILL_JOBS).text(id).int(at)).await?;
-    let query = Query::new(S::ABANDON_ATTEMPTS)
-        .text(id)
-        .int(at)
-        .text(DELETED_IN_FLIGHT);
-    S::execute(&mut tx, query).await?;
-    S::execute(&mut tx, marked(S::MARK)).await?;
-    S::commit(tx).await?;
-    Ok(Some(SubscriberDeleted {
-        subscriber_id: id.to_owned(),
-        jobs_dead,
-        deleted_at: now,
-    }))
+    let id = id.to_owned();
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let id = id.as_str();
+            let found: Option<(i64,)> = S::fetch_optional(tx, Query::new(S::LOCK).text(id)).await?;
+            if found.is_none() {
+                return Ok(None);
+            }
+            let tomb = tombstone::tombstone_id(id, ids::new_id(now));
+            let at = now.as_millis();
+            let marked = |sql: &'static str| Query::new(sql).text(id).text(tomb.as_str()).int(at);
+            S::execute(tx, marked(S::TOMBSTONE)).await?;
+            // Jobs first: their rows are then held, so no claim starts an attempt after the
+            // attempts in progress are marked.
+            let jobs_dead = S::execute(tx, Query::new(S::KILL_JOBS).text(id).int(at)).await?;
+            let query = Query::new(S::ABANDON_ATTEMPTS)
+                .text(id)
+                .int(at)
+                .text(DELETED_IN_FLIGHT);
+            S::execute(tx, query).await?;
+            S::execute(tx, marked(S::MARK)).await?;
+            Ok(Some(SubscriberDeleted {
+                subscriber_id: id.to_owned(),
+                jobs_dead,
+                deleted_at: now,
+            }))
+        })
+    })
+    .await
 }
 
 /// Step 2 of a deletion, once (see [`crate::store::Store::move_deleted_history`]): in
@@ -113,33 +118,38 @@ pub(crate) async fn move_batch<S: DeletionStatements>(
     limit: u32,
 ) -> Result<Option<HistoryMoved>, StoreError> {
     let limit = u64::from(limit.max(1));
-    let mut tx = db.write().await?;
-    let tomb: Option<(String,)> =
-        S::fetch_optional(&mut tx, Query::new(S::MOVING_TO).text(id)).await?;
-    let Some((tomb,)) = tomb else {
-        return Ok(None);
-    };
-    let batch = |sql: &'static str, n: u64| {
-        Query::new(sql)
-            .text(id)
-            .text(tomb.as_str())
-            .int(i64::try_from(n).unwrap_or(i64::MAX))
-    };
-    let jobs = S::execute(&mut tx, batch(S::MOVE_JOBS, limit)).await?;
-    let mut attempts = 0;
-    if jobs < limit {
-        attempts = S::execute(&mut tx, batch(S::MOVE_ATTEMPTS, limit - jobs)).await?;
-    }
-    let mut finished = false;
-    if jobs + attempts < limit {
-        finished = S::execute(&mut tx, Query::new(S::DELETE).text(id)).await? > 0;
-    }
-    S::commit(tx).await?;
-    Ok(Some(HistoryMoved {
-        jobs,
-        attempts,
-        finished,
-    }))
+    let id = id.to_owned();
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let id = id.as_str();
+            let tomb: Option<(String,)> =
+                S::fetch_optional(tx, Query::new(S::MOVING_TO).text(id)).await?;
+            let Some((tomb,)) = tomb else {
+                return Ok(None);
+            };
+            let batch = |sql: &'static str, n: u64| {
+                Query::new(sql)
+                    .text(id)
+                    .text(tomb.as_str())
+                    .int(i64::try_from(n).unwrap_or(i64::MAX))
+            };
+            let jobs = S::execute(tx, batch(S::MOVE_JOBS, limit)).await?;
+            let mut attempts = 0;
+            if jobs < limit {
+                attempts = S::execute(tx, batch(S::MOVE_ATTEMPTS, limit - jobs)).await?;
+            }
+            let mut finished = false;
+            if jobs + attempts < limit {
+                finished = S::execute(tx, Query::new(S::DELETE).text(id)).await? > 0;
+            }
+            Ok(Some(HistoryMoved {
+                jobs,
+                attempts,
+                finished,
+            }))
+        })
+    })
+    .await
 }
 
 /// Both steps of deleting subscriber `id` at `now` (see

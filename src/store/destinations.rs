@@ -48,6 +48,26 @@ pub struct DestinationRow {
     created_at: i64,
     updated_at: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(DestinationRow {
+    key,
+    max_in_flight,
+    paused,
+    forced_circuit,
+    circuit,
+    failures,
+    cooldown_ms,
+    opened_at,
+    retry_at,
+    probe_job_id,
+    probe_token,
+    changed_at,
+    last_error_at,
+    last_error_class,
+    last_error_status,
+    last_error_reason,
+    created_at,
+    updated_at
+});
 
 /// A destination with its open requests (and, for views, its subscribers).
 #[derive(sqlx::FromRow)]
@@ -57,6 +77,7 @@ pub struct CountedRow {
     in_flight: i64,
     subscribers: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(CountedRow { in_flight, subscribers; row });
 
 /// A destination of a job in an outcome batch.
 #[derive(sqlx::FromRow)]
@@ -65,6 +86,7 @@ struct JobDestinationRow {
     #[sqlx(flatten)]
     row: DestinationRow,
 }
+crate::store::sqlite::writer::rows::lite_row!(JobDestinationRow { job_id; row });
 
 impl DestinationRow {
     /// The operator's settings and the breaker.
@@ -228,9 +250,9 @@ pub(crate) async fn backfill<S: DestinationStatements>(
 ) -> Result<usize, StoreError> {
     let mut total = 0;
     loop {
-        let mut tx = db.write().await?;
-        let assigned = assign_missing::<S>(&mut tx, now).await?;
-        S::commit(tx).await?;
+        let assigned = db
+            .transaction(move |tx| Box::pin(assign_missing::<S>(tx, now)))
+            .await?;
         total += assigned;
         if assigned < UNASSIGNED_BATCH {
             return Ok(total);
@@ -297,9 +319,31 @@ pub(crate) async fn put<S: DestinationStatements>(
     now: Timestamp,
     policy: &DestinationPolicy,
 ) -> Result<Option<DestinationView>, StoreError> {
-    let mut tx = db.write().await?;
-    let row: Option<DestinationRow> =
-        S::fetch_optional(&mut tx, Query::new(S::HOLD).text(key)).await?;
+    let held = key.to_owned();
+    let changed = db
+        .transaction(move |tx| Box::pin(put_in::<S>(tx, held, put, now)))
+        .await?;
+    let Some(state) = changed else {
+        return Ok(None);
+    };
+    tracing::info!(
+        destination = key,
+        max_in_flight = state.max_in_flight,
+        paused = state.paused,
+        forced_circuit = state.forced.map(|f| f.as_str()),
+        "destination changed by an operator"
+    );
+    get(db, key, now, policy).await
+}
+
+/// [`put`]'s write in `tx`: the destination's new state, `None` when it does not exist.
+async fn put_in<S: DestinationStatements>(
+    tx: &mut S::Tx,
+    key: String,
+    put: DestinationPut,
+    now: Timestamp,
+) -> Result<Option<DestinationState>, StoreError> {
+    let row: Option<DestinationRow> = S::fetch_optional(tx, Query::new(S::HOLD).text(key)).await?;
     let Some(row) = row else {
         return Ok(None);
     };
@@ -316,16 +360,8 @@ pub(crate) async fn put<S: DestinationStatements>(
             state.circuit = Circuit::closed_at(now);
         }
     }
-    write::<S>(&mut tx, &row, &state, now).await?;
-    S::commit(tx).await?;
-    tracing::info!(
-        destination = key,
-        max_in_flight = state.max_in_flight,
-        paused = state.paused,
-        forced_circuit = state.forced.map(|f| f.as_str()),
-        "destination changed by an operator"
-    );
-    get(db, key, now, policy).await
+    write::<S>(tx, &row, &state, now).await?;
+    Ok(Some(state))
 }
 
 /// Writes `state` over `row` (keeping its last error) at `now`.

@@ -34,6 +34,18 @@ pub struct AffectedRow {
     dead: i64,
     cancelled: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(AffectedRow {
+    event_id,
+    affected,
+    newest_id,
+    created_at,
+    scheduled,
+    in_flight,
+    retrying,
+    delivered,
+    dead,
+    cancelled
+});
 
 impl TryFrom<AffectedRow> for AffectedEvent {
     type Error = StoreError;
@@ -63,6 +75,7 @@ pub struct EventJobRow {
     job: JobRow,
     last_error_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(EventJobRow { last_error_at; job });
 
 /// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
 #[derive(sqlx::FromRow)]
@@ -75,6 +88,15 @@ pub struct LoadRow {
     started_last_second: i64,
     last_started_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(LoadRow {
+    subscriber_id,
+    destination,
+    max_in_flight,
+    rate_limit_per_second,
+    open_attempts,
+    started_last_second,
+    last_started_at
+});
 
 /// The statements of the event reads, in the backend's dialect.
 pub(crate) trait EventStatements: FigureStatements {

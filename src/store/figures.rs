@@ -18,6 +18,7 @@ use crate::store::transactions::Transactions;
 /// A row, whatever its columns (an existence check).
 #[derive(sqlx::FromRow)]
 pub struct Exists {}
+crate::store::sqlite::writer::rows::lite_row!(Exists {});
 
 /// A `GROUP BY state` count.
 #[derive(sqlx::FromRow)]
@@ -25,6 +26,7 @@ pub struct StateCount {
     state: String,
     n: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(StateCount { state, n });
 
 /// A `GROUP BY dead_reason` count of dead jobs.
 #[derive(sqlx::FromRow)]
@@ -32,12 +34,14 @@ pub struct ReasonCount {
     reason: Option<String>,
     n: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(ReasonCount { reason, n });
 
 /// A count (one column `n`).
 #[derive(sqlx::FromRow)]
 pub struct Count {
     n: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(Count { n });
 
 /// The gauges other than the counts per state.
 #[derive(sqlx::FromRow)]
@@ -47,6 +51,12 @@ pub struct GaugeRow {
     past_slo: i64,
     near_deadline: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(GaugeRow {
+    oldest_eligible,
+    oldest_retrying,
+    past_slo,
+    near_deadline
+});
 
 /// A subscriber's limits and use of them.
 #[derive(sqlx::FromRow)]
@@ -57,6 +67,13 @@ pub struct LoadRow {
     started_last_second: i64,
     last_started_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(LoadRow {
+    max_in_flight,
+    rate_limit_per_second,
+    open_attempts,
+    started_last_second,
+    last_started_at
+});
 
 /// A subscriber's oldest eligible job and latest delivery.
 #[derive(sqlx::FromRow)]
@@ -64,6 +81,10 @@ pub struct EligibleRow {
     oldest_eligible: Option<i64>,
     last_success: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(EligibleRow {
+    oldest_eligible,
+    last_success
+});
 
 /// A subscriber's latest failed attempt.
 #[derive(sqlx::FromRow)]
@@ -74,6 +95,13 @@ pub struct FailureRow {
     status: Option<i64>,
     reason: Option<String>,
 }
+crate::store::sqlite::writer::rows::lite_row!(FailureRow {
+    finished_at,
+    outcome,
+    error_class,
+    status,
+    reason
+});
 
 /// The statements of the figures, in the backend's dialect. The gauges and a
 /// subscriber's load are read outside a transaction (SQLite: on its readers); a

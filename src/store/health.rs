@@ -38,6 +38,13 @@ pub struct WaitingRow {
     retrying: i64,
     next_attempt_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(WaitingRow {
+    subscriber_id,
+    scheduled,
+    in_flight,
+    retrying,
+    next_attempt_at
+});
 
 /// A subscriber's jobs dead in the window.
 #[derive(sqlx::FromRow)]
@@ -45,6 +52,7 @@ pub struct DeadRow {
     subscriber_id: String,
     n: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(DeadRow { subscriber_id, n });
 
 /// A subscriber's latest success and failures, and its destination.
 #[derive(sqlx::FromRow)]
@@ -59,6 +67,17 @@ pub struct AttemptsRow {
     failure_reason: Option<String>,
     first_failure_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(AttemptsRow {
+    id,
+    destination,
+    last_success_at,
+    failure_at,
+    failure_outcome,
+    failure_class,
+    failure_status,
+    failure_reason,
+    first_failure_at
+});
 
 /// The statements of the health figures, in the backend's dialect. The subscribers
 /// are given as a JSON array of ids.

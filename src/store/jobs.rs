@@ -89,14 +89,17 @@ pub(crate) async fn transition_waiting<S: JobStatements>(
         let query = waiting_query::<S>(id, seen, transition, now);
         return Ok(db.write_alone(query).await? == 1);
     }
-    let mut tx = db.write().await?;
-    let applied = apply_waiting::<S>(&mut tx, id, seen, transition, now).await?;
-    if applied && due {
-        // Its due time may now be sooner than other instances' workers plan to wake.
-        S::announce(&mut tx).await?;
-    }
-    S::commit(tx).await?;
-    Ok(applied)
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let applied = apply_waiting::<S>(tx, id, seen, transition, now).await?;
+            if applied && due {
+                // Its due time may now be sooner than other instances' workers plan to wake.
+                S::announce(tx).await?;
+            }
+            Ok(applied)
+        })
+    })
+    .await
 }
 
 /// [`transition_waiting`]'s write in `tx`, without the announcement: also how a replay
@@ -169,6 +172,31 @@ pub struct JobRow {
     lease_expires_at: Option<i64>,
     subscriber_enabled: bool,
 }
+crate::store::sqlite::writer::rows::lite_row!(JobRow {
+    id,
+    subscriber_id,
+    event_id,
+    state,
+    attempts,
+    max_attempts,
+    deliver_at,
+    deadline,
+    due_at,
+    created_at,
+    updated_at,
+    delivered_at,
+    dead_at,
+    dead_reason,
+    dead_detail,
+    last_error_class,
+    last_error_status,
+    last_error_reason,
+    last_error_body,
+    lease_owner,
+    lease_token,
+    lease_expires_at,
+    subscriber_enabled
+});
 
 /// A row of [`JOB_COLUMNS`] and `j.payload`.
 #[derive(sqlx::FromRow)]
@@ -179,6 +207,7 @@ pub struct StoredJobRow {
     /// Its payload text.
     pub payload: String,
 }
+crate::store::sqlite::writer::rows::lite_row!(StoredJobRow { payload; job });
 
 impl TryFrom<JobRow> for Job {
     type Error = StoreError;

@@ -24,7 +24,17 @@ pub(crate) async fn purge_finished<S: PurgeStatements>(
     dead_before: Option<Timestamp>,
     limit: u32,
 ) -> Result<PurgedJobs, StoreError> {
-    let mut tx = db.write().await?;
+    db.transaction(move |tx| Box::pin(purge_in::<S>(tx, finished_before, dead_before, limit)))
+        .await
+}
+
+/// [`purge_finished`]'s statements, in `tx`.
+async fn purge_in<S: PurgeStatements>(
+    tx: &mut S::Tx,
+    finished_before: Option<Timestamp>,
+    dead_before: Option<Timestamp>,
+    limit: u32,
+) -> Result<PurgedJobs, StoreError> {
     let mut purged = PurgedJobs::default();
     for (state, before) in purge_order(finished_before, dead_before) {
         let left = u64::from(limit).saturating_sub(purged.total());
@@ -35,12 +45,11 @@ pub(crate) async fn purge_finished<S: PurgeStatements>(
             .int(before.as_millis())
             .int(i64::try_from(left).unwrap_or(i64::MAX))
             .text(state.as_str());
-        let deleted: Vec<(String,)> = S::fetch_all(&mut tx, query).await?;
+        let deleted: Vec<(String,)> = S::fetch_all(tx, query).await?;
         for (state,) in deleted {
             count_purged(&mut purged, &state)?;
         }
     }
-    S::commit(tx).await?;
     Ok(purged)
 }
 

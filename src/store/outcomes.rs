@@ -56,21 +56,31 @@ pub(crate) async fn record<S: OutcomeStatements>(
     circuit: &CircuitPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     check(records)?;
-    let batch = to_json(records, now);
-    let mut tx = db.write().await?;
-    lock_in_order::<S>(&mut tx, records, &batch).await?;
-    S::execute(&mut tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
+    let (records, circuit) = (records.to_vec(), *circuit);
+    db.transaction(move |tx| Box::pin(record_in::<S>(tx, records, now, circuit)))
+        .await
+}
+
+/// [`record`]'s statements, in `tx`.
+async fn record_in<S: OutcomeStatements>(
+    tx: &mut S::Tx,
+    records: Vec<OutcomeRecord>,
+    now: Timestamp,
+    circuit: CircuitPolicy,
+) -> Result<Vec<Fenced>, StoreError> {
+    let batch = to_json(&records, now);
+    lock_in_order::<S>(tx, &records, &batch).await?;
+    S::execute(tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
     let applied: Vec<(String, i64)> =
-        S::fetch_all(&mut tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
+        S::fetch_all(tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
     for record in records.iter().filter(|r| r.pause_subscriber) {
         let query = Query::new(S::PAUSE_SUBSCRIBER)
             .text(record.lease.job_id.to_string())
             .int(now.as_millis());
-        S::execute(&mut tx, query).await?;
+        S::execute(tx, query).await?;
     }
-    destinations::record_results::<S>(&mut tx, records, now, circuit).await?;
-    S::commit(tx).await?;
-    Ok(fenced_in_order(records, applied.into_iter().collect()))
+    destinations::record_results::<S>(tx, &records, now, &circuit).await?;
+    Ok(fenced_in_order(&records, applied.into_iter().collect()))
 }
 
 /// Takes the row locks `records` need in the store's lock order (see

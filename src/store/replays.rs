@@ -129,45 +129,50 @@ pub(crate) async fn create<S: ReplayStatements>(
     replay: NewReplay,
 ) -> Result<Replay, StoreError> {
     let now = replay.created_at;
-    let mut tx = db.write().await?;
-    if let Some(lock) = S::LOCK_CREATIONS {
-        S::execute(&mut tx, Query::new(lock)).await?;
-    }
-    let (used,): (i64,) = S::fetch_one(&mut tx, Query::new(S::USED_RATE)).await?;
-    let used = u64::try_from(used).unwrap_or(0);
-    if used + u64::from(replay.rate_per_second) > u64::from(replay.rate_budget) {
-        return Err(StoreError::ReplayRateBudget {
-            used,
-            budget: replay.rate_budget,
-        });
-    }
-    let (paced_until, next_at) = Pacing::new(replay.rate_per_second).start(now);
-    let id = replay.id.to_string();
-    let insert = Query::new(S::INSERT)
-        .text(id.clone())
-        .text(encode_filter(&replay.filter))
-        .int(i64::from(replay.max_jobs))
-        .int(i64::from(replay.rate_per_second))
-        .int(i64::try_from(replay.ttl_ms).unwrap_or(i64::MAX))
-        .int(paced_until.as_millis())
-        .int(next_at.as_millis())
-        .int(now.as_millis());
-    S::execute(&mut tx, insert).await?;
-    let snapshot = Query::from(snapshot_matching(S::DIALECT, &replay));
-    S::execute(&mut tx, snapshot).await?;
-    let (matched,): (i64,) =
-        S::fetch_one(&mut tx, Query::new(S::SNAPSHOT_SIZE).text(id.clone())).await?;
-    let mark = Query::new(S::MARK_CREATED)
-        .text(id)
-        .int(matched)
-        .int(now.as_millis());
-    S::execute(&mut tx, mark).await?;
-    let created = fetch::<S>(&mut tx, replay.id)
-        .await?
-        .ok_or_else(|| StoreError::Internal("the new replay vanished".into()))?;
-    // Workers of every instance wake for it (sent at commit).
-    S::announce(&mut tx).await?;
-    S::commit(tx).await?;
+    let created: ReplayRow = db
+        .transaction(move |tx| {
+            Box::pin(async move {
+                if let Some(lock) = S::LOCK_CREATIONS {
+                    S::execute(tx, Query::new(lock)).await?;
+                }
+                let (used,): (i64,) = S::fetch_one(tx, Query::new(S::USED_RATE)).await?;
+                let used = u64::try_from(used).unwrap_or(0);
+                if used + u64::from(replay.rate_per_second) > u64::from(replay.rate_budget) {
+                    return Err(StoreError::ReplayRateBudget {
+                        used,
+                        budget: replay.rate_budget,
+                    });
+                }
+                let (paced_until, next_at) = Pacing::new(replay.rate_per_second).start(now);
+                let id = replay.id.to_string();
+                let insert = Query::new(S::INSERT)
+                    .text(id.clone())
+                    .text(encode_filter(&replay.filter))
+                    .int(i64::from(replay.max_jobs))
+                    .int(i64::from(replay.rate_per_second))
+                    .int(i64::try_from(replay.ttl_ms).unwrap_or(i64::MAX))
+                    .int(paced_until.as_millis())
+                    .int(next_at.as_millis())
+                    .int(now.as_millis());
+                S::execute(tx, insert).await?;
+                let snapshot = Query::from(snapshot_matching(S::DIALECT, &replay));
+                S::execute(tx, snapshot).await?;
+                let (matched,): (i64,) =
+                    S::fetch_one(tx, Query::new(S::SNAPSHOT_SIZE).text(id.clone())).await?;
+                let mark = Query::new(S::MARK_CREATED)
+                    .text(id)
+                    .int(matched)
+                    .int(now.as_millis());
+                S::execute(tx, mark).await?;
+                let created = fetch::<S>(tx, replay.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Internal("the new replay vanished".into()))?;
+                // Workers of every instance wake for it (sent at commit).
+                S::announce(tx).await?;
+                Ok(created)
+            })
+        })
+        .await?;
     wake.now();
     created.try_into()
 }
@@ -203,14 +208,17 @@ pub(crate) async fn cancel<S: ReplayStatements>(
     id: Uuid,
     now: Timestamp,
 ) -> Result<Option<Replay>, StoreError> {
-    let mut tx = db.write().await?;
-    let query = Query::new(S::CANCEL)
-        .text(id.to_string())
-        .int(now.as_millis());
-    S::execute(&mut tx, query).await?;
-    let replay = fetch::<S>(&mut tx, id).await?;
-    S::commit(tx).await?;
-    replay.map(Replay::try_from).transpose()
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let query = Query::new(S::CANCEL)
+                .text(id.to_string())
+                .int(now.as_millis());
+            S::execute(tx, query).await?;
+            let replay = fetch::<S>(tx, id).await?;
+            replay.map(Replay::try_from).transpose()
+        })
+    })
+    .await
 }
 
 /// Releases one planned job of `replay` in `tx` at `now`: a dead one moved back to
@@ -250,21 +258,24 @@ pub(crate) async fn advance<S: ReplayStatements>(
     if next_at(db).await?.is_none_or(|at| at > now) {
         return Ok(ReplayProgress::default());
     }
-    let mut tx = db.write().await?;
-    let query = Query::new(S::DUE)
-        .int(now.as_millis())
-        .int(i64::from(REPLAYS_PER_STEP));
-    let due: Vec<DueReplayRow> = S::fetch_all(&mut tx, query).await?;
-    let due = due
-        .into_iter()
-        .map(DueReplay::try_from)
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut progress = ReplayProgress::default();
-    for replay in due {
-        step::<S>(&mut tx, &replay, now, &mut progress).await?;
-    }
-    S::commit(tx).await?;
-    Ok(progress)
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let query = Query::new(S::DUE)
+                .int(now.as_millis())
+                .int(i64::from(REPLAYS_PER_STEP));
+            let due: Vec<DueReplayRow> = S::fetch_all(tx, query).await?;
+            let due = due
+                .into_iter()
+                .map(DueReplay::try_from)
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut progress = ReplayProgress::default();
+            for replay in due {
+                step::<S>(tx, &replay, now, &mut progress).await?;
+            }
+            Ok(progress)
+        })
+    })
+    .await
 }
 
 /// One step of `replay` at `now`: take the token bucket's allowance, requeue that many

@@ -51,16 +51,25 @@ pub(crate) async fn prepare<S: SecretStatements>(
         }
         return Ok(0);
     }
-    let mut tx = db.write().await?;
-    for row in &reseal {
-        let query = Query::new(S::RESEAL)
-            .text(&row.subscriber_id)
-            .text(&row.new_secret)
-            .bind(Value::OptText(row.new_previous.clone()))
-            .text(&row.old_secret);
-        S::execute(&mut tx, query).await?;
-    }
-    S::commit(tx).await?;
+    let queries: Vec<Query> = reseal
+        .iter()
+        .map(|row| {
+            Query::new(S::RESEAL)
+                .text(&row.subscriber_id)
+                .text(&row.new_secret)
+                .bind(Value::OptText(row.new_previous.clone()))
+                .text(&row.old_secret)
+        })
+        .collect();
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            for query in queries {
+                S::execute(tx, query).await?;
+            }
+            Ok(())
+        })
+    })
+    .await?;
     if let Err(error) = db.scrub().await {
         tracing::warn!(
             %error,

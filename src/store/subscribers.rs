@@ -27,6 +27,17 @@ pub struct SubscriberRow {
     paused_reason: Option<String>,
     paused_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(SubscriberRow {
+    id,
+    url,
+    max_in_flight,
+    rate_limit_per_second,
+    enabled,
+    created_at,
+    updated_at,
+    paused_reason,
+    paused_at
+});
 
 impl TryFrom<SubscriberRow> for Subscriber {
     type Error = StoreError;
@@ -95,30 +106,34 @@ pub(crate) async fn patch<S: SubscriberStatements>(
     if tombstone::is_tombstone(id) {
         return Ok(None);
     }
-    let mut tx = db.write().await?;
-    let query = Query::new(S::PATCH)
-        .text(id)
-        .bind(Value::OptText(patch.url.clone()))
-        .bind(Value::OptInt(patch.max_in_flight.map(i64::from)))
-        .bind(Value::Bool(patch.rate_limit_per_second.is_some()))
-        .bind(Value::OptInt(
-            patch.rate_limit_per_second.flatten().map(i64::from),
-        ))
-        .bind(Value::Bool(patch.enabled.is_some()))
-        .bind(Value::Bool(patch.enabled.unwrap_or(false)))
-        .int(now.as_millis());
-    let row: Option<SubscriberRow> = S::fetch_optional(&mut tx, query).await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    if let Some(url) = &patch.url {
-        destinations::assign::<S>(&mut tx, id, url, now).await?;
-    }
-    if patch.enabled == Some(true) {
-        S::announce(&mut tx).await?;
-    }
-    S::commit(tx).await?;
-    Ok(Some(row.try_into()?))
+    let id = id.to_owned();
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let query = Query::new(S::PATCH)
+                .text(id.as_str())
+                .bind(Value::OptText(patch.url.clone()))
+                .bind(Value::OptInt(patch.max_in_flight.map(i64::from)))
+                .bind(Value::Bool(patch.rate_limit_per_second.is_some()))
+                .bind(Value::OptInt(
+                    patch.rate_limit_per_second.flatten().map(i64::from),
+                ))
+                .bind(Value::Bool(patch.enabled.is_some()))
+                .bind(Value::Bool(patch.enabled.unwrap_or(false)))
+                .int(now.as_millis());
+            let row: Option<SubscriberRow> = S::fetch_optional(tx, query).await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            if let Some(url) = &patch.url {
+                destinations::assign::<S>(tx, &id, url, now).await?;
+            }
+            if patch.enabled == Some(true) {
+                S::announce(tx).await?;
+            }
+            Ok(Some(row.try_into()?))
+        })
+    })
+    .await
 }
 
 /// Resumes the subscribers `selection` names at `now` in one write transaction (see
@@ -128,52 +143,56 @@ pub(crate) async fn resume<S: SubscriberStatements>(
     selection: ResumeSelection,
     now: Timestamp,
 ) -> Result<u64, StoreError> {
-    let mut tx = db.write().await?;
-    let resumed = match selection {
-        ResumeSelection::Ids(ids) => {
-            // In id order, the store's lock order (docs/DESIGN.md §3); an unknown id is
-            // reported as the caller named them (the first one), nothing written then.
-            let mut in_order: Vec<&String> = ids.iter().collect();
-            in_order.sort();
-            in_order.dedup();
-            let mut unknown = std::collections::HashSet::new();
-            let mut resumed = 0;
-            for id in in_order {
-                if tombstone::is_tombstone(id) {
-                    unknown.insert(id.as_str());
-                    continue;
-                }
-                let query = Query::new(S::RESUME_ONE)
-                    .text(id.as_str())
-                    .int(now.as_millis());
-                let changed = S::execute(&mut tx, query).await?;
-                if changed == 0 {
-                    let found: Option<(i64,)> =
-                        S::fetch_optional(&mut tx, Query::new(S::EXISTS).text(id.as_str())).await?;
-                    if found.is_none() {
-                        unknown.insert(id.as_str());
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let resumed = match selection {
+                ResumeSelection::Ids(ids) => {
+                    // In id order, the store's lock order (docs/DESIGN.md §3); an unknown id is
+                    // reported as the caller named them (the first one), nothing written then.
+                    let mut in_order: Vec<&String> = ids.iter().collect();
+                    in_order.sort();
+                    in_order.dedup();
+                    let mut unknown = std::collections::HashSet::new();
+                    let mut resumed = 0;
+                    for id in in_order {
+                        if tombstone::is_tombstone(id) {
+                            unknown.insert(id.as_str());
+                            continue;
+                        }
+                        let query = Query::new(S::RESUME_ONE)
+                            .text(id.as_str())
+                            .int(now.as_millis());
+                        let changed = S::execute(tx, query).await?;
+                        if changed == 0 {
+                            let found: Option<(i64,)> =
+                                S::fetch_optional(tx, Query::new(S::EXISTS).text(id.as_str()))
+                                    .await?;
+                            if found.is_none() {
+                                unknown.insert(id.as_str());
+                            }
+                        }
+                        resumed += changed;
                     }
+                    if let Some(first) = ids.iter().find(|id| unknown.contains(id.as_str())) {
+                        // The transaction is dropped unpublished: all or nothing.
+                        return Err(StoreError::UnknownSubscriber(first.clone()));
+                    }
+                    resumed
                 }
-                resumed += changed;
+                ResumeSelection::Reason(reason) => {
+                    let query = Query::new(S::RESUME_REASON)
+                        .text(reason.as_str())
+                        .int(now.as_millis());
+                    S::execute(tx, query).await?
+                }
+            };
+            if resumed > 0 {
+                S::announce(tx).await?;
             }
-            if let Some(first) = ids.iter().find(|id| unknown.contains(id.as_str())) {
-                // The transaction is dropped unpublished: all or nothing.
-                return Err(StoreError::UnknownSubscriber(first.clone()));
-            }
-            resumed
-        }
-        ResumeSelection::Reason(reason) => {
-            let query = Query::new(S::RESUME_REASON)
-                .text(reason.as_str())
-                .int(now.as_millis());
-            S::execute(&mut tx, query).await?
-        }
-    };
-    if resumed > 0 {
-        S::announce(&mut tx).await?;
-    }
-    S::commit(tx).await?;
-    Ok(resumed)
+            Ok(resumed)
+        })
+    })
+    .await
 }
 
 /// Subscriber `id`, or `None`.
@@ -214,24 +233,29 @@ pub(crate) async fn rotate_secret<S: SubscriberStatements>(
     if tombstone::is_tombstone(id) {
         return Ok(None);
     }
-    let mut tx = db.write().await?;
-    let current: Option<(String,)> =
-        S::fetch_optional(&mut tx, Query::new(S::CURRENT_SECRET).text(id)).await?;
-    let Some((current,)) = current else {
-        return Ok(None);
-    };
-    let expires_at = (rotation.grace_ms > 0).then(|| now.plus_ms(rotation.grace_ms));
-    let previous = expires_at.map(|_| sealer.reseal(id, &current));
-    let query = Query::new(S::ROTATE)
-        .text(id)
-        .text(sealer.seal(id, &rotation.secret))
-        .bind(Value::OptText(previous))
-        .bind(Value::OptInt(expires_at.map(Timestamp::as_millis)))
-        .int(now.as_millis());
-    let row: SubscriberRow = S::fetch_one(&mut tx, query).await?;
-    S::commit(tx).await?;
-    Ok(Some(SecretRotated {
-        subscriber: row.try_into()?,
-        previous_secret_expires_at: expires_at,
-    }))
+    let sealer = sealer.clone();
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let id = &rotation.subscriber_id;
+            let current: Option<(String,)> =
+                S::fetch_optional(tx, Query::new(S::CURRENT_SECRET).text(id)).await?;
+            let Some((current,)) = current else {
+                return Ok(None);
+            };
+            let expires_at = (rotation.grace_ms > 0).then(|| now.plus_ms(rotation.grace_ms));
+            let previous = expires_at.map(|_| sealer.reseal(id, &current));
+            let query = Query::new(S::ROTATE)
+                .text(id)
+                .text(sealer.seal(id, &rotation.secret))
+                .bind(Value::OptText(previous))
+                .bind(Value::OptInt(expires_at.map(Timestamp::as_millis)))
+                .int(now.as_millis());
+            let row: SubscriberRow = S::fetch_one(tx, query).await?;
+            Ok(Some(SecretRotated {
+                subscriber: row.try_into()?,
+                previous_secret_expires_at: expires_at,
+            }))
+        })
+    })
+    .await
 }

@@ -21,6 +21,13 @@ pub struct OverdueRow {
     /// subscriber's destination paused or its circuit not closed (`dead_detail`).
     waited_on: Option<String>,
 }
+crate::store::sqlite::writer::rows::lite_row!(OverdueRow {
+    id,
+    state,
+    past_deadline,
+    used_up,
+    waited_on
+});
 
 /// The statements of a sweep, in the backend's dialect.
 pub(crate) trait SweepStatements: Transactions {
@@ -55,15 +62,23 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
     now: Timestamp,
     limit: u32,
 ) -> Result<ExpiredJobs, StoreError> {
-    let mut tx = db.write().await?;
+    db.transaction(move |tx| Box::pin(expire_in::<S>(tx, now, limit)))
+        .await
+}
+
+async fn expire_in<S: SweepStatements>(
+    tx: &mut S::Tx,
+    now: Timestamp,
+    limit: u32,
+) -> Result<ExpiredJobs, StoreError> {
     let query = Query::new(S::OVERDUE)
         .int(now.as_millis())
         .int(i64::from(limit));
-    let overdue: Vec<OverdueRow> = S::fetch_all(&mut tx, query).await?;
+    let overdue: Vec<OverdueRow> = S::fetch_all(tx, query).await?;
     let mut expired = ExpiredJobs::default();
     for job in overdue {
         if job.state == JobState::InFlight.as_str() {
-            mark_attempt_unknown::<S>(&mut tx, &job.id, now).await?;
+            mark_attempt_unknown::<S>(tx, &job.id, now).await?;
             expired.lease_expired += 1;
         }
         // Only a job that dies at its deadline keeps why it waited (docs/DESIGN.md §2.1).
@@ -87,8 +102,7 @@ pub(crate) async fn expire_deadlines<S: SweepStatements>(
             .int(now.as_millis())
             .bind(Value::OptText(reason.map(|r| r.as_str().to_owned())))
             .bind(Value::OptText(detail));
-        S::execute(&mut tx, query).await?;
+        S::execute(tx, query).await?;
     }
-    S::commit(tx).await?;
     Ok(expired)
 }

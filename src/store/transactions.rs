@@ -10,6 +10,7 @@
 //! algorithms also run in spawned tasks (the group commits).
 
 use std::future::Future;
+use std::pin::Pin;
 
 use sqlx::FromRow;
 use sqlx::postgres::PgRow;
@@ -17,17 +18,28 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::store::StoreError;
 use crate::store::dialect::{Dialect, Query};
+use crate::store::sqlite::writer::rows::LiteRow;
 
-/// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct or a tuple).
+/// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct with
+/// [`crate::store::sqlite::writer::rows::lite_row!`], or a tuple), through sqlx and on the
+/// SQLite writer's own connection.
 pub(crate) trait Row:
-    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + LiteRow + Send + Unpin + 'static
 {
 }
 
 impl<T> Row for T where
-    T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+    T: for<'r> FromRow<'r, SqliteRow>
+        + for<'r> FromRow<'r, PgRow>
+        + LiteRow
+        + Send
+        + Unpin
+        + 'static
 {
 }
+
+/// What the body of a write transaction returns: a future borrowing the transaction.
+pub(crate) type TxFuture<'a, R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send + 'a>>;
 
 /// A backend's transactions.
 pub(crate) trait Transactions: Clone + Send + Sync + 'static {
@@ -37,10 +49,21 @@ pub(crate) trait Transactions: Clone + Send + Sync + 'static {
     /// How the backend spells statements built at run time.
     const DIALECT: Dialect;
 
-    /// Opens a write transaction (SQLite: `BEGIN IMMEDIATE` on its one writer, so
-    /// a read-then-write cannot interleave with another writer; PostgreSQL: `BEGIN`,
-    /// with row locks taken by the statements).
-    fn write(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
+    /// Runs `body` in a write transaction and commits it; `body`'s error rolls back
+    /// everything it wrote. The result is returned only once the commit is durable.
+    ///
+    /// SQLite: on the batch writer's thread, in a savepoint of a batch that shares one
+    /// `BEGIN IMMEDIATE` … `COMMIT` with the other writes waiting then (see
+    /// `store::sqlite::writer`); a read-then-write cannot interleave with another
+    /// writer. PostgreSQL: `BEGIN` … `COMMIT` on a pooled connection, row locks taken
+    /// by the statements.
+    ///
+    /// # Errors
+    /// `body`'s error, or the database's at `BEGIN` or `COMMIT`.
+    fn transaction<R, F>(&self, body: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        R: Send + 'static,
+        F: for<'a> FnOnce(&'a mut Self::Tx) -> TxFuture<'a, R> + Send + 'static;
 
     /// Opens a read-only transaction that reads one snapshot.
     fn snapshot(&self) -> impl Future<Output = Result<Self::Tx, StoreError>> + Send;
@@ -76,9 +99,11 @@ pub(crate) trait Transactions: Clone + Send + Sync + 'static {
         query: Query,
     ) -> impl Future<Output = Result<T, StoreError>> + Send;
 
-    /// Runs `query` alone, in its own implicit transaction, on the connection that
-    /// writes (SQLite: its one writer); returns the rows it affected.
-    fn write_alone(&self, query: Query) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    /// Runs `query` alone in a write transaction (see [`Transactions::transaction`]);
+    /// returns the rows it affected.
+    fn write_alone(&self, query: Query) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.transaction(move |tx| Box::pin(Self::execute(tx, query)))
+    }
 
     /// The rows of `query`, read outside a transaction (SQLite: on its readers).
     fn read_all<T: Row>(

@@ -150,8 +150,8 @@ pub fn push_job_listing(
             .bind(Value::Text(after.to_string()));
     }
     query
-        .push(" ORDER BY j.id DESC LIMIT ")
-        .bind(Value::Int(i64::from(page.limit)));
+        .push(" ORDER BY j.id DESC")
+        .limit(i64::from(page.limit));
 }
 
 /// Appends ` AND …` for each condition of `filter` on `jobs j` (after a `WHERE`), each

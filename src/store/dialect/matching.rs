@@ -81,8 +81,8 @@ pub fn push_matching(query: &mut Statement, filter: &ReplayFilter, max_jobs: u32
     // A deleted subscriber's jobs are history: nothing would deliver them.
     query.push(NOT_DELETED);
     query
-        .push(&format!(" ORDER BY {} LIMIT ", order(filter)))
-        .bind(Value::Int(i64::from(max_jobs)));
+        .push(&format!(" ORDER BY {}", order(filter)))
+        .limit(i64::from(max_jobs));
 }
 
 /// How many jobs `filter` matches, at most `max_jobs` (a dry run): one column `n`.

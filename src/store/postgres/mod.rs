@@ -50,7 +50,7 @@ use super::creates::Created;
 use super::dialect::{Dialect, Query};
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::transactions::{Row, Transactions};
+use super::transactions::{Row, Transactions, TxFuture};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
@@ -78,8 +78,15 @@ impl Transactions for PgPool {
     type Tx = Tx;
     const DIALECT: Dialect = Dialect::Postgres;
 
-    async fn write(&self) -> Result<Tx, StoreError> {
-        Ok(self.begin().await?)
+    async fn transaction<R, F>(&self, body: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: for<'a> FnOnce(&'a mut Tx) -> TxFuture<'a, R> + Send + 'static,
+    {
+        let mut tx = self.begin().await?;
+        let result = body(&mut tx).await?;
+        tx.commit().await?;
+        Ok(result)
     }
 
     async fn snapshot(&self) -> Result<Tx, StoreError> {

@@ -25,6 +25,20 @@ pub struct ReplayRow {
     updated_at: i64,
     finished_at: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(ReplayRow {
+    id,
+    filter,
+    max_jobs,
+    rate_per_second,
+    ttl_ms,
+    state,
+    matched,
+    requeued,
+    skipped,
+    created_at,
+    updated_at,
+    finished_at
+});
 
 impl TryFrom<ReplayRow> for Replay {
     type Error = StoreError;
@@ -66,6 +80,15 @@ pub struct DueReplayRow {
     burst_position: i64,
     paced_until: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(DueReplayRow {
+    id,
+    filter,
+    rate_per_second,
+    ttl_ms,
+    next_position,
+    burst_position,
+    paced_until
+});
 
 impl TryFrom<DueReplayRow> for DueReplay {
     type Error = StoreError;
@@ -95,6 +118,16 @@ pub struct CandidateRow {
     deadline: i64,
     updated_at: i64,
 }
+crate::store::sqlite::writer::rows::lite_row!(CandidateRow {
+    position,
+    id,
+    state,
+    attempts,
+    max_attempts,
+    due_at,
+    deadline,
+    updated_at
+});
 
 impl TryFrom<CandidateRow> for Candidate {
     type Error = StoreError;

@@ -12,11 +12,11 @@ const INSERT: &str = "INSERT INTO audit (id, at, action, target, parameters, act
 pub(super) const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id \
     FROM audit WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR action = ?2) \
       AND (?3 IS NULL OR target = ?3) \
-    ORDER BY id DESC LIMIT ?4";
+    ORDER BY id DESC LIMIT CAST(?4 AS INTEGER)";
 
 /// Up to `?2` entries recorded before `?1`, oldest first.
 pub(super) const PURGE: &str = "DELETE FROM audit WHERE id IN ( \
-    SELECT id FROM audit WHERE at < ?1 ORDER BY at LIMIT ?2)";
+    SELECT id FROM audit WHERE at < ?1 ORDER BY at LIMIT CAST(?2 AS INTEGER))";
 
 impl AuditStatements for Pools {
     const INSERT: &'static str = INSERT;

@@ -14,8 +14,11 @@ use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
 use crate::store::destinations::{self, Admissions, CountedRow};
+use crate::store::dialect::Query;
 use crate::store::records::{ClaimRequest, ClaimedJob};
+use crate::store::sqlite::writer::rows::lite_row;
 use crate::store::sweep;
+use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
@@ -70,7 +73,7 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
           AND d.deadline > ?1 \
           AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
                    AND d.attempts >= d.max_attempts) \
-        ORDER BY d.due_at, d.id LIMIT ?2) \
+        ORDER BY d.due_at, d.id LIMIT CAST(?2 AS INTEGER)) \
       WHERE al.allowed > 0 \
     ), ranked AS ( \
       SELECT id, state, due_at, destination, room, \
@@ -82,7 +85,7 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
       FROM ranked WHERE rn <= allowed \
     ) \
     SELECT id, state, due_at, destination FROM spread WHERE dn <= room \
-    ORDER BY dn, room DESC, due_at, id LIMIT ?2";
+    ORDER BY dn, room DESC, due_at, id LIMIT CAST(?2 AS INTEGER)";
 
 /// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease, at
 /// their subscriber's destination of this moment, and returns what an attempt needs.
@@ -113,38 +116,51 @@ struct CandidateRow {
     due_at: i64,
     destination: String,
 }
+lite_row!(CandidateRow {
+    id,
+    state,
+    due_at,
+    destination
+});
 
 /// Subscriber `?1`'s URL and secrets.
 const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expires_at \
     FROM subscribers WHERE id = ?1";
 
+/// Claims in one write transaction of the batch writer (see [`Store::claim`]).
+///
+/// [`Store::claim`]: crate::store::Store::claim
 pub async fn claim(
     db: &Pools,
     sealer: &Sealer,
     policy: &DestinationPolicy,
     request: ClaimRequest,
 ) -> Result<Vec<ClaimedJob>, StoreError> {
+    let (sealer, policy) = (sealer.clone(), *policy);
+    db.transaction(move |tx| Box::pin(claim_in(tx, sealer, policy, request)))
+        .await
+}
+
+async fn claim_in(
+    tx: &mut Tx,
+    sealer: Sealer,
+    policy: DestinationPolicy,
+    request: ClaimRequest,
+) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
-    let mut tx = db.writer.begin_with("BEGIN IMMEDIATE").await?;
-    destinations::assign_missing::<Pools>(&mut tx, now).await?;
-    let due: Vec<CountedRow> = sqlx::query_as(DUE)
-        .bind(now.as_millis())
-        .fetch_all(&mut *tx)
-        .await?;
-    let admissions = Admissions::of(&due, now, policy)?;
+    destinations::assign_missing::<Pools>(tx, now).await?;
+    let due: Vec<CountedRow> = Pools::fetch_all(tx, Query::new(DUE).int(now.as_millis())).await?;
+    let admissions = Admissions::of(&due, now, &policy)?;
     if admissions.open.is_empty() {
-        tx.commit().await?;
         return Ok(Vec::new());
     }
-    let candidates: Vec<CandidateRow> = sqlx::query_as(CLAIM_CANDIDATES)
-        .bind(now.as_millis())
-        .bind(i64::from(request.limit))
-        .bind(admissions.json_object()?)
-        .fetch_all(&mut *tx)
-        .await?;
+    let query = Query::new(CLAIM_CANDIDATES)
+        .int(now.as_millis())
+        .int(i64::from(request.limit))
+        .text(admissions.json_object()?);
+    let candidates: Vec<CandidateRow> = Pools::fetch_all(tx, query).await?;
     if candidates.is_empty() {
-        tx.commit().await?;
         return Ok(Vec::new());
     }
     let mut probes = admissions.probes(&due);
@@ -154,7 +170,7 @@ pub async fn claim(
     for candidate in candidates {
         let reclaimed = candidate.state == JobState::InFlight.as_str();
         if reclaimed {
-            sweep::mark_attempt_unknown::<Pools>(&mut tx, &candidate.id, now).await?;
+            sweep::mark_attempt_unknown::<Pools>(tx, &candidate.id, now).await?;
         }
         let due_since = Timestamp::from_millis(candidate.due_at);
         if let Some(row) = probes.remove(candidate.destination.as_str()) {
@@ -164,18 +180,14 @@ pub async fn claim(
     }
     let ids = serde_json::to_string(&order.iter().map(|(id, ..)| id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let marked: Vec<MarkedRow> = sqlx::query_as(MARK_IN_FLIGHT)
-        .bind(&ids)
-        .bind(&request.owner)
-        .bind(lease_until.as_millis())
-        .bind(now.as_millis())
-        .fetch_all(&mut *tx)
-        .await?;
-    sqlx::query(START_ATTEMPTS)
-        .bind(&ids)
-        .bind(now.as_millis())
-        .execute(&mut *tx)
-        .await?;
+    let query = Query::new(MARK_IN_FLIGHT)
+        .text(ids.clone())
+        .text(request.owner.clone())
+        .int(lease_until.as_millis())
+        .int(now.as_millis());
+    let marked: Vec<MarkedRow> = Pools::fetch_all(tx, query).await?;
+    let query = Query::new(START_ATTEMPTS).text(ids).int(now.as_millis());
+    Pools::execute(tx, query).await?;
     let mut rows: HashMap<String, MarkedRow> = marked
         .into_iter()
         .map(|row| (row.id().to_owned(), row))
@@ -187,7 +199,7 @@ pub async fn claim(
             .map(MarkedRow::lease_token)
             .ok_or_else(|| StoreError::Internal(format!("probe {id} was not marked")))?;
         let probe = Probe { job_id: id, token };
-        destinations::start_probe::<Pools>(&mut tx, row, probe, lease_until, now).await?;
+        destinations::start_probe::<Pools>(tx, row, probe, lease_until, now).await?;
     }
     let mut targets: HashMap<String, Target> = HashMap::new();
     let mut claimed = Vec::with_capacity(order.len());
@@ -197,10 +209,11 @@ pub async fn claim(
             .ok_or_else(|| StoreError::Internal(format!("claimed job {id} was not marked")))?;
         let subscriber_id = row.subscriber_id().to_owned();
         if !targets.contains_key(&subscriber_id) {
-            let target = read_target(&mut tx, &subscriber_id).await?;
+            let query = Query::new(TARGET).text(subscriber_id.clone());
+            let target: TargetRow = Pools::fetch_one(tx, query).await?;
             targets.insert(
                 subscriber_id.clone(),
-                target.open(sealer, &subscriber_id, now),
+                target.open(&sealer, &subscriber_id, now),
             );
         }
         let context = ClaimContext {
@@ -214,13 +227,5 @@ pub async fn claim(
             context,
         )?);
     }
-    tx.commit().await?;
     Ok(claimed)
-}
-
-async fn read_target(tx: &mut Tx, subscriber_id: &str) -> Result<TargetRow, StoreError> {
-    Ok(sqlx::query_as(TARGET)
-        .bind(subscriber_id)
-        .fetch_one(&mut **tx)
-        .await?)
 }

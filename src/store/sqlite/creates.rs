@@ -4,6 +4,8 @@
 use super::{Pools, Tx};
 use crate::store::StoreError;
 use crate::store::creates::{CreateStatements, KnownSubscribers};
+use crate::store::dialect::Query;
+use crate::store::transactions::Transactions;
 
 /// Whether subscriber `?1` is enabled; no row when it does not exist or is being
 /// deleted (docs/DESIGN.md §5.3.1).
@@ -32,11 +34,9 @@ impl CreateStatements for Pools {
     async fn known_subscribers(tx: &mut Tx, ids: &[&str]) -> Result<KnownSubscribers, StoreError> {
         let mut known = KnownSubscribers::new();
         for &id in ids {
-            let enabled: Option<bool> = sqlx::query_scalar(SUBSCRIBER_ENABLED)
-                .bind(id)
-                .fetch_optional(&mut **tx)
-                .await?;
-            if let Some(enabled) = enabled {
+            let query = Query::new(SUBSCRIBER_ENABLED).text(id.to_owned());
+            let enabled: Option<(bool,)> = Pools::fetch_optional(tx, query).await?;
+            if let Some((enabled,)) = enabled {
                 known.insert(id.to_owned(), enabled);
             }
         }

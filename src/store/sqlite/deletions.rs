@@ -35,12 +35,12 @@ const MOVING_TO: &str = "SELECT deleting_to FROM subscribers \
 
 /// At most `?3` of subscriber `?1`'s jobs move to tombstone `?2` (`jobs_subscriber_id`).
 pub(super) const MOVE_JOBS: &str = "UPDATE jobs SET subscriber_id = ?2 WHERE id IN ( \
-    SELECT id FROM jobs WHERE subscriber_id = ?1 LIMIT ?3)";
+    SELECT id FROM jobs WHERE subscriber_id = ?1 LIMIT CAST(?3 AS INTEGER))";
 
 /// At most `?3` of subscriber `?1`'s attempts move to tombstone `?2`.
 pub(super) const MOVE_ATTEMPTS: &str = "UPDATE attempts SET subscriber_id = ?2 \
     WHERE (job_id, number) IN ( \
-      SELECT job_id, number FROM attempts WHERE subscriber_id = ?1 LIMIT ?3)";
+      SELECT job_id, number FROM attempts WHERE subscriber_id = ?1 LIMIT CAST(?3 AS INTEGER))";
 
 /// Subscriber `?1` goes, once being deleted and nothing refers to it any more.
 pub(super) const DELETE: &str = "DELETE FROM subscribers WHERE id = ?1 AND deleting_to IS NOT NULL \
@@ -49,14 +49,14 @@ pub(super) const DELETE: &str = "DELETE FROM subscribers WHERE id = ?1 AND delet
 
 /// The subscribers being deleted, at most `?1` (`subscribers_deleting`).
 pub(super) const IN_PROGRESS: &str = "SELECT id FROM subscribers WHERE deleting_to IS NOT NULL \
-    ORDER BY id LIMIT ?1";
+    ORDER BY id LIMIT CAST(?1 AS INTEGER)";
 
 /// Tombstones deleted before `?1` without jobs left, at most `?2`.
 pub(super) const PURGE_TOMBSTONES: &str = "DELETE FROM subscribers WHERE id IN ( \
       SELECT s.id FROM subscribers s WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?1 \
         AND s.deleting_to IS NULL \
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id) \
-        AND NOT EXISTS (SELECT 1 FROM subscribers d WHERE d.deleting_to = s.id) LIMIT ?2) \
+        AND NOT EXISTS (SELECT 1 FROM subscribers d WHERE d.deleting_to = s.id) LIMIT CAST(?2 AS INTEGER)) \
     AND deleted_at IS NOT NULL AND deleting_to IS NULL";
 
 impl DeletionStatements for Pools {

@@ -26,7 +26,7 @@ impl DestinationStatements for Pools {
          WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?3) AS in_flight, \
         (SELECT COUNT(*) FROM subscribers s INDEXED BY subscribers_destination \
          WHERE s.destination = d.key) AS subscribers \
-        FROM destinations d WHERE d.key > ?1 ORDER BY d.key LIMIT ?2";
+        FROM destinations d WHERE d.key > ?1 ORDER BY d.key LIMIT CAST(?2 AS INTEGER)";
     const HOLD: &'static str = "SELECT d.* FROM destinations d WHERE d.key = ?1";
     const OF_JOBS: &'static str = "SELECT j.id AS job_id, d.* \
         FROM jobs j JOIN destinations d ON d.key = j.destination \

@@ -44,7 +44,7 @@ const AFFECTED: &str = "WITH affected_jobs AS ( \
       GROUP BY a.event_id, a.affected) \
     SELECT event_id, affected, newest_id, created_at, scheduled, in_flight, retrying, \
       delivered, dead, cancelled FROM events \
-    WHERE ?4 IS NULL OR newest_id < ?4 ORDER BY newest_id DESC LIMIT ?5";
+    WHERE ?4 IS NULL OR newest_id < ?4 ORDER BY newest_id DESC LIMIT CAST(?5 AS INTEGER)";
 
 /// Every job of event `?1`, in subscriber id order, without the response bodies, with
 /// its latest failed attempt's `finished_at`.

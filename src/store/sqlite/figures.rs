@@ -135,6 +135,12 @@ struct NextWake {
     lease: Option<i64>,
     deadline: Option<i64>,
 }
+crate::store::sqlite::writer::rows::lite_row!(NextWake {
+    held,
+    coming,
+    lease,
+    deadline
+});
 
 impl FigureStatements for Pools {
     const SUBSCRIBER_DESTINATION: &'static str = "SELECT d.*, \

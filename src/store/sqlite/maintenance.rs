@@ -12,7 +12,7 @@ pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
       SELECT id FROM jobs INDEXED BY jobs_finished \
       WHERE state IN ('delivered', 'cancelled', 'dead') \
         AND state = ?3 AND updated_at < ?1 \
-      ORDER BY updated_at LIMIT ?2) \
+      ORDER BY updated_at LIMIT CAST(?2 AS INTEGER)) \
     AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
     RETURNING state";
 

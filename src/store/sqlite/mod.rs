@@ -29,6 +29,7 @@ pub(crate) mod replays;
 mod secrets;
 mod subscribers;
 mod sweep;
+pub(crate) mod writer;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -43,13 +44,14 @@ use super::creates::Created;
 use super::dialect::{Dialect, Query};
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::transactions::{Row, Transactions};
+use super::transactions::{Row, Transactions, TxFuture};
 use super::{Sealer, Store, StoreError, Wake};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::{ReplayFilter, ReplayState};
 use crate::domain::waiting::SubscriberLoad;
 use crate::store as shared;
+use writer::Writer;
 
 /// How long a connection waits on a lock held by another process, and how long a
 /// caller waits for the writer connection before the store reports itself unavailable.
@@ -57,30 +59,54 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read connections.
 const READERS: u32 = 4;
 
-/// An open SQLite transaction.
-type Tx = sqlx::Transaction<'static, Sqlite>;
+/// An open SQLite transaction: on a pooled sqlx connection (a snapshot on a reader;
+/// every write of an in-memory database), or on the batch writer's own connection.
+pub(super) enum Tx {
+    /// A sqlx transaction.
+    Pooled(sqlx::Transaction<'static, Sqlite>),
+    /// The batch writer's connection, inside its batch's transaction.
+    Direct(rusqlite::Connection),
+}
 
-/// The connections: one writer, and readers.
+/// The connections: the batch writer (a database file), readers, and a pooled sqlx
+/// writer for the migrations, the start-up maintenance, and every write of an
+/// in-memory database (which lives in that one connection, shared with its readers).
 #[derive(Debug, Clone)]
 struct Pools {
     writer: SqlitePool,
     readers: SqlitePool,
+    batches: Option<Writer>,
 }
 
 impl Transactions for Pools {
     type Tx = Tx;
     const DIALECT: Dialect = Dialect::Sqlite;
 
-    async fn write(&self) -> Result<Tx, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    async fn transaction<R, F>(&self, body: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: for<'a> FnOnce(&'a mut Tx) -> TxFuture<'a, R> + Send + 'static,
+    {
+        if let Some(batches) = &self.batches {
+            return batches.run(body).await;
+        }
+        let mut tx = Tx::Pooled(self.writer.begin_with("BEGIN IMMEDIATE").await?);
+        let result = body(&mut tx).await?;
+        Self::commit(tx).await?;
+        Ok(result)
     }
 
     async fn snapshot(&self) -> Result<Tx, StoreError> {
-        Ok(self.readers.begin().await?)
+        Ok(Tx::Pooled(self.readers.begin().await?))
     }
 
     async fn commit(tx: Tx) -> Result<(), StoreError> {
-        Ok(tx.commit().await?)
+        match tx {
+            Tx::Pooled(tx) => Ok(tx.commit().await?),
+            Tx::Direct(_) => Err(StoreError::Internal(
+                "the batch writer commits its own transactions".into(),
+            )),
+        }
     }
 
     /// One instance per file: its own worker is woken through [`Wake`].
@@ -89,40 +115,46 @@ impl Transactions for Pools {
     }
 
     async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_with(sql, arguments)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected())
+        match tx {
+            Tx::Direct(conn) => writer::statements::execute(conn, query),
+            Tx::Pooled(tx) => {
+                let (sql, arguments) = binds::bound(query)?;
+                Ok(sqlx::query_with(sql, arguments)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected())
+            }
+        }
     }
 
     async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_as_with(sql, arguments)
-            .fetch_all(&mut **tx)
-            .await?)
+        match tx {
+            Tx::Direct(conn) => writer::statements::fetch(conn, query, None),
+            Tx::Pooled(tx) => {
+                let (sql, arguments) = binds::bound(query)?;
+                Ok(sqlx::query_as_with(sql, arguments)
+                    .fetch_all(&mut **tx)
+                    .await?)
+            }
+        }
     }
 
     async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_as_with(sql, arguments)
-            .fetch_optional(&mut **tx)
-            .await?)
+        match tx {
+            Tx::Direct(conn) => Ok(writer::statements::fetch(conn, query, Some(1))?.pop()),
+            Tx::Pooled(tx) => {
+                let (sql, arguments) = binds::bound(query)?;
+                Ok(sqlx::query_as_with(sql, arguments)
+                    .fetch_optional(&mut **tx)
+                    .await?)
+            }
+        }
     }
 
     async fn fetch_one<T: Row>(tx: &mut Tx, query: Query) -> Result<T, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_as_with(sql, arguments)
-            .fetch_one(&mut **tx)
-            .await?)
-    }
-
-    async fn write_alone(&self, query: Query) -> Result<u64, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_with(sql, arguments)
-            .execute(&self.writer)
-            .await?
-            .rows_affected())
+        Self::fetch_optional(tx, query).await?.ok_or_else(|| {
+            StoreError::Internal("no rows returned by a query that expected one".into())
+        })
     }
 
     async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
@@ -205,12 +237,22 @@ impl SqliteStore {
             SqlitePoolOptions::new()
                 .max_connections(READERS)
                 .acquire_timeout(BUSY_TIMEOUT)
-                .connect_with(options)
+                .connect_with(options.clone())
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
-        let db = Pools { writer, readers };
+        // A file's writes go to the batch writer, opened once the migrations made it.
+        let batches = if in_memory {
+            None
+        } else {
+            Some(Writer::open(options.get_filename(), BUSY_TIMEOUT)?)
+        };
+        let db = Pools {
+            writer,
+            readers,
+            batches,
+        };
         shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
             .await?;
         let wake = Wake::new();
@@ -396,7 +438,7 @@ impl Store for SqliteStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        renewals::renew(&self.db.writer, leases, until, now).await
+        renewals::renew(&self.db, leases, until, now).await
     }
 
     async fn record_outcomes(

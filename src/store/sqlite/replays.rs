@@ -44,7 +44,7 @@ const CANCEL: &str = "UPDATE replays SET state = 'cancelled', finished_at = ?2, 
 /// The running replays whose next burst is due at `?1`, at most `?2`.
 const DUE: &str = "SELECT id, filter, rate_per_second, ttl_ms, next_position, burst_position, \
     paced_until FROM replays INDEXED BY replays_running \
-    WHERE state = 'running' AND next_at <= ?1 ORDER BY next_at LIMIT ?2";
+    WHERE state = 'running' AND next_at <= ?1 ORDER BY next_at LIMIT CAST(?2 AS INTEGER)";
 
 /// Looks at replay `?1` again at `?2`.
 const WAIT_UNTIL: &str = "UPDATE replays SET next_at = ?2 WHERE id = ?1";
@@ -61,7 +61,7 @@ const CANDIDATES: &str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_a
     j.due_at, j.deadline, j.updated_at FROM replay_jobs rj \
     JOIN jobs j ON j.id = rj.job_id \
     WHERE rj.replay_id = ?1 AND rj.position >= ?2 \
-    ORDER BY rj.position LIMIT ?3";
+    ORDER BY rj.position LIMIT CAST(?3 AS INTEGER)";
 
 /// Moves a dead job back to `scheduled` (`?2`), eligible again (`deliver_at` and
 /// `due_at`) at `?3`, with deadline `?4`, keeping its id, payload and attempt history
@@ -82,7 +82,7 @@ const REQUEUE: &str = "UPDATE jobs SET state = ?2, due_at = ?3, deliver_at = ?3,
 /// their creation order.
 const LIST: &str = "SELECT id, filter, max_jobs, rate_per_second, ttl_ms, state, \
     matched, requeued, skipped, created_at, updated_at, finished_at FROM replays \
-    WHERE (?1 = '' OR state = ?1) AND (?2 = '' OR id < ?2) ORDER BY id DESC LIMIT ?3";
+    WHERE (?1 = '' OR state = ?1) AND (?2 = '' OR id < ?2) ORDER BY id DESC LIMIT CAST(?3 AS INTEGER)";
 
 /// Records a step of a replay.
 const RECORD_STEP: &str = "UPDATE replays SET next_position = ?2, burst_position = ?9, \

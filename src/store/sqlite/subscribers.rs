@@ -1,12 +1,14 @@
 //! Subscribers in SQLite.
 
-use super::Pools;
+use super::{Pools, Tx};
 use crate::domain::Timestamp;
 use crate::store::destinations;
+use crate::store::dialect::{Query, Value};
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
 use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
+use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
 /// Subscriber `?1`.
@@ -17,7 +19,7 @@ const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled
 /// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
 /// deleted subscriber's tombstone.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT ?2";
+    updated_at, paused_reason, paused_at FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT CAST(?2 AS INTEGER)";
 
 /// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period; pausing
 /// an enabled one records reason `operator` at `?6`, enabling clears the reason.
@@ -84,66 +86,71 @@ pub async fn put(
     put: SubscriberPut,
     now: Timestamp,
 ) -> Result<PutSubscriberOutcome, StoreError> {
-    let mut tx = db.writer.begin_with("BEGIN IMMEDIATE").await?;
-    let existing: Option<Subscriber> = sqlx::query_as::<_, SubscriberRow>(GET)
-        .bind(&put.id)
-        .fetch_optional(&mut *tx)
+    let sealer = sealer.clone();
+    db.transaction(move |tx| Box::pin(put_in(tx, sealer, put, now)))
+        .await
+}
+
+async fn put_in(
+    tx: &mut Tx,
+    sealer: Sealer,
+    put: SubscriberPut,
+    now: Timestamp,
+) -> Result<PutSubscriberOutcome, StoreError> {
+    let get = || Query::new(GET).text(put.id.clone());
+    let existing: Option<Subscriber> = Pools::fetch_optional::<SubscriberRow>(tx, get())
         .await?
         .map(Subscriber::try_from)
         .transpose()?;
     if existing.is_none() {
-        let deleting: Option<i64> = sqlx::query_scalar(BEING_DELETED)
-            .bind(&put.id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let query = Query::new(BEING_DELETED).text(put.id.clone());
+        let deleting: Option<(i64,)> = Pools::fetch_optional(tx, query).await?;
         if deleting.is_some() {
             return Err(StoreError::SubscriberBeingDeleted(put.id));
         }
     }
     let created_secret = match &existing {
         Some(current) => {
-            sqlx::query(UPDATE)
-                .bind(&put.id)
-                .bind(&put.url)
-                .bind(i64::from(
+            let query = Query::new(UPDATE)
+                .text(put.id.clone())
+                .text(put.url.clone())
+                .int(i64::from(
                     put.max_in_flight.unwrap_or(current.max_in_flight),
                 ))
-                .bind(
+                .bind(Value::OptInt(
                     put.rate_limit_per_second
                         .unwrap_or(current.rate_limit_per_second)
                         .map(i64::from),
-                )
-                .bind(put.enabled.unwrap_or(current.enabled))
-                .bind(now.as_millis())
-                .bind(put.secret.as_ref().map(|s| sealer.seal(&put.id, s)))
-                .execute(&mut *tx)
-                .await?;
+                ))
+                .bind(Value::Bool(put.enabled.unwrap_or(current.enabled)))
+                .int(now.as_millis())
+                .bind(Value::OptText(
+                    put.secret.as_ref().map(|s| sealer.seal(&put.id, s)),
+                ));
+            Pools::execute(tx, query).await?;
             None
         }
         None => {
             let secret = put.secret.clone().unwrap_or(put.generated_secret.clone());
-            sqlx::query(INSERT)
-                .bind(&put.id)
-                .bind(&put.url)
-                .bind(sealer.seal(&put.id, &secret))
-                .bind(i64::from(
+            let query = Query::new(INSERT)
+                .text(put.id.clone())
+                .text(put.url.clone())
+                .text(sealer.seal(&put.id, &secret))
+                .int(i64::from(
                     put.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
                 ))
-                .bind(put.rate_limit_per_second.flatten().map(i64::from))
-                .bind(put.enabled.unwrap_or(true))
-                .bind(now.as_millis())
-                .execute(&mut *tx)
-                .await?;
+                .bind(Value::OptInt(
+                    put.rate_limit_per_second.flatten().map(i64::from),
+                ))
+                .bind(Value::Bool(put.enabled.unwrap_or(true)))
+                .int(now.as_millis());
+            Pools::execute(tx, query).await?;
             Some(secret)
         }
     };
-    destinations::assign::<Pools>(&mut tx, &put.id, &put.url, now).await?;
-    let row: SubscriberRow = sqlx::query_as(GET)
-        .bind(&put.id)
-        .fetch_one(&mut *tx)
-        .await?;
+    destinations::assign::<Pools>(tx, &put.id, &put.url, now).await?;
+    let row: SubscriberRow = Pools::fetch_one(tx, get()).await?;
     let subscriber = row.try_into()?;
-    tx.commit().await?;
     Ok(PutSubscriberOutcome {
         subscriber,
         created_secret,

@@ -32,7 +32,7 @@ const OVERDUE: &str = "SELECT j.id, j.state, j.deadline, j.deadline <= ?1 AS pas
                 OR EXISTS (SELECT 1 FROM destinations dd WHERE dd.key = j.destination \
                            AND (dd.paused = 1 OR dd.forced_circuit = 'open' \
                      OR (dd.forced_circuit IS NULL AND dd.circuit <> 'closed')))) \
-         ORDER BY deadline LIMIT ?2";
+         ORDER BY deadline LIMIT CAST(?2 AS INTEGER)";
 
 /// Records job `?1`'s attempt in progress as `unknown` at `?2`, for reason `?3`.
 const MARK_UNKNOWN: &str = "UPDATE attempts SET outcome = 'unknown', finished_at = ?2, \
