@@ -27,7 +27,7 @@ pub struct LeaseRow {
     due_at: Option<i64>,
     lease_token: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(LeaseRow {
+crate::store::sqlite::direct::rows::lite_row!(LeaseRow {
     state,
     due_at,
     lease_token
@@ -83,7 +83,7 @@ pub struct AttemptRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
-crate::store::sqlite::writer::rows::lite_row!(AttemptRow {
+crate::store::sqlite::direct::rows::lite_row!(AttemptRow {
     number,
     started_at,
     finished_at,

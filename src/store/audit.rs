@@ -33,7 +33,7 @@ pub struct AuditRow {
     status: i64,
     request_id: Option<String>,
 }
-crate::store::sqlite::writer::rows::lite_row!(AuditRow {
+crate::store::sqlite::direct::rows::lite_row!(AuditRow {
     id,
     at,
     action,

@@ -24,7 +24,7 @@ pub struct MarkedRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
-crate::store::sqlite::writer::rows::lite_row!(MarkedRow {
+crate::store::sqlite::direct::rows::lite_row!(MarkedRow {
     id,
     subscriber_id,
     event_id,
@@ -61,7 +61,7 @@ pub struct TargetRow {
     previous_secret: Option<String>,
     previous_secret_expires_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(TargetRow {
+crate::store::sqlite::direct::rows::lite_row!(TargetRow {
     url,
     secret,
     previous_secret,

@@ -48,7 +48,7 @@ pub struct DestinationRow {
     created_at: i64,
     updated_at: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(DestinationRow {
+crate::store::sqlite::direct::rows::lite_row!(DestinationRow {
     key,
     max_in_flight,
     paused,
@@ -77,7 +77,7 @@ pub struct CountedRow {
     in_flight: i64,
     subscribers: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(CountedRow { in_flight, subscribers; row });
+crate::store::sqlite::direct::rows::lite_row!(CountedRow { in_flight, subscribers; row });
 
 /// A destination of a job in an outcome batch.
 #[derive(sqlx::FromRow)]
@@ -86,7 +86,7 @@ struct JobDestinationRow {
     #[sqlx(flatten)]
     row: DestinationRow,
 }
-crate::store::sqlite::writer::rows::lite_row!(JobDestinationRow { job_id; row });
+crate::store::sqlite::direct::rows::lite_row!(JobDestinationRow { job_id; row });
 
 impl DestinationRow {
     /// The operator's settings and the breaker.

@@ -34,7 +34,7 @@ pub struct AffectedRow {
     dead: i64,
     cancelled: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(AffectedRow {
+crate::store::sqlite::direct::rows::lite_row!(AffectedRow {
     event_id,
     affected,
     newest_id,
@@ -75,7 +75,7 @@ pub struct EventJobRow {
     job: JobRow,
     last_error_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(EventJobRow { last_error_at; job });
+crate::store::sqlite::direct::rows::lite_row!(EventJobRow { last_error_at; job });
 
 /// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
 #[derive(sqlx::FromRow)]
@@ -88,7 +88,7 @@ pub struct LoadRow {
     started_last_second: i64,
     last_started_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(LoadRow {
+crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     subscriber_id,
     destination,
     max_in_flight,

@@ -18,7 +18,7 @@ use crate::store::transactions::Transactions;
 /// A row, whatever its columns (an existence check).
 #[derive(sqlx::FromRow)]
 pub struct Exists {}
-crate::store::sqlite::writer::rows::lite_row!(Exists {});
+crate::store::sqlite::direct::rows::lite_row!(Exists {});
 
 /// A `GROUP BY state` count.
 #[derive(sqlx::FromRow)]
@@ -26,7 +26,7 @@ pub struct StateCount {
     state: String,
     n: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(StateCount { state, n });
+crate::store::sqlite::direct::rows::lite_row!(StateCount { state, n });
 
 /// A `GROUP BY dead_reason` count of dead jobs.
 #[derive(sqlx::FromRow)]
@@ -34,14 +34,14 @@ pub struct ReasonCount {
     reason: Option<String>,
     n: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(ReasonCount { reason, n });
+crate::store::sqlite::direct::rows::lite_row!(ReasonCount { reason, n });
 
 /// A count (one column `n`).
 #[derive(sqlx::FromRow)]
 pub struct Count {
     n: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(Count { n });
+crate::store::sqlite::direct::rows::lite_row!(Count { n });
 
 /// The gauges other than the counts per state.
 #[derive(sqlx::FromRow)]
@@ -51,7 +51,7 @@ pub struct GaugeRow {
     past_slo: i64,
     near_deadline: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(GaugeRow {
+crate::store::sqlite::direct::rows::lite_row!(GaugeRow {
     oldest_eligible,
     oldest_retrying,
     past_slo,
@@ -67,7 +67,7 @@ pub struct LoadRow {
     started_last_second: i64,
     last_started_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(LoadRow {
+crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     max_in_flight,
     rate_limit_per_second,
     open_attempts,
@@ -81,7 +81,7 @@ pub struct EligibleRow {
     oldest_eligible: Option<i64>,
     last_success: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(EligibleRow {
+crate::store::sqlite::direct::rows::lite_row!(EligibleRow {
     oldest_eligible,
     last_success
 });
@@ -95,7 +95,7 @@ pub struct FailureRow {
     status: Option<i64>,
     reason: Option<String>,
 }
-crate::store::sqlite::writer::rows::lite_row!(FailureRow {
+crate::store::sqlite::direct::rows::lite_row!(FailureRow {
     finished_at,
     outcome,
     error_class,

@@ -38,7 +38,7 @@ pub struct WaitingRow {
     retrying: i64,
     next_attempt_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(WaitingRow {
+crate::store::sqlite::direct::rows::lite_row!(WaitingRow {
     subscriber_id,
     scheduled,
     in_flight,
@@ -52,7 +52,7 @@ pub struct DeadRow {
     subscriber_id: String,
     n: i64,
 }
-crate::store::sqlite::writer::rows::lite_row!(DeadRow { subscriber_id, n });
+crate::store::sqlite::direct::rows::lite_row!(DeadRow { subscriber_id, n });
 
 /// A subscriber's latest success and failures, and its destination.
 #[derive(sqlx::FromRow)]
@@ -67,7 +67,7 @@ pub struct AttemptsRow {
     failure_reason: Option<String>,
     first_failure_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(AttemptsRow {
+crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     id,
     destination,
     last_success_at,

@@ -172,7 +172,7 @@ pub struct JobRow {
     lease_expires_at: Option<i64>,
     subscriber_enabled: bool,
 }
-crate::store::sqlite::writer::rows::lite_row!(JobRow {
+crate::store::sqlite::direct::rows::lite_row!(JobRow {
     id,
     subscriber_id,
     event_id,
@@ -207,7 +207,7 @@ pub struct StoredJobRow {
     /// Its payload text.
     pub payload: String,
 }
-crate::store::sqlite::writer::rows::lite_row!(StoredJobRow { payload; job });
+crate::store::sqlite::direct::rows::lite_row!(StoredJobRow { payload; job });
 
 impl TryFrom<JobRow> for Job {
     type Error = StoreError;

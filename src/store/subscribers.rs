@@ -27,7 +27,7 @@ pub struct SubscriberRow {
     paused_reason: Option<String>,
     paused_at: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(SubscriberRow {
+crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
     id,
     url,
     max_in_flight,

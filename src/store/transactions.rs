@@ -18,10 +18,10 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::store::StoreError;
 use crate::store::dialect::{Dialect, Query};
-use crate::store::sqlite::writer::rows::LiteRow;
+use crate::store::sqlite::direct::rows::LiteRow;
 
 /// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct with
-/// [`crate::store::sqlite::writer::rows::lite_row!`], or a tuple), through sqlx and on the
+/// [`crate::store::sqlite::direct::rows::lite_row!`], or a tuple), through sqlx and on the
 /// SQLite writer's own connection.
 pub(crate) trait Row:
     for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + LiteRow + Send + Unpin + 'static

@@ -16,7 +16,7 @@ use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
 use crate::store::destinations::{self, Admissions, CountedRow};
 use crate::store::dialect::Query;
 use crate::store::records::{ClaimRequest, ClaimedJob};
-use crate::store::sqlite::writer::rows::lite_row;
+use crate::store::sqlite::direct::rows::lite_row;
 use crate::store::sweep;
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};

@@ -135,7 +135,7 @@ struct NextWake {
     lease: Option<i64>,
     deadline: Option<i64>,
 }
-crate::store::sqlite::writer::rows::lite_row!(NextWake {
+crate::store::sqlite::direct::rows::lite_row!(NextWake {
     held,
     coming,
     lease,

@@ -16,6 +16,7 @@ mod clock;
 mod creates;
 mod deletions;
 mod destinations;
+pub(crate) mod direct;
 mod events;
 mod figures;
 mod health;
@@ -29,7 +30,6 @@ pub(crate) mod replays;
 mod secrets;
 mod subscribers;
 mod sweep;
-pub(crate) mod writer;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -51,7 +51,8 @@ use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::{ReplayFilter, ReplayState};
 use crate::domain::waiting::SubscriberLoad;
 use crate::store as shared;
-use writer::Writer;
+use direct::readers::Readers;
+use direct::writer::Writer;
 
 /// How long a connection waits on a lock held by another process, and how long a
 /// caller waits for the writer connection before the store reports itself unavailable.
@@ -61,21 +62,23 @@ const READERS: u32 = 4;
 
 /// An open SQLite transaction: on a pooled sqlx connection (a snapshot on a reader;
 /// every write of an in-memory database), or on the batch writer's own connection.
-pub(super) enum Tx {
+pub(crate) enum Tx {
     /// A sqlx transaction.
     Pooled(sqlx::Transaction<'static, Sqlite>),
     /// The batch writer's connection, inside its batch's transaction.
     Direct(rusqlite::Connection),
 }
 
-/// The connections: the batch writer (a database file), readers, and a pooled sqlx
-/// writer for the migrations, the start-up maintenance, and every write of an
-/// in-memory database (which lives in that one connection, shared with its readers).
+/// The connections. A database file: the batch writer runs every write, the reader
+/// threads every read outside a transaction, and sqlx's readers the snapshots. sqlx's
+/// one writer runs the migrations and the start-up maintenance, and, for an in-memory
+/// database (which lives in that one connection), every statement.
 #[derive(Debug, Clone)]
 struct Pools {
     writer: SqlitePool,
     readers: SqlitePool,
     batches: Option<Writer>,
+    reads: Option<Readers>,
 }
 
 impl Transactions for Pools {
@@ -116,7 +119,7 @@ impl Transactions for Pools {
 
     async fn execute(tx: &mut Tx, query: Query) -> Result<u64, StoreError> {
         match tx {
-            Tx::Direct(conn) => writer::statements::execute(conn, query),
+            Tx::Direct(conn) => direct::statements::execute(conn, query),
             Tx::Pooled(tx) => {
                 let (sql, arguments) = binds::bound(query)?;
                 Ok(sqlx::query_with(sql, arguments)
@@ -129,7 +132,7 @@ impl Transactions for Pools {
 
     async fn fetch_all<T: Row>(tx: &mut Tx, query: Query) -> Result<Vec<T>, StoreError> {
         match tx {
-            Tx::Direct(conn) => writer::statements::fetch(conn, query, None),
+            Tx::Direct(conn) => direct::statements::fetch(conn, query, None),
             Tx::Pooled(tx) => {
                 let (sql, arguments) = binds::bound(query)?;
                 Ok(sqlx::query_as_with(sql, arguments)
@@ -141,7 +144,7 @@ impl Transactions for Pools {
 
     async fn fetch_optional<T: Row>(tx: &mut Tx, query: Query) -> Result<Option<T>, StoreError> {
         match tx {
-            Tx::Direct(conn) => Ok(writer::statements::fetch(conn, query, Some(1))?.pop()),
+            Tx::Direct(conn) => Ok(direct::statements::fetch(conn, query, Some(1))?.pop()),
             Tx::Pooled(tx) => {
                 let (sql, arguments) = binds::bound(query)?;
                 Ok(sqlx::query_as_with(sql, arguments)
@@ -158,6 +161,11 @@ impl Transactions for Pools {
     }
 
     async fn read_all<T: Row>(&self, query: Query) -> Result<Vec<T>, StoreError> {
+        if let Some(reads) = &self.reads {
+            return reads
+                .run(move |conn| direct::statements::fetch(conn, query, None))
+                .await;
+        }
         let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_all(&self.readers)
@@ -165,6 +173,11 @@ impl Transactions for Pools {
     }
 
     async fn read_optional<T: Row>(&self, query: Query) -> Result<Option<T>, StoreError> {
+        if let Some(reads) = &self.reads {
+            return reads
+                .run(move |conn| Ok(direct::statements::fetch(conn, query, Some(1))?.pop()))
+                .await;
+        }
         let (sql, arguments) = binds::bound(query)?;
         Ok(sqlx::query_as_with(sql, arguments)
             .fetch_optional(&self.readers)
@@ -172,10 +185,9 @@ impl Transactions for Pools {
     }
 
     async fn read_one<T: Row>(&self, query: Query) -> Result<T, StoreError> {
-        let (sql, arguments) = binds::bound(query)?;
-        Ok(sqlx::query_as_with(sql, arguments)
-            .fetch_one(&self.readers)
-            .await?)
+        self.read_optional(query).await?.ok_or_else(|| {
+            StoreError::Internal("no rows returned by a query that expected one".into())
+        })
     }
 }
 
@@ -242,16 +254,23 @@ impl SqliteStore {
                 .map_err(|e| StoreError::Unavailable(format!("cannot open {url}: {e}")))?
         };
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
-        // A file's writes go to the batch writer, opened once the migrations made it.
-        let batches = if in_memory {
-            None
+        // A file's writes go to the batch writer and its reads to the reader threads,
+        // opened once the migrations made it.
+        let (batches, reads) = if in_memory {
+            (None, None)
         } else {
-            Some(Writer::open(options.get_filename(), BUSY_TIMEOUT)?)
+            let path = options.get_filename();
+            let readers = usize::try_from(READERS).unwrap_or(1);
+            (
+                Some(Writer::open(path, BUSY_TIMEOUT)?),
+                Some(Readers::open(path, BUSY_TIMEOUT, readers)?),
+            )
         };
         let db = Pools {
             writer,
             readers,
             batches,
+            reads,
         };
         shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
             .await?;

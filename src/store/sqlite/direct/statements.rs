@@ -2,7 +2,10 @@
 //! [`super`]): no hand-off to another thread per statement, prepared once and
 //! cached.
 
-use rusqlite::{Connection, ToSql};
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, ToSql};
 
 use super::rows::LiteRow;
 use crate::store::StoreError;
@@ -10,7 +13,32 @@ use crate::store::dialect::{Query, Value};
 
 /// Prepared statements kept per connection (the fixed statements, plus the shapes of
 /// the statements built at run time most in use).
-pub(super) const STATEMENT_CACHE: usize = 256;
+const STATEMENT_CACHE: usize = 256;
+
+/// Opens the database file at `path` (it exists: the migrations have run) with the
+/// pragmas every connection of the store has: WAL, `synchronous = FULL` (a commit is on
+/// disk before any caller hears of it), foreign keys on, and `busy_timeout` for
+/// another process holding the file. Its temporary storage is in memory: a batch's
+/// savepoints and multi-row statements otherwise create and delete temporary files.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when the file cannot be opened.
+pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|conn| {
+        conn.busy_timeout(busy_timeout)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+             PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+        )?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(conn)
+    })
+    .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))
+}
 
 /// `error` as a store error: busy or locked (another process holds the file) is
 /// transient, anything else an internal failure.

@@ -4,7 +4,7 @@
 //! caller (docs/DESIGN.md §3, "The write path").
 //!
 //! A write is a body over the transaction ([`Transactions::transaction`]): its
-//! statements run on the thread, straight on the connection (see [`statements`]),
+//! statements run on the thread, straight on the connection (see [`super::statements`]),
 //! with no hand-off per statement. Each body runs inside a savepoint of its own: one
 //! that fails (an unknown subscriber, a payload conflict, any error it returns) is
 //! rolled back alone and answered its error, and the others of its batch still
@@ -22,23 +22,18 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-pub(crate) mod rows;
-pub(super) mod statements;
-#[cfg(test)]
-mod tests;
-
-use super::Tx;
+use super::statements::{control, open};
 use crate::store::StoreError;
 use crate::store::group_commit::same_kind;
+use crate::store::sqlite::Tx;
 use crate::store::transactions::TxFuture;
-use statements::{STATEMENT_CACHE, control};
 
 /// Most writes in one batch: bounds how long the last of them waits for the commit.
-pub(super) const MAX_BATCH: usize = 128;
+pub(crate) const MAX_BATCH: usize = 128;
 
 /// What the batch does with a write once its body has run: keep its changes or roll
 /// back to its savepoint; then, after the commit (`None`) or its failure, answer it.
@@ -65,7 +60,7 @@ type Command = Box<dyn for<'a> FnOnce(Step<'a>) -> Option<Ran> + Send>;
 /// A handle to the writer thread; cloning shares it. The thread ends, closing its
 /// connection, when the last handle is dropped.
 #[derive(Clone)]
-pub(super) struct Writer {
+pub(crate) struct Writer {
     queue: mpsc::Sender<Command>,
 }
 
@@ -77,31 +72,12 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// Opens the database file at `path` (it exists: the migrations have run) on a new
-    /// thread, with the pragmas every connection of the store has: WAL, `synchronous =
-    /// FULL` (a commit is on disk before any caller hears of it), foreign keys on,
-    /// and `busy_timeout` for another process holding the file; its temporary
-    /// storage is in memory.
+    /// thread (see [`super::statements::open`]).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the file cannot be opened.
-    pub(super) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .and_then(|conn| {
-            conn.busy_timeout(busy_timeout)?;
-            // Statement journals and sorts in memory: a batch's savepoints and
-            // multi-row statements otherwise create and delete temporary files.
-            conn.execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                 PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
-            )?;
-            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-            Ok(conn)
-        })
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        Ok(Self::start(conn))
+    pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+        Ok(Self::start(open(path, busy_timeout)?))
     }
 
     /// Starts the thread on `conn`.
@@ -122,7 +98,7 @@ impl Writer {
     /// The body's own error (its writes rolled back, the batch's others kept); an
     /// error of the batch's `BEGIN` or `COMMIT`; [`StoreError::Unavailable`] when the
     /// thread has stopped; [`StoreError::Internal`] when the body panicked.
-    pub(super) async fn run<R, F>(&self, body: F) -> Result<R, StoreError>
+    pub(crate) async fn run<R, F>(&self, body: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: for<'a> FnOnce(&'a mut Tx) -> TxFuture<'a, R> + Send + 'static,

@@ -102,14 +102,14 @@ tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 /// compile.
 macro_rules! lite_row {
     ($name:ident { $($field:ident),* $(,)? $(; $($flat:ident),+ $(,)?)? }) => {
-        impl $crate::store::sqlite::writer::rows::LiteRow for $name {
+        impl $crate::store::sqlite::direct::rows::LiteRow for $name {
             #[allow(unused_variables)]
             fn from_lite(
                 row: &::rusqlite::Row<'_>,
             ) -> Result<Self, $crate::store::StoreError> {
                 Ok($name {
-                    $($field: $crate::store::sqlite::writer::rows::column(row, stringify!($field))?,)*
-                    $($($flat: $crate::store::sqlite::writer::rows::LiteRow::from_lite(row)?,)+)?
+                    $($field: $crate::store::sqlite::direct::rows::column(row, stringify!($field))?,)*
+                    $($($flat: $crate::store::sqlite::direct::rows::LiteRow::from_lite(row)?,)+)?
                 })
             }
         }

@@ -1,11 +1,14 @@
-//! The batch writer's contract (see [`super`]): writes waiting together share
-//! one transaction, each keeps its own result, a failed one is rolled back alone, and
-//! every answer comes after the commit.
+//! The contract of the store's own connections (see [`super`]): writes waiting together
+//! share one transaction, each keeps its own result, a failed one is rolled back alone,
+//! every answer comes after the commit; a read never waits for a write in progress and
+//! sees only what was committed.
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::Writer;
+use super::readers::Readers;
+use super::statements;
+use super::writer::Writer;
 use crate::store::StoreError;
 use crate::store::dialect::Query;
 use crate::store::sqlite::{Pools, Tx};
@@ -89,19 +92,27 @@ async fn settle() {
 async fn writes_waiting_together_commit_together_and_keep_their_own_results() {
     let (_dir, path, writer) = writer();
     let (release, first) = hold(&writer).await;
-    let one = write(&writer, 1);
-    let duplicate = write(&writer, 1);
+    let ones = [write(&writer, 1), write(&writer, 1)];
     let two = write(&writer, 2);
     settle().await;
     drop(release);
     first.await.unwrap().unwrap();
-    // The first answer of the batch already sees every kept write of it committed.
-    assert_eq!(one.await.unwrap().unwrap(), 1);
+    // An answer of the batch already sees every kept write of it committed.
+    assert_eq!(two.await.unwrap().unwrap(), 1);
     assert_eq!(committed(&path), vec![1, 2]);
-    let error = duplicate.await.unwrap().unwrap_err();
+    let mut results = Vec::new();
+    for task in ones {
+        results.push(task.await.unwrap());
+    }
+    // Whichever of the two ran first wrote 1; the other failed alone.
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    let error = results.into_iter().find_map(Result::err).unwrap();
     assert!(matches!(error, StoreError::Internal(_)), "{error}");
     assert!(error.to_string().contains("UNIQUE"), "{error}");
-    assert_eq!(two.await.unwrap().unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,4 +250,50 @@ async fn the_hot_statements_are_not_prepared_again_when_values_are_bound() {
     ] {
         assert_eq!(prepared_again(&conn, sql), 0, "{sql}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_does_not_wait_for_a_write_in_progress_and_sees_only_commits() {
+    let (_dir, path, writer) = writer();
+    let readers = Readers::open(&path, Duration::from_secs(1), 2).unwrap();
+    let count = || {
+        readers.run(|conn| {
+            let rows: Vec<(i64,)> =
+                statements::fetch(conn, Query::new("SELECT COUNT(*) FROM t"), None)?;
+            Ok(rows[0].0)
+        })
+    };
+    write(&writer, 1).await.unwrap().unwrap();
+    // The writer's thread is now inside a batch that has written 2, not committed.
+    let (release, held) = mpsc::channel::<()>();
+    let (running, started) = tokio::sync::oneshot::channel::<()>();
+    let holder = writer.clone();
+    let task = tokio::spawn(async move {
+        holder
+            .run(move |tx: &mut Tx| {
+                Box::pin(async move {
+                    Pools::execute(tx, insert("INSERT INTO t VALUES (?1)", 2)).await?;
+                    let _ = running.send(());
+                    let _ = held.recv();
+                    Ok(())
+                })
+            })
+            .await
+    });
+    started.await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(5), count())
+        .await
+        .expect("a read waited for the writer");
+    assert_eq!(seen.unwrap(), 1, "the uncommitted row is not seen");
+    drop(release);
+    task.await.unwrap().unwrap();
+    assert_eq!(count().await.unwrap(), 2);
+    let error = readers
+        .run(|conn| statements::execute(conn, insert("INSERT INTO t VALUES (?1)", 3)))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("readonly"),
+        "a reader only reads: {error}"
+    );
 }
