@@ -96,7 +96,7 @@ async fn job_views(
         if (retrying || needs_load(job.state, job.due_at, job.subscriber_enabled, now))
             && !loads.contains_key(&job.subscriber_id)
         {
-            let load = state.store.subscriber_load(&job.subscriber_id, now).await?;
+            let load = state.loads.get(&job.subscriber_id, now).await?;
             loads.insert(job.subscriber_id.clone(), load);
         }
     }

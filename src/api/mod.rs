@@ -17,6 +17,7 @@ pub mod job_input;
 mod jobs;
 mod limits;
 pub mod listener;
+pub mod load_reads;
 pub mod loopback_host;
 mod metrics_route;
 pub mod pagination;
@@ -66,6 +67,8 @@ const ENVELOPE_BYTES: usize =
 pub struct AppState {
     /// The store.
     pub store: SharedStore,
+    /// The subscriber loads of job views, read once for the requests waiting together.
+    pub loads: load_reads::LoadReads,
     /// The source of `now`.
     pub clock: Arc<dyn Clock>,
     /// Limits on new jobs.
@@ -150,6 +153,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// limit sized from the payload limit.
 pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
     let state = AppState {
+        loads: load_reads::LoadReads::spawn(store.clone()),
         store,
         clock,
         job_limits: settings.job_limits,
