@@ -9,12 +9,18 @@ for path in sorted(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "bench-res
     name = path.stem.rsplit("-", 1)[0]
     runs[name].append(json.loads(path.read_text()))
 
+def database(reports):
+    """The median database CPU per job, or "in the server" (SQLite: no such process)."""
+    values = [r.get("database_cpu_ms_per_job") for r in reports]
+    values = [v for v in values if v is not None]
+    return f"{statistics.median(values):.3f}" if values else "(in the server)"
+
 def med(values):
     return statistics.median(values) if values else float("nan")
 
 print("| run | runs | accepted/s | delivered/s | create ms p50 / p99 | lateness ms p50 / p99 / max "
-      "| API ms p50 / p99 (backlog) | peak RSS MiB | CPU s | duplicates |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "| API ms p50 / p99 (backlog) | peak RSS MiB | CPU s | CPU ms/job server + db | duplicates |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for name, reports in runs.items():
     get = lambda f: med([f(r) for r in reports])
     print(
@@ -25,5 +31,6 @@ for name, reports in runs.items():
         f"| {get(lambda r: r['probe_latency_ms']['p50']):.1f} / {get(lambda r: r['probe_latency_ms']['p99']):.1f} "
         f"| {get(lambda r: max(r['server_peak_rss_mib'])):.1f} "
         f"| {get(lambda r: sum(r['server_cpu_seconds'])):.2f} "
+        f"| {get(lambda r: r.get('server_cpu_ms_per_job') or 0):.3f} + {database(reports)} "
         f"| {max(r['duplicates'] for r in reports)} |"
     )
