@@ -54,8 +54,9 @@ use crate::store as shared;
 use direct::readers::Readers;
 use direct::writer::Writer;
 
-/// How long a connection waits on a lock held by another process, and how long a
-/// caller waits for the writer connection before the store reports itself unavailable.
+/// How long a connection waits on a lock held by another process (the batch writer's
+/// `BEGIN IMMEDIATE` included), and how long a caller waits for sqlx's connection (an
+/// in-memory database, a snapshot) before the store reports itself unavailable.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read connections.
 const READERS: u32 = 4;

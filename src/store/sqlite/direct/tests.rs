@@ -297,3 +297,19 @@ async fn a_read_does_not_wait_for_a_write_in_progress_and_sees_only_commits() {
         "a reader only reads: {error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_caller_gave_up_before_it_began_writes_nothing() {
+    let (_dir, path, writer) = writer();
+    let (release, first) = hold(&writer).await;
+    let abandoned = write(&writer, 9);
+    settle().await;
+    abandoned.abort();
+    let _ = abandoned.await;
+    let kept = write(&writer, 10);
+    settle().await;
+    drop(release);
+    first.await.unwrap().unwrap();
+    kept.await.unwrap().unwrap();
+    assert_eq!(committed(&path), vec![10]);
+}

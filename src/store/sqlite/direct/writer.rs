@@ -54,7 +54,7 @@ enum Step<'a> {
 }
 
 /// A write waiting for the thread, its result type erased; `Step::Run` returns what
-/// the batch does with it.
+/// the batch does with it, or `None` when its caller has gone (it is not run).
 type Command = Box<dyn for<'a> FnOnce(Step<'a>) -> Option<Ran> + Send>;
 
 /// A handle to the writer thread; cloning shares it. The thread ends, closing its
@@ -106,6 +106,8 @@ impl Writer {
         let (reply, answer) = oneshot::channel::<Result<R, StoreError>>();
         let command: Command = Box::new(move |step| {
             let (tx, runtime) = match step {
+                // A caller that gave up before its write began writes nothing.
+                Step::Run(..) if reply.is_closed() => return None,
                 Step::Run(tx, runtime) => (tx, runtime),
                 Step::Refuse(error) => {
                     let _ = reply.send(Err(same_kind(error)));
@@ -166,6 +168,10 @@ fn write_batch(tx: &mut Tx, batch: Vec<Command>, runtime: &Handle) {
             continue;
         }
         let Some(ran) = command(Step::Run(tx, runtime)) else {
+            // Not run: its caller had gone.
+            if let Err(error) = on_connection(tx, |conn| control(conn, "RELEASE write")) {
+                failed = Some(error);
+            }
             continue;
         };
         let closed = if ran.kept {
