@@ -76,30 +76,41 @@ impl LoadReads {
     }
 }
 
-/// Reads each distinct subscriber of `requests` once with `load`, at their latest
-/// `now`.
+/// Reads each distinct subscriber of `requests` once with `load`, all at once, at their
+/// latest `now`.
 async fn read_group<L, Fut>(
     load: &L,
     requests: Vec<(String, Timestamp)>,
 ) -> GroupResults<Option<SubscriberLoad>>
 where
     L: Fn(String, Timestamp) -> Fut,
-    Fut: Future<Output = Result<Option<SubscriberLoad>, StoreError>>,
+    Fut: Future<Output = Result<Option<SubscriberLoad>, StoreError>> + Send + 'static,
 {
     let Some(now) = requests.iter().map(|(_, now)| *now).max() else {
         return Vec::new();
     };
-    let mut loads: HashMap<&str, Result<Option<SubscriberLoad>, StoreError>> = HashMap::new();
+    let mut reads = tokio::task::JoinSet::new();
+    let mut distinct = std::collections::HashSet::new();
     for (id, _) in &requests {
-        if !loads.contains_key(id.as_str()) {
-            loads.insert(id, load(id.clone(), now).await);
+        if distinct.insert(id.as_str()) {
+            let (id, read) = (id.clone(), load(id.clone(), now));
+            reads.spawn(async move { (id, read.await) });
+        }
+    }
+    let mut loads: HashMap<String, Result<Option<SubscriberLoad>, StoreError>> = HashMap::new();
+    while let Some(done) = reads.join_next().await {
+        if let Ok((id, load)) = done {
+            loads.insert(id, load);
         }
     }
     requests
         .iter()
-        .map(|(id, _)| match &loads[id.as_str()] {
-            Ok(load) => Ok(*load),
-            Err(error) => Err(same_kind(error)),
+        .map(|(id, _)| match loads.get(id.as_str()) {
+            Some(Ok(load)) => Ok(*load),
+            Some(Err(error)) => Err(same_kind(error)),
+            None => Err(StoreError::Internal(
+                "a subscriber-load read panicked".into(),
+            )),
         })
         .collect()
 }

@@ -313,3 +313,46 @@ async fn a_write_whose_caller_gave_up_before_it_began_writes_nothing() {
     kept.await.unwrap().unwrap();
     assert_eq!(committed(&path), vec![10]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_cannot_begin_in_time_is_answered_busy_and_never_runs() {
+    let (_dir, path, writer) = writer();
+    let (release, first) = hold(&writer).await;
+    // The writer's wait is its busy timeout, 1 s here.
+    let late = tokio::time::timeout(Duration::from_secs(10), write(&writer, 12))
+        .await
+        .expect("the wait is bounded")
+        .unwrap();
+    let error = late.unwrap_err();
+    assert!(error.is_transient(), "{error}");
+    drop(release);
+    first.await.unwrap().unwrap();
+    write(&writer, 13).await.unwrap().unwrap();
+    assert_eq!(committed(&path), vec![13]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_caller_left_while_it_ran_is_rolled_back() {
+    let (_dir, path, writer) = writer();
+    let (release, held) = mpsc::channel::<()>();
+    let (running, started) = tokio::sync::oneshot::channel::<()>();
+    let leaving = writer.clone();
+    let caller = tokio::spawn(async move {
+        leaving
+            .run(move |tx: &mut Tx| {
+                Box::pin(async move {
+                    Pools::execute(tx, insert("INSERT INTO t VALUES (?1)", 14)).await?;
+                    let _ = running.send(());
+                    let _ = held.recv();
+                    Ok(())
+                })
+            })
+            .await
+    });
+    started.await.unwrap();
+    caller.abort();
+    let _ = caller.await;
+    drop(release);
+    write(&writer, 15).await.unwrap().unwrap();
+    assert_eq!(committed(&path), vec![15]);
+}

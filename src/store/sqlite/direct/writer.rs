@@ -39,6 +39,9 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// back to its savepoint; then, after the commit (`None`) or its failure, answer it.
 struct Ran {
     kept: bool,
+    /// The body's error, of the same kind, when it failed: the cause told to the
+    /// batch's other writes when SQLite itself rolled the whole transaction back.
+    cause: Option<StoreError>,
     answer: Answer,
 }
 
@@ -62,6 +65,8 @@ type Command = Box<dyn for<'a> FnOnce(Step<'a>) -> Option<Ran> + Send>;
 #[derive(Clone)]
 pub(crate) struct Writer {
     queue: mpsc::Sender<Command>,
+    /// How long a write waits to begin before its caller hears the store is busy.
+    wait: Duration,
 }
 
 impl std::fmt::Debug for Writer {
@@ -77,33 +82,40 @@ impl Writer {
     /// # Errors
     /// [`StoreError::Unavailable`] when the file cannot be opened.
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
-        Ok(Self::start(open(path, busy_timeout)?))
+        Ok(Self::start(open(path, busy_timeout)?, busy_timeout))
     }
 
-    /// Starts the thread on `conn`.
-    fn start(conn: Connection) -> Self {
+    /// Starts the thread on `conn`; a write that has not begun within `wait` is
+    /// answered [`StoreError::Unavailable`] and never runs.
+    fn start(conn: Connection, wait: Duration) -> Self {
         let (queue, waiting) = mpsc::channel::<Command>();
         let runtime = Handle::current();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || write_batches(Tx::Direct(conn), &waiting, &runtime))
             .expect("the OS refused a thread for the SQLite writer");
-        Writer { queue }
+        Writer { queue, wait }
     }
 
     /// Runs `body` in the next batch's transaction and answers its result once that
-    /// batch has committed.
+    /// batch has committed. A caller that stops waiting writes nothing: a write whose
+    /// caller has gone before it begins is not run, and one whose caller has gone
+    /// when its body ends is rolled back (as a dropped sqlx transaction was), unless
+    /// the batch's `COMMIT` had already begun.
     ///
     /// # Errors
     /// The body's own error (its writes rolled back, the batch's others kept); an
     /// error of the batch's `BEGIN` or `COMMIT`; [`StoreError::Unavailable`] when the
-    /// thread has stopped; [`StoreError::Internal`] when the body panicked.
+    /// write did not begin within the busy timeout (5 s: the writer is overloaded or
+    /// another process holds the file), or the thread has stopped;
+    /// [`StoreError::Internal`] when the body panicked.
     pub(crate) async fn run<R, F>(&self, body: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: for<'a> FnOnce(&'a mut Tx) -> TxFuture<'a, R> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel::<Result<R, StoreError>>();
+        let (began, begun) = oneshot::channel::<()>();
         let command: Command = Box::new(move |step| {
             let (tx, runtime) = match step {
                 // A caller that gave up before its write began writes nothing.
@@ -114,10 +126,14 @@ impl Writer {
                     return None;
                 }
             };
+            let _ = began.send(());
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(body(tx))))
                 .unwrap_or_else(|_| Err(StoreError::Internal("a write panicked".into())));
+            // A caller gone while its body ran: nobody to answer, nothing kept.
+            let kept = result.is_ok() && !reply.is_closed();
             Some(Ran {
-                kept: result.is_ok(),
+                kept,
+                cause: result.as_ref().err().map(same_kind),
                 answer: Box::new(move |failed| {
                     let _ = reply.send(match (result, failed) {
                         (Ok(_), Some(error)) => Err(same_kind(error)),
@@ -128,6 +144,13 @@ impl Writer {
         });
         let stopped = || StoreError::Unavailable("the SQLite writer has stopped".into());
         self.queue.send(command).map_err(|_| stopped())?;
+        // Refused or dropped unrun, `begun` ends at once and `answer` says why.
+        if tokio::time::timeout(self.wait, begun).await.is_err() {
+            return Err(StoreError::Unavailable(format!(
+                "the database is busy: a write did not begin within {} ms",
+                self.wait.as_millis()
+            )));
+        }
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -148,7 +171,14 @@ fn write_batches(mut tx: Tx, waiting: &mpsc::Receiver<Command>, runtime: &Handle
 
 /// One batch: `BEGIN IMMEDIATE`, each write in its savepoint, `COMMIT`, the answers.
 fn write_batch(tx: &mut Tx, batch: Vec<Command>, runtime: &Handle) {
-    if let Err(error) = on_connection(tx, |conn| control(conn, "BEGIN IMMEDIATE")) {
+    // A transaction left open by a failed ROLLBACK would fail every BEGIN after it.
+    let begun = on_connection(tx, |conn| {
+        if !conn.is_autocommit() {
+            control(conn, "ROLLBACK")?;
+        }
+        control(conn, "BEGIN IMMEDIATE")
+    });
+    if let Err(error) = begun {
         tracing::warn!(%error, writes = batch.len(), "the SQLite writer could not begin a batch");
         for command in batch {
             command(Step::Refuse(&error));
@@ -184,7 +214,13 @@ fn write_batch(tx: &mut Tx, batch: Vec<Command>, runtime: &Handle) {
         };
         answers.push(ran.answer);
         if let Err(error) = closed {
-            failed = Some(error);
+            // SQLite rolled the whole transaction back itself (a full disk, an I/O
+            // error): the others of the batch hear the cause, not the lost savepoint.
+            let whole = matches!(tx, Tx::Direct(conn) if conn.is_autocommit());
+            failed = Some(match ran.cause {
+                Some(cause) if whole => cause,
+                _ => error,
+            });
         }
     }
     if failed.is_none()
