@@ -6,17 +6,9 @@
 # Usage: cargo build --release --bins && scripts/bench-write-path.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=target/release/deferhook-bench
 OUT="${OUT:-bench-results/write-path}"
-RUNS="${RUNS:-3}"
-mkdir -p "$OUT"
-run() { # name, then bench flags
-  local name="$1"; shift
-  for i in $(seq 1 "$RUNS"); do
-    echo "== $name run $i"
-    "$B" "$@" --json "$OUT/$name-$i.json" | grep -E "delivered jobs/s|lateness|CPU ms" || true
-  done
-}
+SHOW="delivered jobs/s|lateness|CPU ms"
+. scripts/bench-lib.sh
 for be in ${BACKENDS:-sqlite postgres}; do
   run "burst-$be" --scenario burst --jobs 50000 --backend "$be"
   run "burst50-$be" --scenario burst --jobs 10000 --concurrency 50 --backend "$be"

@@ -65,13 +65,27 @@ async fn hold(
     mpsc::Sender<()>,
     tokio::task::JoinHandle<Result<(), StoreError>>,
 ) {
+    hold_after(writer, None).await
+}
+
+/// [`hold`], the write having first inserted `n` into `t` (not committed yet).
+async fn hold_after(
+    writer: &Writer,
+    n: Option<i64>,
+) -> (
+    mpsc::Sender<()>,
+    tokio::task::JoinHandle<Result<(), StoreError>>,
+) {
     let (release, held) = mpsc::channel::<()>();
     let (running, started) = tokio::sync::oneshot::channel::<()>();
     let writer = writer.clone();
     let task = tokio::spawn(async move {
         writer
-            .run(move |_tx: &mut Tx| {
+            .run(move |tx: &mut Tx| {
                 Box::pin(async move {
+                    if let Some(n) = n {
+                        Pools::execute(tx, insert("INSERT INTO t VALUES (?1)", n)).await?;
+                    }
                     let _ = running.send(());
                     let _ = held.recv();
                     Ok(())
@@ -265,22 +279,7 @@ async fn a_read_does_not_wait_for_a_write_in_progress_and_sees_only_commits() {
     };
     write(&writer, 1).await.unwrap().unwrap();
     // The writer's thread is now inside a batch that has written 2, not committed.
-    let (release, held) = mpsc::channel::<()>();
-    let (running, started) = tokio::sync::oneshot::channel::<()>();
-    let holder = writer.clone();
-    let task = tokio::spawn(async move {
-        holder
-            .run(move |tx: &mut Tx| {
-                Box::pin(async move {
-                    Pools::execute(tx, insert("INSERT INTO t VALUES (?1)", 2)).await?;
-                    let _ = running.send(());
-                    let _ = held.recv();
-                    Ok(())
-                })
-            })
-            .await
-    });
-    started.await.unwrap();
+    let (release, task) = hold_after(&writer, Some(2)).await;
     let seen = tokio::time::timeout(Duration::from_secs(5), count())
         .await
         .expect("a read waited for the writer");
@@ -334,22 +333,7 @@ async fn a_write_that_cannot_begin_in_time_is_answered_busy_and_never_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_left_while_it_ran_is_rolled_back() {
     let (_dir, path, writer) = writer();
-    let (release, held) = mpsc::channel::<()>();
-    let (running, started) = tokio::sync::oneshot::channel::<()>();
-    let leaving = writer.clone();
-    let caller = tokio::spawn(async move {
-        leaving
-            .run(move |tx: &mut Tx| {
-                Box::pin(async move {
-                    Pools::execute(tx, insert("INSERT INTO t VALUES (?1)", 14)).await?;
-                    let _ = running.send(());
-                    let _ = held.recv();
-                    Ok(())
-                })
-            })
-            .await
-    });
-    started.await.unwrap();
+    let (release, caller) = hold_after(&writer, Some(14)).await;
     caller.abort();
     let _ = caller.await;
     drop(release);
