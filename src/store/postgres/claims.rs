@@ -64,6 +64,12 @@ const LOCK_SUBSCRIBERS: &str = "\
 /// subscribers, at most `$2`; marks them in flight at their destination, records an
 /// expired lease's attempt as unknown, starts the new attempts, and returns the batch
 /// with each subscriber's target.
+///
+/// The row it locks must still be as read (`j.state`, `j.due_at`): under READ
+/// COMMITTED, PostgreSQL re-checks a row committed by another transaction after this
+/// statement's snapshot against the conditions on the locked table only, so without
+/// them a job cancelled (or rescheduled, or claimed) in that instant was taken anyway
+/// and its cancel's 200 followed by a delivery (found by the chaos soak, seed 1802).
 const CLAIM: &str = "\
     WITH load AS ( \
       SELECT s.id, s.destination, s.max_in_flight, s.rate_limit_per_second AS rate, \
@@ -104,7 +110,7 @@ const CLAIM: &str = "\
     ), candidates AS ( \
       SELECT j.id, r.old_state, r.due_since, r.dn AS rn, r.destination \
       FROM spread r JOIN jobs j ON j.id = r.id \
-      WHERE r.dn <= r.room \
+      WHERE r.dn <= r.room AND j.state = r.old_state AND j.due_at = r.due_since \
       ORDER BY r.dn, r.room DESC, r.due_since, r.id LIMIT $2 \
       FOR UPDATE OF j SKIP LOCKED \
     ), claimed AS ( \
