@@ -137,6 +137,13 @@ const CLAIM: &str = "\
     FROM claimed c \
     JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
 
+/// Begins a claim's transaction with generic plans for its statements (one round trip).
+/// PostgreSQL keeps planning [`LOCK_SUBSCRIBERS`] and [`HELD_LOADS`] anew on every run
+/// (a custom plan for their array parameters looks cheaper than the generic one), and
+/// planning them cost more database CPU than running them: 0.56 and 0.2 ms per claim
+/// (`pg_stat_statements`, `track_planning`), against 0.07 and 0.02 ms of execution.
+const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
+
 /// A row of [`CLAIM`].
 #[derive(sqlx::FromRow)]
 struct ClaimedRow {
@@ -157,7 +164,7 @@ pub async fn claim(
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_with(BEGIN_GENERIC).await?;
     destinations::assign_missing::<PgPool>(&mut tx, now).await?;
     let held: Vec<String> = sqlx::query_scalar(HOLD_DUE)
         .bind(now.as_millis())

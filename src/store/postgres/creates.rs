@@ -34,6 +34,12 @@ impl CreateStatements for PgPool {
     const FIND: &'static str = FIND;
 
     async fn known_subscribers(tx: &mut Tx, ids: &[&str]) -> Result<KnownSubscribers, StoreError> {
+        // PostgreSQL would plan KNOWN_SUBSCRIBERS anew on every run (a custom plan for
+        // its array looks cheaper than the generic one): 0.09 ms of planning for 0.02
+        // ms of execution. The generic plan is the same primary-key lookup.
+        sqlx::raw_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+            .execute(&mut **tx)
+            .await?;
         let known: Vec<(String, bool)> = sqlx::query_as(KNOWN_SUBSCRIBERS)
             .bind(ids)
             .fetch_all(&mut **tx)

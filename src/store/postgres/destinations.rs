@@ -29,7 +29,7 @@ impl DestinationStatements for PgPool {
         FOR NO KEY UPDATE";
     const OF_JOBS: &'static str = "SELECT j.id AS job_id, d.* \
         FROM jobs j JOIN destinations d ON d.key = j.destination \
-        WHERE j.id IN (SELECT jsonb_array_elements_text($1::jsonb))";
+        WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))";
     const HOLD_ALL: &'static str = "SELECT d.* FROM destinations d \
         WHERE d.key IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY d.key \
         FOR NO KEY UPDATE";
