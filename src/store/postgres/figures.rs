@@ -32,7 +32,7 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
                 AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
                 AND d.deadline > $1 \
                 AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
-                         AND d.attempts >= d.max_attempts))), \
+                         AND d.attempts >= d.max_attempts) OFFSET 0)), \
            (SELECT j.due_at FROM jobs j \
             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') \
               AND j.state IN ('scheduled', 'retrying') AND j.due_at > $1 \
