@@ -1,7 +1,6 @@
-//! Attempt outcomes, for both backends. A batch is one JSON array, read by set-based
-//! statements (finish the attempts; apply the transitions whose lease still holds:
-//! two on SQLite, one on PostgreSQL), so a batch costs the same statements whatever
-//! its size.
+//! Attempt outcomes, for both backends. A batch is one JSON array, read by two
+//! set-based statements (finish the attempts; apply the transitions whose lease still
+//! holds), so a batch costs two statements whatever its size.
 //!
 //! Outcomes recorded one by one ([`crate::store::Store::record_outcome`]) are
 //! group-committed: attempts that finish at about the same time share one write (one
@@ -22,40 +21,24 @@ use crate::store::transactions::Transactions;
 /// Most outcomes one group commit writes.
 pub const MAX_OUTCOME_GROUP: usize = 256;
 
-/// How a backend finishes a batch's attempts and applies its transitions (batch `$1`,
-/// see [`to_json`]).
-pub(crate) enum OutcomeWrite {
-    /// Two statements, where writes take no row locks (SQLite: one writer). `finish`
-    /// finishes each attempt: its row is named by its lease token, so a late result
-    /// still lands on its own attempt. `apply` applies each transition only while its
-    /// lease holds (fencing token, `in_flight`) and returns the (job id, token) pairs
-    /// applied.
-    Steps {
-        finish: &'static str,
-        apply: &'static str,
-    },
-    /// One statement, where writes wait on row locks (PostgreSQL): it holds the jobs
-    /// whose lease still holds in ascending id order and applies their transitions,
-    /// then holds the attempt rows in (job, number) order and finishes them, and
-    /// returns the (job id, token) pairs applied. With it, every transaction that waits
-    /// on row locks takes them subscribers → jobs (by id) → attempts → destinations (by
-    /// key), so outcome groups, sweeps, reclaiming claims, renewals and deletions
-    /// cannot deadlock (docs/DESIGN.md §3); and a group costs one round trip.
-    /// `settings` runs first, in the same transaction (e.g. `SET LOCAL`).
-    One {
-        settings: &'static str,
-        record: &'static str,
-    },
-}
-
 /// The statements of a batch of outcomes, in the backend's dialect.
 pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
     /// Holds, before anything is written, the subscribers of the jobs in JSON array
     /// `$1` (job ids) in ascending id order; `None` where writes do not take row locks
     /// (SQLite: one writer). Run only when an outcome pauses its subscriber.
     const LOCK_SUBSCRIBERS: Option<&'static str>;
-    /// Finishes the attempts and applies the transitions of a batch.
-    const RECORD: OutcomeWrite;
+    /// Holds the jobs of batch `$1` whose lease still holds, in ascending id order,
+    /// before any attempt row is touched; `None` where writes do not take row locks.
+    /// With it, every transaction that waits on row locks takes them subscribers →
+    /// jobs (by id) → attempts → destinations (by key), so outcome groups, sweeps,
+    /// reclaiming claims, renewals and deletions cannot deadlock (docs/DESIGN.md §3).
+    const LOCK_JOBS: Option<&'static str>;
+    /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
+    /// lease token, so a late result still lands on its own attempt.
+    const FINISH_ATTEMPTS: &'static str;
+    /// Applies each transition of batch `$1` only while its lease holds (fencing
+    /// token, `in_flight`); returns the (job id, token) pairs applied.
+    const APPLY_TRANSITIONS: &'static str;
     /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`) with
     /// reason `gone`; one already paused keeps its reason and time.
     const PAUSE_SUBSCRIBER: &'static str;
@@ -86,17 +69,10 @@ async fn record_in<S: OutcomeStatements>(
     circuit: CircuitPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     let batch = to_json(&records, now);
-    lock_subscribers::<S>(tx, &records).await?;
-    let applied: Vec<(String, i64)> = match S::RECORD {
-        OutcomeWrite::Steps { finish, apply } => {
-            S::execute(tx, Query::new(finish).text(batch.clone())).await?;
-            S::fetch_all(tx, Query::new(apply).text(batch)).await?
-        }
-        OutcomeWrite::One { settings, record } => {
-            S::execute(tx, Query::new(settings)).await?;
-            S::fetch_all(tx, Query::new(record).text(batch)).await?
-        }
-    };
+    lock_in_order::<S>(tx, &records, &batch).await?;
+    S::execute(tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
+    let applied: Vec<(String, i64)> =
+        S::fetch_all(tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
     for record in records.iter().filter(|r| r.pause_subscriber) {
         let query = Query::new(S::PAUSE_SUBSCRIBER)
             .text(record.lease.job_id.to_string())
@@ -107,11 +83,12 @@ async fn record_in<S: OutcomeStatements>(
     Ok(fenced_in_order(&records, applied.into_iter().collect()))
 }
 
-/// Holds the subscribers that outcomes of `records` pause, first in the store's lock
-/// order (see [`OutcomeWrite::One`]).
-async fn lock_subscribers<S: OutcomeStatements>(
+/// Takes the row locks `records` need in the store's lock order (see
+/// [`OutcomeStatements::LOCK_JOBS`]): the subscribers an outcome pauses, then the jobs.
+async fn lock_in_order<S: OutcomeStatements>(
     tx: &mut S::Tx,
     records: &[OutcomeRecord],
+    batch: &str,
 ) -> Result<(), StoreError> {
     let pausing: Vec<String> = records
         .iter()
@@ -121,6 +98,9 @@ async fn lock_subscribers<S: OutcomeStatements>(
     if let (Some(lock), false) = (S::LOCK_SUBSCRIBERS, pausing.is_empty()) {
         let ids = serde_json::Value::from(pausing).to_string();
         let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(ids)).await?;
+    }
+    if let Some(lock) = S::LOCK_JOBS {
+        let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(batch)).await?;
     }
     Ok(())
 }

@@ -57,7 +57,6 @@ mod finish;
 mod pg;
 mod pg_collations;
 mod pg_lock_order;
-mod pg_outcome_plans;
 mod replay_plans;
 mod suite;
 mod support;

@@ -29,7 +29,7 @@ mod figures;
 mod health;
 mod jobs;
 mod maintenance;
-pub mod outcomes;
+mod outcomes;
 mod renewals;
 mod replays;
 mod secrets;

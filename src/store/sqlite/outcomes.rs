@@ -2,7 +2,7 @@
 //! The batch (`?1`) is read as rows with `json_each` and `json_extract`.
 
 use super::Pools;
-use crate::store::outcomes::{OutcomeStatements, OutcomeWrite};
+use crate::store::outcomes::OutcomeStatements;
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
 /// result still lands on its own attempt. A resent request makes it a possible duplicate.
@@ -70,10 +70,9 @@ const PAUSE_SUBSCRIBER: &str = "UPDATE subscribers SET enabled = 0, paused_reaso
 impl OutcomeStatements for Pools {
     // One writer connection takes every write in turn: no row locks, no lock order.
     const LOCK_SUBSCRIBERS: Option<&'static str> = None;
-    const RECORD: OutcomeWrite = OutcomeWrite::Steps {
-        finish: FINISH_ATTEMPTS,
-        apply: APPLY_TRANSITIONS,
-    };
+    const LOCK_JOBS: Option<&'static str> = None;
+    const FINISH_ATTEMPTS: &'static str = FINISH_ATTEMPTS;
+    const APPLY_TRANSITIONS: &'static str = APPLY_TRANSITIONS;
     const PAUSE_SUBSCRIBER: &'static str = PAUSE_SUBSCRIBER;
 }
 
