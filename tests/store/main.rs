@@ -57,6 +57,7 @@ mod finish;
 mod pg;
 mod pg_collations;
 mod pg_lock_order;
+mod pg_plans;
 mod replay_plans;
 mod suite;
 mod support;

@@ -29,7 +29,7 @@ mod figures;
 mod health;
 mod jobs;
 mod maintenance;
-mod outcomes;
+pub mod outcomes;
 mod renewals;
 mod replays;
 mod secrets;
