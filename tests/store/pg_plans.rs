@@ -1,9 +1,9 @@
-//! PostgreSQL plans a prepared statement once and keeps that generic plan until the
-//! next `ANALYZE`. Made while a table was small (a new deployment, or a server without
-//! autovacuum), a plan that joins a batch to the table scans it whole, and keeps doing
-//! so as it grows: an outcome group read all of `attempts` (11,569 rows for a group of
-//! 99, issue #18). The hot statements reach their rows by primary-key probes whatever
-//! the statistics say.
+//! PostgreSQL keeps a prepared statement's generic plan until `ANALYZE` (or DDL)
+//! invalidates it. Made while a table was small and never analysed (a new deployment,
+//! or a server without autovacuum), a plan that joins a batch to the table scans it
+//! whole, and keeps doing so as it grows: an outcome group read all of `attempts`
+//! (11,569 rows for a group of 99, issue #18). The outcome group reaches its attempt
+//! rows by primary-key probes in such a plan.
 
 use deferhook::store::postgres::outcomes::FINISH_ATTEMPTS;
 use sqlx::Connection;

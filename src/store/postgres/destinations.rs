@@ -47,7 +47,7 @@ impl DestinationStatements for PgPool {
 /// subscriber's `EXISTS` one probe of `jobs_subscriber_due`: turned into a semi-join,
 /// a generic plan made while `jobs` was small read every pending job on each run (37
 /// ms per claim at 24,000 jobs, `auto_explain`), and PostgreSQL keeps such a plan
-/// until the next `ANALYZE`.
+/// until the next `ANALYZE` (or DDL) invalidates it.
 pub(super) const DUE: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
      AND o.due_at > $1) AS in_flight, \

@@ -23,10 +23,11 @@ const LOCK_JOBS: &str = "SELECT j.id FROM jobs j \
 /// The rows are held in (job, number) order first: a late result's job is not held by
 /// [`LOCK_JOBS`], so its attempt row is the first lock it takes, and a deletion moving a
 /// subscriber's attempts takes them in that order too. Each row is one primary-key
-/// probe, in the batch's order (the lateral subquery with its row lock is never
+/// probe, taken in that order (the lateral subquery with its row lock is never
 /// flattened into a join): written as a join, a generic plan made while `attempts` was
 /// small scanned it whole for every group (11,569 rows for a group of 99,
-/// `auto_explain`), and PostgreSQL keeps such a plan until the next `ANALYZE`.
+/// `auto_explain`), and PostgreSQL keeps such a plan until the next `ANALYZE`
+/// (or DDL) invalidates it.
 pub const FINISH_ATTEMPTS: &str = "WITH held AS MATERIALIZED (SELECT l.job_id, l.number \
       FROM (SELECT * FROM json_to_recordset($1::json) AS h(id text, number bigint, \
         token bigint) ORDER BY h.id COLLATE \"C\", h.number) h \
