@@ -228,7 +228,12 @@ pub async fn put_destination(
     let stored = if put == DestinationPut::default() {
         state.store.get_destination(key, now).await?
     } else {
-        state.store.put_destination(key, put, now).await?
+        let stored = state.store.put_destination(key, put, now).await?;
+        // A resume, a raised limit or a circuit closed by hand may let due jobs go:
+        // this instance's worker claims at once (the store announces the change to the
+        // others, docs/DESIGN.md §3.3).
+        state.store.wake().now();
+        stored
     };
     stored
         .map(|d| Json(DestinationView::from(d)))

@@ -342,11 +342,17 @@ pub async fn patch_subscriber(
     AppJson(body): AppJson<PatchSubscriberRequest>,
 ) -> Result<Json<SubscriberView>, ApiError> {
     let patch = validate_patch(body, &state.target_policy)?;
+    let enables = patch.enabled == Some(true);
     let subscriber = state
         .store
         .patch_subscriber(&id, patch, state.clock.now())
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+    if enables {
+        // Its due jobs may go now: this instance's worker claims at once (the store
+        // announces it to the others, docs/DESIGN.md §3.3).
+        state.store.wake().now();
+    }
     Ok(Json(subscriber_health::view_now(&state, subscriber).await?))
 }
 
@@ -418,6 +424,9 @@ pub async fn resume_subscribers(
             }
             other => other.into(),
         })?;
+    if resumed > 0 {
+        state.store.wake().now();
+    }
     Ok(Json(ResumedSubscribers { resumed }))
 }
 

@@ -361,6 +361,8 @@ async fn put_in<S: DestinationStatements>(
         }
     }
     write::<S>(tx, &row, &state, now).await?;
+    // Its due jobs may go now: every instance's worker claims (PostgreSQL `NOTIFY`).
+    S::announce(tx).await?;
     Ok(Some(state))
 }
 

@@ -205,8 +205,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Fenced, StoreError>;
 
     /// The wake-ups of this instance's worker: the store wakes it when a job it
-    /// creates is due before the worker would wake, and when a replay is created. A
-    /// store that wraps another forwards its store's.
+    /// creates is due before the worker would wake, and when a replay is created; the
+    /// API uses it too (a job made due, a subscriber resumed, a destination changed;
+    /// docs/DESIGN.md §3.3). A store that wraps another forwards its store's.
     fn wake(&self) -> Arc<Wake>;
 
     /// When a worker next has something to do, as of `now`: a running replay's next

@@ -36,3 +36,4 @@ mod subscriber_stats;
 mod subscribers;
 mod support;
 mod targets;
+mod worker_wake_ups;

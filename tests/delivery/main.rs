@@ -37,4 +37,5 @@ mod skewed_clocks;
 mod store_outage;
 mod subscriber_deleted;
 mod targets;
+mod wake_ups;
 mod worker_slots;

@@ -55,6 +55,7 @@ macro_rules! store_case {
 mod finish;
 #[path = "../common/pg.rs"]
 mod pg;
+mod pg_announcements;
 mod pg_collations;
 mod pg_lock_order;
 mod pg_plans;
