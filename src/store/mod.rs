@@ -19,6 +19,7 @@ mod attempts;
 mod audit;
 mod claims;
 mod creates;
+mod dead_letters;
 mod decode;
 mod deletions;
 mod destinations;
@@ -28,6 +29,7 @@ mod events;
 mod figures;
 pub mod group_commit;
 mod health;
+pub mod instances;
 mod jobs;
 mod maintenance;
 mod outcomes;
@@ -36,9 +38,11 @@ pub mod records;
 pub mod replays;
 pub mod sealing;
 mod secrets;
+mod sessions;
 pub mod sqlite;
 mod subscribers;
 mod sweep;
+mod throughput;
 mod transactions;
 mod wake;
 
@@ -449,6 +453,45 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Up to `limit` ids of subscribers being deleted (step 1 committed, step 2 not
     /// finished, e.g. after a crash), in id order.
     async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError>;
+
+    // --- issue #19: the operator console's reads, heartbeats and sessions ---
+
+    /// Records `beat` as this instance's heartbeat at `now` (inserting or replacing its
+    /// row), and deletes the rows of instances not seen for
+    /// [`instances::FORGET_AFTER_MS`], in one write.
+    async fn record_heartbeat(&self, beat: Heartbeat, now: Timestamp) -> Result<(), StoreError>;
+
+    /// Deletes instance `id`'s heartbeat row (it is stopping); nothing when absent.
+    async fn forget_instance(&self, id: &str) -> Result<(), StoreError>;
+
+    /// The instances whose latest heartbeat is at or after `since`, in id order.
+    async fn live_instances(&self, since: Timestamp) -> Result<Vec<InstanceSeen>, StoreError>;
+
+    /// Jobs accepted, delivered and dead per minute, for every minute from the one
+    /// holding `since` to the one holding `now`, oldest first (0 counts included), read
+    /// in one snapshot. `dead` counts the jobs dead now (a replayed job has left it).
+    async fn jobs_per_minute(
+        &self,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<MinuteCounts>, StoreError>;
+
+    /// The dead jobs grouped by dead reason and subscriber, most jobs first (then by
+    /// reason and subscriber id), at most `limit` groups.
+    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError>;
+
+    /// Records console session `id` as ended (logout) until `expires_at`, when it would
+    /// have expired anyway; forgets the entries expired by `now`. A repeat changes
+    /// nothing.
+    async fn end_console_session(
+        &self,
+        id: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// True when console session `id` has been ended by [`Store::end_console_session`].
+    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -361,6 +361,43 @@ impl Store for Outage {
         self.check()?;
         self.inner.deletions_in_progress(limit).await
     }
+    async fn record_heartbeat(&self, beat: Heartbeat, now: Timestamp) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.record_heartbeat(beat, now).await
+    }
+    async fn forget_instance(&self, id: &str) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.forget_instance(id).await
+    }
+    async fn live_instances(&self, since: Timestamp) -> Result<Vec<InstanceSeen>, StoreError> {
+        self.check()?;
+        self.inner.live_instances(since).await
+    }
+    async fn jobs_per_minute(
+        &self,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<MinuteCounts>, StoreError> {
+        self.check()?;
+        self.inner.jobs_per_minute(since, now).await
+    }
+    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError> {
+        self.check()?;
+        self.inner.dead_letter_groups(limit).await
+    }
+    async fn end_console_session(
+        &self,
+        id: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.end_console_session(id, expires_at, now).await
+    }
+    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.console_session_ended(id).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

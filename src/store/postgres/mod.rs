@@ -22,19 +22,23 @@ mod binds;
 mod claims;
 mod clock;
 mod creates;
+mod dead_letters;
 mod deletions;
 mod destinations;
 mod events;
 mod figures;
 mod health;
+mod instances;
 mod jobs;
 mod maintenance;
 pub mod outcomes;
 mod renewals;
 mod replays;
 mod secrets;
+mod sessions;
 mod subscribers;
 mod sweep;
+mod throughput;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -551,6 +555,45 @@ impl Store for PostgresStore {
 
     async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError> {
         shared::deletions::in_progress(&self.db, limit).await
+    }
+
+    // --- issue #19: the operator console's reads, heartbeats and sessions ---
+
+    async fn record_heartbeat(&self, beat: Heartbeat, now: Timestamp) -> Result<(), StoreError> {
+        shared::instances::record(&self.db, beat, now).await
+    }
+
+    async fn forget_instance(&self, id: &str) -> Result<(), StoreError> {
+        shared::instances::forget(&self.db, id).await
+    }
+
+    async fn live_instances(&self, since: Timestamp) -> Result<Vec<InstanceSeen>, StoreError> {
+        shared::instances::live(&self.db, since).await
+    }
+
+    async fn jobs_per_minute(
+        &self,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<MinuteCounts>, StoreError> {
+        shared::throughput::per_minute(&self.db, since, now).await
+    }
+
+    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError> {
+        shared::dead_letters::groups(&self.db, limit).await
+    }
+
+    async fn end_console_session(
+        &self,
+        id: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        shared::sessions::end(&self.db, id, expires_at, now).await
+    }
+
+    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+        shared::sessions::ended(&self.db, id).await
     }
 }
 

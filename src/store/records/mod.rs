@@ -4,11 +4,13 @@
 mod attempts;
 mod audit;
 mod claims;
+mod dead_letters;
 mod deletions;
 mod destinations;
 mod events;
 mod figures;
 mod health;
+mod instances;
 mod jobs;
 mod listing;
 mod maintenance;
@@ -16,15 +18,18 @@ mod outcomes;
 mod replays;
 mod subscribers;
 mod sweep;
+mod throughput;
 
 pub use attempts::Attempt;
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
+pub use dead_letters::DeadLetterGroup;
 pub use deletions::{HistoryMoved, SubscriberDeleted};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use events::{AffectedEvent, EventJob, EventJobs};
 pub use figures::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 pub use health::{DEAD_WINDOW_MS, HealthCursor, HealthFigures, SubscriberHealth};
+pub use instances::{Heartbeat, InstanceSeen};
 pub use jobs::{CreateOutcome, Job, JobVersion, LastError, LeaseInfo, NewJob};
 pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
 pub use maintenance::PurgedJobs;
@@ -35,3 +40,4 @@ pub use subscribers::{
     SecretRotation, Subscriber, SubscriberPatch, SubscriberPut,
 };
 pub use sweep::ExpiredJobs;
+pub use throughput::{MINUTE_MS, MinuteCounts};

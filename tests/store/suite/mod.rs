@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod claims;
 pub mod clock;
+pub mod console;
 pub mod control;
 pub mod deadlines;
 pub mod deletions;

@@ -1,0 +1,27 @@
+//! Jobs per minute in PostgreSQL: the statements (see [`crate::store::throughput`]).
+
+use sqlx::PgPool;
+
+use crate::store::throughput::ThroughputStatements;
+
+/// Jobs created since `$2`, per minute: a range of the primary key from `$1`.
+const ACCEPTED: &str = "SELECT created_at / 60000 AS minute, COUNT(*) AS n \
+    FROM jobs WHERE id >= $1 AND created_at >= $2 GROUP BY minute";
+
+/// Jobs delivered since `$1`, per minute: a range of `jobs_finished (state,
+/// updated_at)` (a delivered job is last updated when it is delivered).
+const DELIVERED: &str = "SELECT delivered_at / 60000 AS minute, COUNT(*) AS n \
+    FROM jobs \
+    WHERE state IN ('delivered', 'cancelled', 'dead') AND state = 'delivered' \
+      AND updated_at >= $1 AND delivered_at >= $1 GROUP BY minute";
+
+/// Jobs dead since `$1`, per minute: a range of `jobs_dead_at`.
+const DEAD: &str = "SELECT dead_at / 60000 AS minute, COUNT(*) AS n \
+    FROM jobs \
+    WHERE state = 'dead' AND dead_at >= $1 GROUP BY minute";
+
+impl ThroughputStatements for PgPool {
+    const ACCEPTED: &'static str = ACCEPTED;
+    const DELIVERED: &'static str = DELIVERED;
+    const DEAD: &'static str = DEAD;
+}

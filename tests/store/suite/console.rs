@@ -1,0 +1,222 @@
+//! What the operator console reads and writes (issue #19): the instances' heartbeats,
+//! jobs accepted / delivered / dead per minute, the dead letters grouped by reason and
+//! subscriber, and console sessions ended by logout.
+
+use deferhook::domain::{DeadReason, Timestamp};
+use deferhook::store::instances::FORGET_AFTER_MS;
+use deferhook::store::{DeadLetterGroup, Heartbeat, InstanceSeen, MinuteCounts, SharedStore};
+
+use crate::finish::{Fate, finish, job_created_at};
+use crate::support::{add_subscriber, at, create};
+
+fn beat(id: &str, slots_in_use: u32) -> Heartbeat {
+    Heartbeat {
+        id: id.to_owned(),
+        version: "0.1.0".to_owned(),
+        started_at: at(0),
+        worker_slots: 64,
+        slots_in_use,
+    }
+}
+
+store_case!(
+    heartbeats_list_the_live_instances_and_forget_the_stopped_ones,
+    async |store: SharedStore| {
+        store
+            .record_heartbeat(beat("b:2:x", 3), at(1_000))
+            .await
+            .unwrap();
+        store
+            .record_heartbeat(beat("a:1:x", 0), at(2_000))
+            .await
+            .unwrap();
+        // A later heartbeat replaces the row.
+        store
+            .record_heartbeat(beat("b:2:x", 7), at(6_000))
+            .await
+            .unwrap();
+        let live = store.live_instances(at(0)).await.unwrap();
+        assert_eq!(
+            live,
+            [
+                InstanceSeen {
+                    heartbeat: beat("a:1:x", 0),
+                    seen_at: at(2_000)
+                },
+                InstanceSeen {
+                    heartbeat: beat("b:2:x", 7),
+                    seen_at: at(6_000)
+                },
+            ],
+            "in id order, each as its latest heartbeat left it"
+        );
+        let recent: Vec<String> = store
+            .live_instances(at(5_000))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.heartbeat.id)
+            .collect();
+        assert_eq!(recent, ["b:2:x"], "a instance not seen since is not live");
+
+        store.forget_instance("b:2:x").await.unwrap();
+        store.forget_instance("never-seen").await.unwrap();
+        let ids: Vec<String> = store
+            .live_instances(at(0))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.heartbeat.id)
+            .collect();
+        assert_eq!(ids, ["a:1:x"], "a stopping instance's row goes");
+
+        // The next heartbeat of any instance deletes a row not seen for an hour.
+        let later = at(2_000).plus_ms(FORGET_AFTER_MS + 1);
+        store
+            .record_heartbeat(beat("c:3:x", 1), later)
+            .await
+            .unwrap();
+        let ids: Vec<String> = store
+            .live_instances(Timestamp::from_millis(0))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.heartbeat.id)
+            .collect();
+        assert_eq!(ids, ["c:3:x"]);
+    }
+);
+
+store_case!(
+    jobs_are_counted_per_minute_accepted_delivered_and_dead,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        let minute = |n: i64| at(n * 60_000);
+        // Before the window: accepted at -2 min, delivered in minute 0.
+        finish(
+            &store,
+            job_created_at("s", "old", minute(-2)),
+            minute(0).plus_ms(5),
+            Fate::Delivered,
+        )
+        .await;
+        // Accepted in minute 0 (two) and 2; one delivered in minute 1, one dead in 2.
+        finish(
+            &store,
+            job_created_at("s", "a", minute(0).plus_ms(10)),
+            minute(1).plus_ms(30),
+            Fate::Delivered,
+        )
+        .await;
+        finish(
+            &store,
+            job_created_at("s", "b", minute(0).plus_ms(59_999)),
+            minute(2).plus_ms(1),
+            Fate::Dead(DeadReason::NonRetryableResponse),
+        )
+        .await;
+        create(
+            &store,
+            vec![job_created_at("s", "c", minute(2).plus_ms(100))],
+        )
+        .await;
+        // Created after `now` (a clock ahead): left out.
+        create(&store, vec![job_created_at("s", "d", minute(4))]).await;
+
+        let counts = store
+            .jobs_per_minute(minute(0).plus_ms(1), minute(3).plus_ms(10))
+            .await
+            .unwrap();
+        let row = |n: i64, accepted, delivered, dead| MinuteCounts {
+            minute: minute(n),
+            accepted,
+            delivered,
+            dead,
+        };
+        assert_eq!(
+            counts,
+            [
+                row(0, 2, 1, 0),
+                row(1, 0, 1, 0),
+                row(2, 1, 0, 1),
+                row(3, 0, 0, 0),
+            ],
+            "every minute from since's to now's, oldest first, empty ones included"
+        );
+    }
+);
+
+store_case!(
+    dead_letters_are_grouped_by_reason_and_subscriber,
+    async |store: SharedStore| {
+        add_subscriber(&store, "a").await;
+        add_subscriber(&store, "b").await;
+        let rejected = Fate::Dead(DeadReason::NonRetryableResponse);
+        for (n, (subscriber, dead_at)) in [("a", 1_000), ("a", 3_000), ("b", 2_000)]
+            .into_iter()
+            .enumerate()
+        {
+            let job = job_created_at(subscriber, &format!("e{n}"), at(0));
+            finish(&store, job, at(dead_at), rejected).await;
+        }
+        let job = job_created_at("b", "other-reason", at(0));
+        finish(
+            &store,
+            job,
+            at(4_000),
+            Fate::Dead(DeadReason::TargetRejected),
+        )
+        .await;
+        // Neither a delivered nor a waiting job is a dead letter.
+        finish(
+            &store,
+            job_created_at("a", "ok", at(0)),
+            at(500),
+            Fate::Delivered,
+        )
+        .await;
+
+        let groups = store.dead_letter_groups(10).await.unwrap();
+        let group = |reason, subscriber: &str, jobs, first, last| DeadLetterGroup {
+            dead_reason: reason,
+            subscriber_id: subscriber.to_owned(),
+            jobs,
+            first_dead_at: at(first),
+            last_dead_at: at(last),
+        };
+        let expected = [
+            group(DeadReason::NonRetryableResponse, "a", 2, 1_000, 3_000),
+            group(DeadReason::NonRetryableResponse, "b", 1, 2_000, 2_000),
+            group(DeadReason::TargetRejected, "b", 1, 4_000, 4_000),
+        ];
+        assert_eq!(
+            groups, expected,
+            "most jobs first, then by reason and subscriber"
+        );
+        assert_eq!(store.dead_letter_groups(1).await.unwrap(), expected[..1]);
+    }
+);
+
+store_case!(
+    ended_console_sessions_are_refused_until_they_expire,
+    async |store: SharedStore| {
+        assert!(!store.console_session_ended("s1").await.unwrap());
+        store
+            .end_console_session("s1", at(60_000), at(1_000))
+            .await
+            .unwrap();
+        store
+            .end_console_session("s1", at(60_000), at(2_000))
+            .await
+            .unwrap();
+        assert!(store.console_session_ended("s1").await.unwrap());
+        assert!(!store.console_session_ended("s2").await.unwrap());
+        // Once s1 would have expired, the next logout forgets it.
+        store
+            .end_console_session("s2", at(120_000), at(60_001))
+            .await
+            .unwrap();
+        assert!(!store.console_session_ended("s1").await.unwrap());
+        assert!(store.console_session_ended("s2").await.unwrap());
+    }
+);
