@@ -14,6 +14,7 @@ pub mod clock_sync;
 pub mod config;
 pub mod delivery;
 pub mod domain;
+pub mod heartbeat;
 pub mod metrics;
 pub mod open_files;
 pub mod server;

@@ -15,8 +15,9 @@ use crate::delivery::resolve::Resolver;
 use crate::delivery::slots::WorkerSlots;
 use crate::delivery::{DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SteadyClock, SystemClock};
+use crate::heartbeat::{self, Instance};
 use crate::open_files;
-use crate::store::{self, SharedStore};
+use crate::store::{self, Heartbeat, SharedStore};
 
 /// The open-files limit assumed when it cannot be read: the common default.
 const UNREADABLE_OPEN_FILES: u64 = 1_024;
@@ -193,19 +194,32 @@ impl Server {
             });
             tracing::info!(%local_addr, "deferhook listening");
         }
+        // The instance's id: its worker's lease owner, and its heartbeat row's key.
+        let owner = format!(
+            "{}:{}:{}",
+            hostname(),
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let mut instance = Instance {
+            beat: Heartbeat {
+                id: owner.clone(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                started_at: clock.now(),
+                worker_slots: 0,
+                slots_in_use: 0,
+            },
+            busy: None,
+        };
         if let Some(slots) = slots {
             slots.log();
-            let owner = format!(
-                "{}:{}:{}",
-                hostname(),
-                std::process::id(),
-                &uuid::Uuid::new_v4().simple().to_string()[..8]
-            );
             let settings = DeliverySettings {
                 resolver,
                 ..args.delivery_settings(owner, slots.count)
             };
             let worker = Worker::new(store.clone(), clock.clone(), settings)?;
+            instance.beat.worker_slots = u32::try_from(slots.count).unwrap_or(u32::MAX);
+            instance.busy = Some(worker.held_leases());
             match mode {
                 WorkerMode::Background => {
                     let stop = shutdown.clone();
@@ -228,6 +242,11 @@ impl Server {
                 Ok(())
             });
         }
+        let beating = heartbeat::run(store.clone(), clock.clone(), instance, shutdown.clone());
+        tasks.spawn(async move {
+            beating.await;
+            Ok(())
+        });
         Ok(Server {
             store,
             api_addr,

@@ -30,7 +30,11 @@ pub struct ApiActor(pub String);
 /// token. It names the token in the audit trail without showing it, and cannot be
 /// presented in its place.
 pub fn fingerprint(token: &str) -> String {
-    let digest = digest(token.as_bytes());
+    fingerprint_of_digest(&digest(token.as_bytes()))
+}
+
+/// [`fingerprint`] of the token whose SHA-256 is `digest`.
+fn fingerprint_of_digest(digest: &[u8; 32]) -> String {
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
@@ -106,6 +110,26 @@ impl ApiTokens {
     /// True when no token is configured (the API is open).
     pub fn is_empty(&self) -> bool {
         self.digests.is_empty()
+    }
+
+    /// A key per token, with the token's [`fingerprint`]: HMAC-SHA256 (RFC 2104) keyed
+    /// by the token's SHA-256, over `label`. Every instance configured with a token
+    /// derives the same key from it, and no key reveals its token; the console signs
+    /// its sessions with them (`crate::console::access`).
+    pub fn derived_keys(&self, label: &[u8]) -> Vec<(String, [u8; 32])> {
+        use hmac::{Hmac, KeyInit, Mac};
+        self.digests
+            .iter()
+            .map(|digest| {
+                let mut mac =
+                    Hmac::<Sha256>::new_from_slice(digest).expect("HMAC accepts any key length");
+                mac.update(label);
+                (
+                    fingerprint_of_digest(digest),
+                    mac.finalize().into_bytes().into(),
+                )
+            })
+            .collect()
     }
 
     /// True when `presented` is one of the tokens; takes the same time whichever it

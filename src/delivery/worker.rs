@@ -82,6 +82,11 @@ impl Worker {
         Ok(Worker { ctx, wake })
     }
 
+    /// The leases its running attempts hold (how many of its slots are in use).
+    pub fn held_leases(&self) -> HeldLeases {
+        self.ctx.leases.clone()
+    }
+
     /// The upkeep step at `now`: moves jobs past their deadline to dead, then requeues
     /// the dead jobs running replays may release now (paced by their token buckets in
     /// the store, shared by every instance).

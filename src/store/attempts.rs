@@ -9,7 +9,7 @@ use crate::store::StoreError;
 use crate::store::claims::LEASE_EXPIRED_REASON;
 use crate::store::decode;
 use crate::store::dialect::Query;
-use crate::store::records::Attempt;
+use crate::store::records::{Attempt, RecentAttempt};
 use crate::store::transactions::Transactions;
 
 /// The statements of the attempt history, in the backend's dialect.
@@ -18,6 +18,9 @@ pub(crate) trait AttemptStatements: Transactions {
     const LIST: &'static str;
     /// Job `$1`'s state, due time and fencing token ([`LeaseRow`]).
     const LEASE: &'static str;
+    /// Subscriber `$1`'s latest attempts ([`RecentAttemptRow`]), latest started first,
+    /// at most `$2` (a range of `attempts_subscriber_started`).
+    const RECENT: &'static str;
 }
 
 /// A job's lease, as its attempt history needs it.
@@ -115,4 +118,73 @@ impl TryFrom<AttemptRow> for Attempt {
             possible_duplicate: row.possible_duplicate,
         })
     }
+}
+
+/// A row of `attempts` with its job's id and event id.
+#[derive(sqlx::FromRow)]
+pub struct RecentAttemptRow {
+    job_id: String,
+    event_id: String,
+    number: i64,
+    started_at: i64,
+    finished_at: Option<i64>,
+    outcome: String,
+    status: Option<i64>,
+    error_class: Option<String>,
+    reason: Option<String>,
+    body_excerpt: Option<String>,
+    lease_owner: String,
+    lease_token: i64,
+    possible_duplicate: bool,
+}
+crate::store::sqlite::direct::rows::lite_row!(RecentAttemptRow {
+    job_id,
+    event_id,
+    number,
+    started_at,
+    finished_at,
+    outcome,
+    status,
+    error_class,
+    reason,
+    body_excerpt,
+    lease_owner,
+    lease_token,
+    possible_duplicate
+});
+
+/// Subscriber `subscriber_id`'s latest `limit` attempts, latest started first, as
+/// stored (an attempt whose lease has expired still reads `in_progress`; its job's page
+/// shows it `unknown`).
+pub(crate) async fn recent<S: AttemptStatements>(
+    db: &S,
+    subscriber_id: &str,
+    limit: u32,
+) -> Result<Vec<RecentAttempt>, StoreError> {
+    let query = Query::new(S::RECENT)
+        .text(subscriber_id.to_owned())
+        .int(i64::from(limit));
+    let rows: Vec<RecentAttemptRow> = db.read_all(query).await?;
+    rows.into_iter()
+        .map(|row| {
+            let attempt = Attempt::try_from(AttemptRow {
+                number: row.number,
+                started_at: row.started_at,
+                finished_at: row.finished_at,
+                outcome: row.outcome,
+                status: row.status,
+                error_class: row.error_class,
+                reason: row.reason,
+                body_excerpt: row.body_excerpt,
+                lease_owner: row.lease_owner,
+                lease_token: row.lease_token,
+                possible_duplicate: row.possible_duplicate,
+            })?;
+            Ok(RecentAttempt {
+                job_id: decode::uuid(&row.job_id)?,
+                event_id: row.event_id,
+                attempt,
+            })
+        })
+        .collect()
 }

@@ -492,6 +492,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// True when console session `id` has been ended by [`Store::end_console_session`].
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Subscriber `subscriber_id`'s latest `limit` attempts, latest started first, each
+    /// with its job's id and event id, as stored (an attempt whose lease has expired
+    /// still reads `in_progress`: [`Store::list_attempts`] reads it as of a `now`).
+    async fn recent_attempts(
+        &self,
+        subscriber_id: &str,
+        limit: u32,
+    ) -> Result<Vec<RecentAttempt>, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -398,6 +398,14 @@ impl Store for Outage {
         self.check()?;
         self.inner.console_session_ended(id).await
     }
+    async fn recent_attempts(
+        &self,
+        subscriber_id: &str,
+        limit: u32,
+    ) -> Result<Vec<RecentAttempt>, StoreError> {
+        self.check()?;
+        self.inner.recent_attempts(subscriber_id, limit).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

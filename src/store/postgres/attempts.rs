@@ -11,7 +11,17 @@ const LIST: &str = "SELECT number, started_at, finished_at, outcome, status, err
 /// Job `$1`'s state, due time and fencing token.
 const LEASE: &str = "SELECT state, due_at, lease_token FROM jobs WHERE id = $1";
 
+/// Subscriber `$1`'s latest `$2` attempts, latest started first, with their jobs' event
+/// ids: a backward range of `attempts_subscriber_started`, one job read by id each.
+pub(super) const RECENT: &str = "SELECT attempts.job_id, jobs.event_id, attempts.number, \
+    attempts.started_at, attempts.finished_at, attempts.outcome, attempts.status, \
+    attempts.error_class, attempts.reason, attempts.body_excerpt, attempts.lease_owner, \
+    attempts.lease_token, attempts.possible_duplicate \
+    FROM attempts JOIN jobs ON jobs.id = attempts.job_id \
+    WHERE attempts.subscriber_id = $1 ORDER BY attempts.started_at DESC LIMIT $2";
+
 impl AttemptStatements for PgPool {
     const LIST: &'static str = LIST;
     const LEASE: &'static str = LEASE;
+    const RECENT: &'static str = RECENT;
 }

@@ -595,6 +595,14 @@ impl Store for PostgresStore {
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
         shared::sessions::ended(&self.db, id).await
     }
+
+    async fn recent_attempts(
+        &self,
+        subscriber_id: &str,
+        limit: u32,
+    ) -> Result<Vec<RecentAttempt>, StoreError> {
+        shared::attempts::recent(&self.db, subscriber_id, limit).await
+    }
 }
 
 /// Listens on [`JOBS_CHANNEL`] and wakes the worker for every notification, and once

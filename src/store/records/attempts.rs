@@ -31,3 +31,15 @@ pub struct Attempt {
     /// already have had the event.
     pub possible_duplicate: bool,
 }
+
+/// An attempt of a subscriber's, with the job it was for
+/// ([`crate::store::Store::recent_attempts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecentAttempt {
+    /// Its job.
+    pub job_id: uuid::Uuid,
+    /// Its job's event id.
+    pub event_id: String,
+    /// The attempt.
+    pub attempt: Attempt,
+}

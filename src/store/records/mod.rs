@@ -20,7 +20,7 @@ mod subscribers;
 mod sweep;
 mod throughput;
 
-pub use attempts::Attempt;
+pub use attempts::{Attempt, RecentAttempt};
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use dead_letters::DeadLetterGroup;

@@ -713,4 +713,12 @@ impl Store for SqliteStore {
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
         shared::sessions::ended(&self.db, id).await
     }
+
+    async fn recent_attempts(
+        &self,
+        subscriber_id: &str,
+        limit: u32,
+    ) -> Result<Vec<RecentAttempt>, StoreError> {
+        shared::attempts::recent(&self.db, subscriber_id, limit).await
+    }
 }

@@ -270,10 +270,19 @@ async fn operator_queries_read_through_indexes() {
             "attempts_subscriber_finished",
         ),
         (maintenance::PURGE, "jobs", "jobs_finished"),
-        (super::throughput::ACCEPTED, "jobs", "sqlite_autoindex_jobs_1"),
+        (
+            super::throughput::ACCEPTED,
+            "jobs",
+            "sqlite_autoindex_jobs_1",
+        ),
         (super::throughput::DELIVERED, "jobs", "jobs_finished"),
         (super::throughput::DEAD, "jobs", "jobs_dead_at"),
         (super::dead_letters::GROUPS, "jobs", "jobs_dead_groups"),
+        (
+            super::attempts::RECENT,
+            "attempts",
+            "attempts_subscriber_started",
+        ),
     ] {
         let mut query = explain();
         query.push(sql);

@@ -220,3 +220,43 @@ store_case!(
         assert!(store.console_session_ended("s2").await.unwrap());
     }
 );
+
+store_case!(
+    a_subscriber_s_recent_attempts_come_latest_first_with_their_jobs,
+    async |store: SharedStore| {
+        add_subscriber(&store, "s").await;
+        add_subscriber(&store, "other").await;
+        let first = finish(
+            &store,
+            job_created_at("s", "e1", at(0)),
+            at(1_000),
+            Fate::Delivered,
+        )
+        .await;
+        let dead = Fate::Dead(DeadReason::NonRetryableResponse);
+        let second = finish(&store, job_created_at("s", "e2", at(0)), at(2_000), dead).await;
+        finish(
+            &store,
+            job_created_at("other", "e3", at(0)),
+            at(3_000),
+            Fate::Delivered,
+        )
+        .await;
+
+        let recent = store.recent_attempts("s", 10).await.unwrap();
+        let seen: Vec<(uuid::Uuid, &str, u32)> = recent
+            .iter()
+            .map(|r| (r.job_id, r.event_id.as_str(), r.attempt.number))
+            .collect();
+        assert_eq!(seen, [(second.id, "e2", 1), (first.id, "e1", 1)]);
+        assert_eq!(recent[0].attempt.status, Some(400));
+        assert_eq!(store.recent_attempts("s", 1).await.unwrap().len(), 1);
+        assert!(
+            store
+                .recent_attempts("nobody", 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+);
