@@ -12,6 +12,7 @@ pub mod api;
 pub mod cli;
 pub mod clock_sync;
 pub mod config;
+pub mod console;
 pub mod delivery;
 pub mod domain;
 pub mod heartbeat;

@@ -128,9 +128,14 @@ pub fn audited(method: &Method, route: &str) -> Option<&'static AuditedRoute> {
         .find(|audited| audited.method == method && audited.route == route)
 }
 
-/// The names of every action, for the listing's `action` filter.
+/// The names of every action, for the listing's `action` filter: the API's routes',
+/// then the console's own (`console.login`, `console.logout`; its other actions have
+/// the API's names).
 pub fn action_names() -> impl Iterator<Item = &'static str> {
-    AUDITED.iter().map(|audited| audited.action)
+    AUDITED
+        .iter()
+        .map(|audited| audited.action)
+        .chain(crate::console::actions::CONSOLE_ACTIONS)
 }
 
 #[cfg(test)]
@@ -149,7 +154,7 @@ mod tests {
         let mut names: Vec<&str> = action_names().collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), AUDITED.len());
+        assert_eq!(names.len(), AUDITED.len() + 2);
         assert_eq!(
             audited(&Method::POST, "/v1/jobs/{job_id}/retry").map(|a| a.action),
             Some("job.retry")

@@ -84,7 +84,7 @@ pub async fn create_job(
 
 /// The views of `jobs` at `now`, reading the load of each subscriber whose due jobs may
 /// be held back by its limits (once per subscriber).
-async fn job_views(
+pub async fn job_views(
     state: &AppState,
     jobs: Vec<Job>,
     now: Timestamp,
@@ -110,11 +110,7 @@ async fn job_views(
 }
 
 /// The view of one job at `now`.
-pub(super) async fn job_view(
-    state: &AppState,
-    job: Job,
-    now: Timestamp,
-) -> Result<JobView, ApiError> {
+pub async fn job_view(state: &AppState, job: Job, now: Timestamp) -> Result<JobView, ApiError> {
     let mut views = job_views(state, vec![job], now).await?;
     views
         .pop()

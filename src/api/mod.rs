@@ -4,17 +4,17 @@
 pub mod audit;
 pub mod audit_actions;
 pub mod auth;
-mod destinations;
+pub mod destinations;
 mod doc;
-mod event_reads;
-mod event_summary;
+pub mod event_reads;
+pub mod event_summary;
 mod events;
 pub mod extract;
 mod health;
-mod job_control;
+pub mod job_control;
 pub mod job_filter;
 pub mod job_input;
-mod jobs;
+pub mod jobs;
 mod limits;
 pub mod listener;
 pub mod load_reads;
@@ -28,8 +28,8 @@ pub mod request_id;
 pub mod secret_rotation;
 mod subscriber_deletion;
 pub mod subscriber_health;
-mod subscriber_stats;
-mod subscribers;
+pub mod subscriber_stats;
+pub mod subscribers;
 pub mod views;
 
 use std::sync::Arc;
@@ -207,9 +207,14 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
             StatusCode::REQUEST_TIMEOUT,
             settings.request_timeout,
         ));
+    let console = crate::console::router(crate::console::ConsoleState {
+        app: state.clone(),
+        access: crate::console::access::Access::new(&settings.tokens),
+    });
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
         .with_state(state)
+        .merge(console)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware)
 }

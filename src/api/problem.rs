@@ -170,8 +170,10 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem details this error answers with (RFC 9457); an internal error's
+    /// cause is logged, never shown, and an unavailable store is logged as a warning.
+    pub fn into_problem(self) -> Problem {
         match &self {
             ApiError::Internal(detail) => tracing::error!(%detail, "request failed"),
             ApiError::Unavailable(cause) => {
@@ -179,8 +181,14 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
+        self.problem()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
         let unavailable = matches!(self, ApiError::Unavailable(_));
-        let mut response = problem_response(self.problem());
+        let mut response = problem_response(self.into_problem());
         if unavailable {
             response
                 .headers_mut()
@@ -201,7 +209,8 @@ pub fn problem_response(problem: Problem) -> Response {
 }
 
 /// Middleware: an error response that is not problem+json yet (from routing, a body
-/// limit or a timeout) gets a problem body; its status and other headers stay.
+/// limit or a timeout) gets a problem body; its status and other headers stay. An
+/// HTML page (the console's errors) is left as it is.
 pub async fn problem_for_bare_errors(request: axum::extract::Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
@@ -209,7 +218,12 @@ pub async fn problem_for_bare_errors(request: axum::extract::Request, next: Next
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    // The console's pages answer errors as HTML pages of their own.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_page {
         return response;
     }
     let (mut parts, _) = response.into_parts();

@@ -246,7 +246,7 @@ impl CreateReplayRequest {
 }
 
 /// The replay of `plan` as the store creates it, with id `id`, created at `now`.
-fn replay_record(plan: ReplayPlan, id: Uuid, now: Timestamp) -> NewReplay {
+pub fn replay_record(plan: ReplayPlan, id: Uuid, now: Timestamp) -> NewReplay {
     NewReplay {
         id,
         filter: plan.filter,

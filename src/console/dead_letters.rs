@@ -1,0 +1,183 @@
+//! `/console/dead-letters`: the dead letters grouped by dead reason and subscriber;
+//! select a slice (a group, or subscriber, reason and error class), see how many dead
+//! jobs it matches (a dry run, which changes nothing), choose a rate and start the
+//! replay (`POST /console/replays`).
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::{Query, State};
+
+use super::access::Session;
+use super::chrome::{Chrome, Section, When, query_value, segment};
+use super::gate::FormFields;
+use super::{ConsoleError, ConsoleState, PageResult, render};
+use crate::domain::DeadReason;
+use crate::domain::policy::ErrorClass;
+use crate::domain::replay_plan::{ReplayFields, ReplayLimits, ReplayPlan};
+
+/// Most groups listed.
+const MAX_GROUPS: u32 = 200;
+/// The rate the form suggests, in jobs per second (at most the server's limit).
+const SUGGESTED_RATE: u32 = 50;
+
+/// The slice an operator selected, as its form's fields say it (text kept as typed,
+/// so the page shows it back).
+#[derive(Clone, Debug, Default)]
+pub struct Slice {
+    /// `subscriber_id`.
+    pub subscriber_id: String,
+    /// `dead_reason`.
+    pub dead_reason: String,
+    /// `error_class`.
+    pub error_class: String,
+    /// `max_jobs`.
+    pub max_jobs: String,
+    /// `rate_per_second`.
+    pub rate_per_second: String,
+}
+
+impl Slice {
+    /// The slice `fields` give.
+    pub fn from_fields(fields: &FormFields) -> Self {
+        let text = |name| fields.text(name).unwrap_or_default().to_owned();
+        Slice {
+            subscriber_id: text("subscriber_id"),
+            dead_reason: text("dead_reason"),
+            error_class: text("error_class"),
+            max_jobs: text("max_jobs"),
+            rate_per_second: text("rate_per_second"),
+        }
+    }
+
+    /// True when no filter is given.
+    pub fn is_empty(&self) -> bool {
+        self.subscriber_id.is_empty() && self.dead_reason.is_empty() && self.error_class.is_empty()
+    }
+
+    /// The replay the slice asks for, checked as `POST /v1/replays` checks it (the
+    /// errors name the field).
+    pub fn plan(&self, limits: ReplayLimits) -> Result<ReplayPlan, ConsoleError> {
+        let opt = |text: &str| (!text.is_empty()).then(|| text.to_owned());
+        let dead_reason = match self.dead_reason.as_str() {
+            "" => None,
+            text => Some(text.parse::<DeadReason>().map_err(|_| {
+                ConsoleError::invalid("dead_reason", format!("`{text}` is not a dead reason"))
+            })?),
+        };
+        let number = |field: &str, text: &str, default: u32| -> Result<u32, ConsoleError> {
+            if text.is_empty() {
+                return Ok(default);
+            }
+            text.parse()
+                .map_err(|_| ConsoleError::invalid(field, "must be a whole number"))
+        };
+        let fields = ReplayFields {
+            selects: None,
+            subscriber_id: opt(&self.subscriber_id),
+            subscriber_ids: None,
+            error_class: opt(&self.error_class),
+            last_status: None,
+            event_id: None,
+            dead_reason,
+            dead_after: None,
+            dead_before: None,
+            all: self.is_empty().then_some(true),
+            max_jobs: number("max_jobs", &self.max_jobs, limits.max_jobs)?,
+            rate_per_second: number(
+                "rate_per_second",
+                &self.rate_per_second,
+                SUGGESTED_RATE.min(limits.max_rate_per_second),
+            )?,
+            ttl_ms: None,
+        };
+        ReplayPlan::check(fields, limits).map_err(|errors| {
+            let detail = errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; ");
+            ConsoleError::new(axum::http::StatusCode::UNPROCESSABLE_ENTITY, detail)
+        })
+    }
+}
+
+struct GroupRow {
+    dead_reason: String,
+    subscriber_id: String,
+    subscriber_href: String,
+    select_href: String,
+    jobs: u64,
+    first: When,
+    last: When,
+}
+
+#[derive(Template)]
+#[template(path = "console/dead_letters.html")]
+struct DeadLettersPage {
+    chrome: Chrome,
+    groups: Vec<GroupRow>,
+    slice: Slice,
+    reasons: Vec<&'static str>,
+    classes: Vec<&'static str>,
+    /// The dry run's count, when one was asked for.
+    matched: Option<u64>,
+    max_jobs: u32,
+    rate: u32,
+    max_rate: u32,
+}
+
+/// `GET /console/dead-letters`: the groups and the slice form; with `dry_run=1`, how
+/// many dead jobs the slice matches and the form that starts its replay.
+pub async fn page(
+    State(state): State<ConsoleState>,
+    Extension(session): Extension<Session>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> PageResult {
+    let fields = FormFields(pairs);
+    let slice = Slice::from_fields(&fields);
+    let app = &state.app;
+    let now = app.clock.now();
+    let limits = app.replay_limits;
+    let matched = if fields.get("dry_run").is_some() {
+        let plan = slice.plan(limits)?;
+        Some(
+            app.store
+                .count_replay_matches(&plan.filter, plan.max_jobs)
+                .await?,
+        )
+    } else {
+        None
+    };
+    let groups = app.store.dead_letter_groups(MAX_GROUPS).await?;
+    let rate = match slice.rate_per_second.parse() {
+        Ok(rate) => rate,
+        Err(_) => SUGGESTED_RATE.min(limits.max_rate_per_second),
+    };
+    let page = DeadLettersPage {
+        chrome: Chrome::new("Dead letters", Section::DeadLetters, &session),
+        groups: groups
+            .into_iter()
+            .map(|g| GroupRow {
+                select_href: format!(
+                    "/console/dead-letters?subscriber_id={}&dead_reason={}&dry_run=1",
+                    query_value(&g.subscriber_id),
+                    g.dead_reason
+                ),
+                subscriber_href: segment(&g.subscriber_id),
+                dead_reason: g.dead_reason.to_string(),
+                subscriber_id: g.subscriber_id,
+                jobs: g.jobs,
+                first: When::of(g.first_dead_at, now),
+                last: When::of(g.last_dead_at, now),
+            })
+            .collect(),
+        reasons: DeadReason::ALL.iter().map(|r| r.as_str()).collect(),
+        classes: ErrorClass::ALL.iter().map(|c| c.as_str()).collect(),
+        matched,
+        max_jobs: slice.max_jobs.parse().unwrap_or(limits.max_jobs),
+        rate,
+        max_rate: limits.max_rate_per_second,
+        slice,
+    };
+    Ok(render(&page))
+}

@@ -1,0 +1,139 @@
+//! `/console/destinations`: every destination with its limit, requests in flight and
+//! circuit; change its limit (or go back to the default), pause or resume it, as
+//! `PUT /v1/destinations/{destination}` does.
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect};
+use serde_json::json;
+
+use super::access::Session;
+use super::actions::{self, Action};
+use super::chrome::{Chrome, Section, When, segment};
+use super::gate::FormFields;
+use super::subscribers::{ListQuery, notice};
+use super::{ConsoleError, ConsoleState, PageResult, render};
+use crate::api::destinations::{PutDestinationRequest, put_destination};
+use crate::api::extract::AppJson;
+use crate::api::views::DestinationView;
+use crate::store::PageRequest;
+
+/// Most destinations the page lists.
+const MAX_ROWS: u32 = 1_000;
+
+struct Row {
+    view: DestinationView,
+    href: String,
+    retry_at: Option<When>,
+    error_at: Option<When>,
+}
+
+#[derive(Template)]
+#[template(path = "console/destinations.html")]
+struct DestinationsPage {
+    chrome: Chrome,
+    rows: Vec<Row>,
+    more: bool,
+}
+
+/// `GET /console/destinations`.
+pub async fn page(
+    State(state): State<ConsoleState>,
+    Extension(session): Extension<Session>,
+    Query(query): Query<ListQuery>,
+) -> PageResult {
+    let now = state.app.clock.now();
+    let list = state
+        .app
+        .store
+        .list_destinations(
+            PageRequest {
+                after: None,
+                limit: MAX_ROWS,
+            },
+            now,
+        )
+        .await?;
+    let more = list.len() as u32 == MAX_ROWS;
+    let rows = list
+        .into_iter()
+        .map(|d| {
+            let view = DestinationView::from(d);
+            Row {
+                href: segment(&view.destination),
+                retry_at: When::of_opt(view.circuit.retry_at, now),
+                error_at: view.last_error.as_ref().map(|e| When::of(e.at, now)),
+                view,
+            }
+        })
+        .collect();
+    let page = DestinationsPage {
+        chrome: Chrome::new("Destinations", Section::Destinations, &session)
+            .with_notice(notice(query.done())),
+        rows,
+        more,
+    };
+    Ok(render(&page))
+}
+
+/// `POST /console/destinations/{destination}` with `max_in_flight` (1–10000, or empty
+/// for the server's default) and/or `paused` (`true`, `false`); audited as
+/// `destination.put`.
+pub async fn change(
+    State(state): State<ConsoleState>,
+    Extension(session): Extension<Session>,
+    Extension(form): Extension<FormFields>,
+    Path(destination): Path<String>,
+    headers: HeaderMap,
+) -> PageResult {
+    let mut request = PutDestinationRequest::default();
+    let mut parameters = serde_json::Map::new();
+    if let Some(limit) = form.get("max_in_flight") {
+        let limit = limit.trim();
+        let value = if limit.is_empty() || limit == "default" {
+            None
+        } else {
+            Some(limit.parse::<u32>().map_err(|_| {
+                ConsoleError::invalid(
+                    "max_in_flight",
+                    "must be a whole number from 1 to 10000, or empty for the default",
+                )
+            })?)
+        };
+        parameters.insert("max_in_flight".into(), json!(value));
+        request.max_in_flight = Some(value);
+    }
+    match form.get("paused") {
+        None => {}
+        Some("true") => request.paused = Some(Some(true)),
+        Some("false") => request.paused = Some(Some(false)),
+        Some(_) => return Err(ConsoleError::invalid("paused", "must be true or false")),
+    }
+    if let Some(Some(paused)) = request.paused {
+        parameters.insert("paused".into(), json!(paused));
+    }
+    if request.max_in_flight.is_none() && request.paused.is_none() {
+        return Err(ConsoleError::invalid(
+            "max_in_flight",
+            "give a limit, or pause or resume",
+        ));
+    }
+    let changed = put_destination(
+        State(state.app.clone()),
+        Path(destination),
+        AppJson(request),
+    )
+    .await?
+    .0;
+    let action = Action::new("destination.put", Some(changed.destination.clone()))
+        .with(serde_json::Value::Object(parameters));
+    actions::record(&state, &session, &headers, action).await;
+    let done = if form.get("max_in_flight").is_some() {
+        "limit"
+    } else {
+        "destination"
+    };
+    Ok(Redirect::to(&format!("/console/destinations?done={done}")).into_response())
+}

@@ -1,0 +1,239 @@
+//! The console's gate: every page and form needs a session, every form its CSRF token
+//! (see [`super::access`]), and every answer carries headers that keep pages out of
+//! caches, frames and other origins' scripts.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::access::{SESSION_COOKIE, SESSION_TTL_MS, Session};
+use super::{ConsoleError, ConsoleState, chrome};
+
+/// The largest form body the console reads, in bytes: a bulk resume of 1,000
+/// subscriber ids of up to 128 characters, percent-encoded.
+pub const MAX_FORM_BYTES: usize = 1024 * 1024;
+
+/// What a POST's form said, parsed once by the gate (`application/x-www-form-urlencoded`,
+/// names repeated for a list).
+#[derive(Clone, Debug, Default)]
+pub struct FormFields(pub Vec<(String, String)>);
+
+impl FormFields {
+    /// Parses a form body.
+    pub fn parse(body: &[u8]) -> Self {
+        FormFields(
+            url::form_urlencoded::parse(body)
+                .map(|(name, value)| (name.into_owned(), value.into_owned()))
+                .collect(),
+        )
+    }
+
+    /// The first value of `name`, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first value of `name`, trimmed, when given and not empty.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
+
+    /// Every value of `name`, in order.
+    pub fn all(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+/// The value of cookie `name` in `headers`, if sent.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// True when the browser says the request comes from another site (`Sec-Fetch-Site:
+/// cross-site`): a form of another site's page, or a link followed from it.
+pub fn cross_site(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+}
+
+/// A `Set-Cookie` value for `name`: HttpOnly, SameSite=Strict, for `/console`, lasting
+/// `max_age_s` seconds (0 deletes it); `Secure` when the request came over HTTPS (a
+/// proxy in front says so with `X-Forwarded-Proto: https`).
+pub fn set_cookie(request: &HeaderMap, name: &str, value: &str, max_age_s: u64) -> HeaderValue {
+    let secure = request
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    let text = format!(
+        "{name}={value}; Path=/console; Max-Age={max_age_s}; HttpOnly; SameSite=Strict{}",
+        if secure { "; Secure" } else { "" }
+    );
+    // Names and values are base64url, digits and dots: always a valid header value.
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The session of the request's cookie, when valid at `now` and not ended by a logout.
+pub async fn current_session(
+    state: &ConsoleState,
+    headers: &HeaderMap,
+) -> Result<Option<Session>, ConsoleError> {
+    let now = state.app.clock.now();
+    let Some(session) = cookie(headers, SESSION_COOKIE).and_then(|c| state.access.verify(c, now))
+    else {
+        return Ok(None);
+    };
+    if state.access.needs_login() && state.app.store.console_session_ended(&session.id).await? {
+        return Ok(None);
+    }
+    Ok(Some(session))
+}
+
+/// Middleware of every console page and form: puts the [`Session`] in the request's
+/// extensions, and for a POST the parsed [`FormFields`] once the CSRF token in them
+/// matched the session's.
+///
+/// Without a session: with tokens, a GET goes to the login form (a link followed
+/// from another site first reloads itself once, so the `SameSite=Strict` cookie is
+/// sent) and a POST is refused (403); without tokens an anonymous session is opened.
+/// A POST from another site, or without the session's CSRF token, is refused (403)
+/// and changes nothing.
+pub async fn require_session(
+    State(state): State<ConsoleState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let session = match current_session(&state, &parts.headers).await {
+        Ok(session) => session,
+        Err(error) => return error.into_response(),
+    };
+    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
+    let mut opened = None;
+    let session = match session {
+        Some(session) => session,
+        None if !state.access.needs_login() => {
+            let Some((session, value)) = state.access.open(None, state.app.clock.now()) else {
+                return ConsoleError::new(StatusCode::INTERNAL_SERVER_ERROR, "no session key")
+                    .into_response();
+            };
+            opened = Some(value);
+            session
+        }
+        None if reading && cross_site(&parts.headers) => {
+            return super::render(&chrome::Reload {
+                chrome: chrome::Chrome::bare("Opening"),
+            });
+        }
+        None if reading => {
+            let wanted = parts
+                .uri
+                .path_and_query()
+                .map_or("/console/", |p| p.as_str());
+            let next_page =
+                url::form_urlencoded::byte_serialize(wanted.as_bytes()).collect::<String>();
+            return Redirect::to(&format!("/console/login?next={next_page}")).into_response();
+        }
+        None => {
+            return ConsoleError::new(
+                StatusCode::FORBIDDEN,
+                "your console session has ended (logged out or expired): log in again, then \
+                 repeat the action; nothing was changed",
+            )
+            .into_response();
+        }
+    };
+    let headers = parts.headers.clone();
+    if !reading {
+        if cross_site(&parts.headers) {
+            return forbidden_form();
+        }
+        let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return ConsoleError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the form is too large (at most 1 MiB); nothing was changed",
+                )
+                .into_response();
+            }
+        };
+        let fields = FormFields::parse(&bytes);
+        let matches = fields
+            .get("csrf")
+            .is_some_and(|token| super::access::same(token, &session.csrf));
+        if !matches {
+            return forbidden_form();
+        }
+        parts.extensions.insert(fields);
+        parts.extensions.insert(session);
+        let response = next.run(Request::from_parts(parts, Body::empty())).await;
+        return with_cookie(response, &headers, opened);
+    }
+    parts.extensions.insert(session);
+    let response = next.run(Request::from_parts(parts, body)).await;
+    with_cookie(response, &headers, opened)
+}
+
+fn forbidden_form() -> Response {
+    ConsoleError::new(
+        StatusCode::FORBIDDEN,
+        "this form did not carry this session's CSRF token (it came from another page or \
+         site, or from before a restart or logout): reload the page and try again; nothing \
+         was changed",
+    )
+    .into_response()
+}
+
+/// `response`, setting the cookie of a session opened for it.
+fn with_cookie(mut response: Response, request: &HeaderMap, opened: Option<String>) -> Response {
+    if let Some(value) = opened {
+        let cookie = set_cookie(request, SESSION_COOKIE, &value, SESSION_TTL_MS / 1000);
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// The Content-Security-Policy of every console answer: its own scripts, styles and
+/// images only, no frames, forms posting only to itself.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Middleware of every console answer: not stored by caches (pages show live figures
+/// and, once, a secret), never framed, scripts and styles only from the console.
+pub async fn page_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}

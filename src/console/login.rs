@@ -1,0 +1,201 @@
+//! Opening and ending console sessions: `GET /console/login` asks for an API token,
+//! `POST /console/login` checks it and sets the session cookie, `POST /console/logout`
+//! ends the session on every instance (docs/DESIGN.md §5.12).
+//!
+//! The login form carries a nonce that must match its cookie (a CSRF token before
+//! there is a session), so another site cannot sign a browser in with its own token.
+
+use askama::Template;
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::access::{LOGIN_COOKIE, LOGIN_NONCE_TTL_S, SESSION_COOKIE, SESSION_TTL_MS, Session};
+use super::actions::{self, Action};
+use super::chrome::Chrome;
+use super::gate::{FormFields, cookie, cross_site, set_cookie};
+use super::{ConsoleError, ConsoleState, render};
+
+/// The login page.
+#[derive(Template)]
+#[template(path = "console/login.html")]
+struct LoginPage {
+    chrome: Chrome,
+    nonce: String,
+    next: String,
+    error: Option<String>,
+}
+
+/// Where to go after logging in: `next` when it is a console page of this server,
+/// else the overview (never another site).
+pub fn next_page(next: Option<&str>) -> String {
+    match next {
+        Some(next)
+            if (next == "/console/" || next.starts_with("/console/"))
+                && !next.contains('\\')
+                && !next.contains("//")
+                && !next.starts_with("/console/login") =>
+        {
+            next.to_owned()
+        }
+        _ => "/console/".to_owned(),
+    }
+}
+
+/// `?next=` of the login form.
+#[derive(Debug, Deserialize)]
+pub struct LoginQuery {
+    next: Option<String>,
+}
+
+fn login_page(
+    headers: &HeaderMap,
+    next: String,
+    error: Option<String>,
+    status: StatusCode,
+) -> Response {
+    let nonce = super::access::random_text(16);
+    let page = LoginPage {
+        chrome: Chrome::bare("Log in"),
+        nonce: nonce.clone(),
+        next,
+        error,
+    };
+    let mut response = (status, render(&page)).into_response();
+    let cookie = set_cookie(headers, LOGIN_COOKIE, &nonce, LOGIN_NONCE_TTL_S);
+    response.headers_mut().append(header::SET_COOKIE, cookie);
+    response
+}
+
+/// `GET /console/login`: the form (without tokens there is nothing to log in to: the
+/// overview).
+pub async fn form(
+    State(state): State<ConsoleState>,
+    headers: HeaderMap,
+    Query(query): Query<LoginQuery>,
+) -> Response {
+    let next = next_page(query.next.as_deref());
+    if !state.access.needs_login() {
+        return Redirect::to(&next).into_response();
+    }
+    login_page(&headers, next, None, StatusCode::OK)
+}
+
+/// `POST /console/login`: with one of the API tokens and the form's nonce, opens a
+/// session (its cookie set) and goes on to `next`; a wrong token answers the form again
+/// with 401, a missing or wrong nonce 403. Recorded in the audit trail as
+/// `console.login` with the token's fingerprint.
+pub async fn submit(
+    State(state): State<ConsoleState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !state.access.needs_login() {
+        return Redirect::to("/console/").into_response();
+    }
+    let fields = FormFields::parse(&body);
+    let next = next_page(fields.get("next"));
+    let nonce_ok = match (cookie(&headers, LOGIN_COOKIE), fields.get("nonce")) {
+        (Some(expected), Some(given)) => super::access::same(expected, given),
+        _ => false,
+    };
+    if !nonce_ok || cross_site(&headers) {
+        return login_page(
+            &headers,
+            next,
+            Some("The login form expired or came from another page: log in again.".into()),
+            StatusCode::FORBIDDEN,
+        );
+    }
+    let Some(actor) = fields
+        .get("token")
+        .and_then(|t| state.access.accepts(t.trim()))
+    else {
+        tracing::warn!("console login refused: not one of the API tokens");
+        return login_page(
+            &headers,
+            next,
+            Some("That is not one of this server's API tokens.".into()),
+            StatusCode::UNAUTHORIZED,
+        );
+    };
+    let now = state.app.clock.now();
+    let Some((session, value)) = state.access.open(Some(&actor), now) else {
+        return ConsoleError::new(StatusCode::INTERNAL_SERVER_ERROR, "no session key")
+            .into_response();
+    };
+    actions::record(
+        &state,
+        &session,
+        &headers,
+        Action::new("console.login", None),
+    )
+    .await;
+    let mut response = Redirect::to(&next).into_response();
+    let headers_out = response.headers_mut();
+    headers_out.append(
+        header::SET_COOKIE,
+        set_cookie(&headers, SESSION_COOKIE, &value, SESSION_TTL_MS / 1000),
+    );
+    headers_out.append(
+        header::SET_COOKIE,
+        set_cookie(&headers, LOGIN_COOKIE, "", 0),
+    );
+    response
+}
+
+/// `POST /console/logout`: ends the session on every instance (recorded in the store
+/// until it would have expired), clears its cookie and shows the login form. Recorded
+/// as `console.logout`.
+pub async fn logout(
+    State(state): State<ConsoleState>,
+    Extension(session): Extension<Session>,
+    headers: HeaderMap,
+) -> Result<Response, ConsoleError> {
+    let now = state.app.clock.now();
+    state
+        .app
+        .store
+        .end_console_session(&session.id, session.expires_at, now)
+        .await?;
+    actions::record(
+        &state,
+        &session,
+        &headers,
+        Action::new("console.logout", None),
+    )
+    .await;
+    let mut response = Redirect::to("/console/login").into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&headers, SESSION_COOKIE, "", 0),
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_page;
+
+    #[test]
+    fn only_console_pages_are_gone_to_after_login() {
+        assert_eq!(
+            next_page(Some("/console/jobs/x?y=1")),
+            "/console/jobs/x?y=1"
+        );
+        for outside in [
+            "https://evil.example/",
+            "//evil.example/console/",
+            "/console//evil.example",
+            "/console/\\evil",
+            "/v1/jobs",
+            "/console/login?next=/x",
+        ] {
+            assert_eq!(next_page(Some(outside)), "/console/", "{outside}");
+        }
+        assert_eq!(next_page(None), "/console/");
+    }
+}
