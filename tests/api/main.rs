@@ -8,6 +8,10 @@ mod pg;
 
 mod audit;
 mod auth;
+mod console_access;
+mod console_forms;
+mod console_pages;
+mod console_support;
 mod dead_jobs_gauge;
 mod destinations;
 mod errors;

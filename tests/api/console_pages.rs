@@ -1,0 +1,186 @@
+//! The console's pages (issue #19), on both backends: each is a plain GET that renders
+//! a complete page from the store; everything a receiver or producer wrote is escaped,
+//! and no page shows a secret but the one-time rotation answer.
+
+use deferhook::domain::attempt::AttemptOutcome;
+use deferhook::domain::policy::ErrorClass;
+use deferhook::domain::{DeadReason, JobEvent};
+use serde_json::json;
+
+use crate::app::{Db, TestApp, answer};
+use crate::console_support::{Browser, expect_redirect};
+use crate::support::app_with;
+
+/// What a hostile receiver answers, and a producer's event id with markup.
+const SCRIPT: &str = "<script>alert(1)</script>";
+const EVENT: &str = "order.7<b>x</b>";
+
+/// An incident: `flaky` fails with a 503 whose body is markup, `gone` is paused, and
+/// `rejecting` has a dead job; `acme` is healthy. Returns the flaky job's id.
+async fn incident(app: &TestApp) -> String {
+    for id in ["acme", "flaky", "gone", "rejecting"] {
+        app.create_subscriber(id).await;
+    }
+    let flaky = app.job("flaky", EVENT, json!({})).await;
+    let claimed = app.claim().await;
+    let mut result = answer(
+        AttemptOutcome::Retryable,
+        Some(503),
+        Some(ErrorClass::Http5xx),
+    );
+    result.body_excerpt = Some(SCRIPT.to_owned());
+    let retry_at = app.now().plus_ms(60_000);
+    app.record(&claimed[0], JobEvent::RetryableFailure { retry_at }, result)
+        .await;
+    app.job("rejecting", "e-dead", json!({})).await;
+    let claimed = app.claim().await;
+    let reason = DeadReason::NonRetryableResponse;
+    let result = answer(
+        AttemptOutcome::Terminal,
+        Some(400),
+        Some(ErrorClass::Http4xx),
+    );
+    app.record(&claimed[0], JobEvent::TerminalFailure { reason }, result)
+        .await;
+    app.patch_json("/v1/subscribers/gone", &json!({"enabled": false}))
+        .await;
+    app.job("gone", EVENT, json!({})).await;
+    app.advance(1_000);
+    flaky["id"].as_str().unwrap().to_owned()
+}
+
+fn assert_escaped(page: &str, path: &str) {
+    assert!(
+        !page.contains(SCRIPT),
+        "{path} shows a receiver's markup unescaped"
+    );
+    assert!(
+        !page.contains("<b>x</b>"),
+        "{path} shows an event id's markup unescaped"
+    );
+}
+
+async fn every_page_renders_the_incident_escaped(db: Db) {
+    let app = app_with().backend(db).start().await;
+    let secret = app
+        .subscriber("secretive", "https://example.com/s", None)
+        .await;
+    let job_id = incident(&app).await;
+    let mut browser = Browser::new(&app);
+
+    let overview = browser.page("/console/").await;
+    assert_escaped(&overview, "/console/");
+    assert!(
+        overview.contains("href=\"/console/subscribers/flaky\""),
+        "the failing subscriber"
+    );
+    assert!(overview.contains("http_5xx"));
+    assert!(
+        overview.contains("order.7&#60;b&#62;x&#60;/b&#62;"),
+        "the affected event, escaped"
+    );
+    assert!(overview.contains("<svg"), "the chart");
+
+    let subscribers = browser.page("/console/subscribers").await;
+    let order: Vec<usize> = ["flaky", "rejecting", "gone", "acme"]
+        .iter()
+        .map(|id| {
+            subscribers
+                .find(&format!("data-subscriber=\"{id}\""))
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "failing first, then paused: {order:?}"
+    );
+    let failing = browser.page("/console/subscribers?health=failing").await;
+    assert!(failing.contains("data-subscriber=\"flaky\""));
+    assert!(!failing.contains("data-subscriber=\"acme\""));
+    let bad = browser.get("/console/subscribers?health=sick").await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.text.contains("health"), "{}", bad.text);
+
+    let page = browser.page("/console/subscribers/flaky").await;
+    assert_escaped(&page, "subscriber");
+    assert!(page.contains("HTTP 503"));
+    let page = browser.page("/console/subscribers/secretive").await;
+    assert!(
+        !page.contains(&secret),
+        "a subscriber page never shows its secret"
+    );
+
+    let job = browser.page(&format!("/console/jobs/{job_id}")).await;
+    assert_escaped(&job, "job");
+    assert!(
+        job.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+        "the body excerpt, escaped"
+    );
+    assert!(job.contains("test-worker"), "the attempt's lease owner");
+    assert!(job.contains("Retry now"));
+
+    let encoded = "order%2E7%3Cb%3Ex%3C%2Fb%3E";
+    let event = browser.page(&format!("/console/events/{encoded}")).await;
+    assert_escaped(&event, "event");
+    assert!(event.contains("href=\"/console/subscribers/flaky\""));
+    assert!(event.contains("href=\"/console/subscribers/gone\""));
+    let lookup = browser
+        .get(&format!("/console/events?event_id={encoded}"))
+        .await;
+    expect_redirect(&lookup, &format!("/console/events/{encoded}"));
+
+    let dead = browser.page("/console/dead-letters").await;
+    assert!(dead.contains("non_retryable_response"));
+    assert!(dead.contains("href=\"/console/subscribers/rejecting\""));
+    for page in [
+        "/console/destinations",
+        "/console/replays",
+        "/console/events",
+    ] {
+        let html = browser.page(page).await;
+        assert_escaped(&html, page);
+        assert!(!html.contains(&secret), "{page}");
+    }
+    for (path, status) in [
+        ("/console/jobs/not-a-uuid", 422),
+        ("/console/jobs/01937c5e-0000-7000-8000-000000000000", 404),
+        ("/console/subscribers/nobody", 404),
+        ("/console/events/nothing-here", 404),
+    ] {
+        let reply = browser.get(path).await;
+        assert_eq!(reply.status, status, "{path}: {}", reply.text);
+        assert!(
+            reply
+                .header("content-type")
+                .unwrap()
+                .starts_with("text/html"),
+            "{path}"
+        );
+    }
+}
+
+crate::on_both_backends!(every_page_renders_the_incident_escaped);
+
+#[tokio::test]
+async fn the_overview_lists_this_instance_from_its_heartbeat() {
+    let app = app_with().start().await;
+    let mut browser = Browser::new(&app);
+    // The heartbeat is written when the instance starts; poll briefly for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let page = browser.page("/console/").await;
+        if page.contains("Live instances (1)") {
+            assert!(page.contains(env!("CARGO_PKG_VERSION")));
+            assert!(
+                page.contains("no worker"),
+                "an API-only instance has no slots"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no live instance: {page}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
