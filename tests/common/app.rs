@@ -153,9 +153,17 @@ pub struct AppBuilder {
     worker: WorkerKind,
     resolver: Resolver,
     store: Option<SharedStore>,
+    bearer: Option<String>,
 }
 
 impl AppBuilder {
+    /// With API token `token` (`--api-token`), which every request of the instance's
+    /// client then sends (`Authorization: Bearer`).
+    pub fn bearer(mut self, token: &str) -> Self {
+        self.bearer = Some(token.to_owned());
+        self.flag("--api-token", token)
+    }
+
     /// A fresh database on `db`.
     pub fn backend(mut self, db: Db) -> Self {
         self.backend = db;
@@ -342,7 +350,17 @@ impl AppBuilder {
         Ok(TestApp {
             base_url: format!("http://{}", server.api_addr.expect("the API listens")),
             database_url,
-            client: reqwest::Client::new(),
+            client: match &self.bearer {
+                None => reqwest::Client::new(),
+                Some(token) => {
+                    let mut headers = reqwest::header::HeaderMap::new();
+                    let value = format!("Bearer {token}").parse().expect("a header value");
+                    headers.insert(reqwest::header::AUTHORIZATION, value);
+                    reqwest::Client::builder()
+                        .default_headers(headers)
+                        .build()?
+                }
+            },
             manual: (self.clock == ClockKind::Manual).then_some(manual),
             clock: server.clock(),
             store,
@@ -388,6 +406,7 @@ impl TestApp {
             worker: WorkerKind::Stepped,
             resolver: Resolver::system(),
             store: None,
+            bearer: None,
         }
     }
 

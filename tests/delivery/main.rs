@@ -17,6 +17,7 @@ mod setup;
 mod basics;
 mod black_box_clocks;
 mod burst;
+mod console_browser;
 mod destinations_circuit;
 mod destinations_limit;
 mod incident;
