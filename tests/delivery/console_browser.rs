@@ -40,13 +40,13 @@ impl Drop for Driver {
 }
 
 fn found(name: &str, candidates: &[&str]) -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH")
+    let on_path: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|paths| {
             std::env::split_paths(&paths)
                 .map(|p| p.join(name))
                 .collect()
         })
-        .unwrap_or_else(Vec::new);
+        .unwrap_or_default();
     candidates
         .iter()
         .map(PathBuf::from)
@@ -323,7 +323,12 @@ async fn walk(app: &TestApp, client: &Client, indexer: &Receiver) {
         .await
         .unwrap();
     wait_for_text(client, "p.notice", "replay started").await;
-    wait_for_text(client, "#replays tr[data-state='running']", "search-indexer").await;
+    wait_for_text(
+        client,
+        "#replays tr[data-state='running']",
+        "search-indexer",
+    )
+    .await;
     shoot(client, "replay-running").await;
     // The page refreshes itself while the replay runs (htmx): no reload from here on.
     let done = wait_for_text(client, "#replays tr[data-state='done']", "5 requeued").await;
