@@ -6,6 +6,7 @@ mod arrivals;
 mod ceilings;
 mod chaos;
 mod clock;
+mod console;
 mod database;
 mod db_usage;
 mod incident;
@@ -34,6 +35,7 @@ pub async fn main() -> anyhow::Result<()> {
         args::Scenario::Incident => return incident::run(&args).await,
         args::Scenario::OnCall => return on_call::run(&args).await,
         args::Scenario::Chaos => return chaos::run(&args).await,
+        args::Scenario::Console => return console::run(&args).await,
         _ => {}
     }
     let outcome = scenario::run(&args).await?;

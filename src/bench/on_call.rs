@@ -48,7 +48,8 @@ pub struct Groups {
 }
 
 impl Groups {
-    fn of(args: &Args) -> Self {
+    /// The groups `--jobs`, `--slow`, `--failing` and `--gone` ask for.
+    pub fn of(args: &Args) -> Self {
         let ids = |prefix: &str, n: u64| (0..n).map(|i| format!("{prefix}{i:05}")).collect();
         let healthy = args.jobs() - args.slow - args.failing - args.gone;
         Groups {
@@ -79,11 +80,23 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     super::report::publish(args, report.text(), report.json(), report.failure())
 }
 
-async fn incident(
+/// The receivers of an incident's groups; they answer while kept.
+pub struct Receivers {
+    /// Answers 500 until it recovers.
+    pub failing: Receiver,
+    /// The others (200 at once, after `--slow-ms`, 410), kept answering.
+    _others: [Receiver; 3],
+}
+
+/// Starts the receivers, registers every subscriber of `groups` at its group's
+/// receiver, and fans `events` events out to all of them (each job with
+/// [`MAX_ATTEMPTS`] attempts).
+pub async fn start_incident(
     args: &Args,
     api: &Api,
     groups: &Groups,
-) -> anyhow::Result<(Vec<Asked>, ReplayFigures)> {
+    events: usize,
+) -> anyhow::Result<Receivers> {
     let fast = Receiver::start(0).await?;
     let slow = Receiver::start(args.slow_ms()).await?;
     let failing = Receiver::start(0).await?;
@@ -117,8 +130,7 @@ async fn incident(
     api.put_subscribers(args.concurrency, subscribers, None)
         .await?;
 
-    let since = format_ms(now_ms() - 1_000)?;
-    for n in 0..EVENTS {
+    for n in 0..events {
         let body = json!({
             "event_id": event_id(n),
             "payload": {"order": n + 1, "status": "shipped"},
@@ -128,7 +140,21 @@ async fn incident(
         api.call(n as u64, Method::POST, "/v1/events", Some(&body))
             .await?;
     }
-    develop(args, api, groups).await?;
+    Ok(Receivers {
+        failing,
+        _others: [fast, slow, gone],
+    })
+}
+
+async fn incident(
+    args: &Args,
+    api: &Api,
+    groups: &Groups,
+) -> anyhow::Result<(Vec<Asked>, ReplayFigures)> {
+    let since = format_ms(now_ms() - 1_000)?;
+    let receivers = start_incident(args, api, groups, EVENTS).await?;
+    let failing = &receivers.failing;
+    develop(args, api, groups, EVENTS).await?;
     if args.hold_seconds > 0 {
         hold(api, args.hold_seconds, &since).await;
     }
@@ -205,12 +231,12 @@ async fn incident(
 /// the failing ones dead after their attempts, the gone ones dead on a 410 or waiting
 /// on their paused subscriber, the slow ones' first attempts timed out (at most one
 /// attempt open in all: the slow destination's circuit probe); at most `--timeout`.
-async fn develop(args: &Args, api: &Api, groups: &Groups) -> anyhow::Result<()> {
+pub async fn develop(args: &Args, api: &Api, groups: &Groups, events: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let count = |value: &Value| value.as_u64().unwrap_or(0);
     loop {
         let (mut developed, mut open, mut timeouts) = (true, 0, 0);
-        for n in 0..EVENTS {
+        for n in 0..events {
             let (summary, _) = api
                 .call(0, Method::GET, &format!("/v1/events/{}", event_id(n)), None)
                 .await?;

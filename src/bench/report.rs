@@ -211,7 +211,7 @@ pub fn settings(args: &Args) -> Value {
             settings["subscribers"] = json!(args.subscribers);
             settings["destinations"] = json!(args.destinations());
         }
-        Scenario::Fanout | Scenario::Incident | Scenario::OnCall => {
+        Scenario::Fanout | Scenario::Incident | Scenario::OnCall | Scenario::Console => {
             settings["subscribers"] = json!(args.jobs());
             settings["slow"] = json!(args.slow);
             settings["slow_ms"] = json!(args.slow_ms());

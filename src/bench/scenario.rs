@@ -102,7 +102,11 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
         Scenario::Steady => steady(args, api, &receiver).await?,
         Scenario::Backlog => burst_due_in(args, api, &receiver, Some(3_600_000)).await?,
         Scenario::Fanout => fanout(args, api, &receiver).await?,
-        Scenario::Ceilings | Scenario::Incident | Scenario::OnCall | Scenario::Chaos => {
+        Scenario::Ceilings
+        | Scenario::Incident
+        | Scenario::OnCall
+        | Scenario::Chaos
+        | Scenario::Console => {
             anyhow::bail!("`{:?}` has its own run", args.scenario)
         }
     };
