@@ -205,7 +205,7 @@ async fn incident(
     let matched = replay.answer["matched"].as_u64().unwrap_or(0) as usize;
     asked.push(replay);
     wait_for(
-        &failing,
+        failing,
         before + matched,
         Duration::from_secs(args.timeout),
     )

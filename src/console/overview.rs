@@ -1,7 +1,9 @@
 //! `/console/`: the incident on one screen. Jobs by state, accepted / delivered / dead
 //! per minute over the last hour, the oldest eligible and retrying ages, jobs past the
-//! SLO and near their deadline, the failing subscribers, the affected events, open
-//! circuits and the live instances with their worker slots in use. Every figure comes
+//! SLO and near their deadline, the failing subscribers, open circuits and the live
+//! instances with their worker slots in use. The affected events are one click away
+//! (`/console/events`): their read costs as much as the rest of the page together at
+//! 100,000 jobs (BENCHMARKS.md). Every figure comes
 //! from the store, so every instance shows the same picture; the live part refreshes
 //! itself every 5 seconds (htmx).
 
@@ -11,17 +13,17 @@ use axum::extract::State;
 
 use super::access::Session;
 use super::chart::{self, Chart};
-use super::chrome::{Chrome, Section, When, age, segment};
+use super::chrome::{Chrome, Section, When, age};
 use super::subscribers::{Row, health_table};
-use super::{ConsoleState, PageResult, render};
+use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::domain::health::HealthStatus;
 use crate::domain::{JobState, Timestamp};
 use crate::heartbeat::LIVE_WITHIN_MS;
-use crate::store::{AffectedEvent, DestinationView, PageRequest, StoreGauges};
+use crate::store::{DestinationView, PageRequest, StoreGauges};
 
 /// The chart's span, in minutes.
 pub const CHART_MINUTES: u64 = 60;
-/// Most failing subscribers, affected events and open circuits listed.
+/// Most failing subscribers and open circuits listed.
 const TOP: usize = 10;
 
 /// A figure card.
@@ -39,15 +41,6 @@ struct InstanceRow {
     started: When,
     seen: When,
     slots: String,
-}
-
-/// An affected event as listed.
-struct EventRow {
-    event_id: String,
-    href: String,
-    affected: u64,
-    total: u64,
-    created: When,
 }
 
 /// A destination whose circuit is not closed.
@@ -71,7 +64,6 @@ struct OverviewPage {
     failing: Vec<Row>,
     failing_total: usize,
     paused_total: usize,
-    events: Vec<EventRow>,
     circuits: Vec<CircuitRow>,
     instances: Vec<InstanceRow>,
 }
@@ -145,17 +137,6 @@ fn cards(gauges: &StoreGauges, now: Timestamp, slo_ms: u64) -> Vec<Card> {
     ]
 }
 
-fn event_row(event: AffectedEvent, now: Timestamp) -> EventRow {
-    let j = event.jobs;
-    EventRow {
-        href: segment(&event.event_id),
-        event_id: event.event_id,
-        affected: event.affected,
-        total: j.scheduled + j.in_flight + j.retrying + j.delivered + j.dead + j.cancelled,
-        created: When::of(event.created_at, now),
-    }
-}
-
 fn circuit_row(d: DestinationView, now: Timestamp) -> CircuitRow {
     CircuitRow {
         destination: d.key,
@@ -172,7 +153,7 @@ fn circuit_row(d: DestinationView, now: Timestamp) -> CircuitRow {
 async fn open_circuits(
     state: &ConsoleState,
     now: Timestamp,
-) -> Result<Vec<DestinationView>, super::ConsoleError> {
+) -> Result<Vec<DestinationView>, ConsoleError> {
     let mut open = Vec::new();
     let mut after = None;
     loop {
@@ -199,6 +180,21 @@ async fn open_circuits(
     }
 }
 
+/// `read`, its time logged at debug level (`RUST_LOG=deferhook::console=debug`).
+async fn timed<T>(
+    what: &'static str,
+    read: impl std::future::Future<Output = Result<T, ConsoleError>>,
+) -> Result<T, ConsoleError> {
+    let started = std::time::Instant::now();
+    let result = read.await;
+    tracing::debug!(
+        read = what,
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "overview read"
+    );
+    result
+}
+
 /// `GET /console/`.
 pub async fn page(
     State(state): State<ConsoleState>,
@@ -207,23 +203,22 @@ pub async fn page(
     let app = &state.app;
     let now = app.clock.now();
     let store = &app.store;
-    let gauges = store.gauges(now, app.delivery_slo_ms).await?;
-    let minutes = store
-        .jobs_per_minute(now.minus_ms((CHART_MINUTES - 1) * 60_000), now)
-        .await?;
-    let instances = store.live_instances(now.minus_ms(LIVE_WITHIN_MS)).await?;
-    let events = store
-        .list_affected_events(
-            now.minus_ms(3_600_000),
-            PageRequest {
-                after: None,
-                limit: TOP as u32,
-            },
-            now,
-        )
-        .await?;
-    let circuits = open_circuits(&state, now).await?;
-    let table = health_table(app, now).await?;
+    // The reads are independent: they run at once (each in its own snapshot; on
+    // SQLite on the readers' pool), so the page waits for the slowest, not the sum.
+    let since = now.minus_ms((CHART_MINUTES - 1) * 60_000);
+    let (gauges, minutes, instances, circuits, table) = tokio::try_join!(
+        timed("gauges", async {
+            Ok::<_, ConsoleError>(store.gauges(now, app.delivery_slo_ms).await?)
+        }),
+        timed("jobs per minute", async {
+            Ok(store.jobs_per_minute(since, now).await?)
+        }),
+        timed("live instances", async {
+            Ok(store.live_instances(now.minus_ms(LIVE_WITHIN_MS)).await?)
+        }),
+        timed("open circuits", open_circuits(&state, now)),
+        timed("health table", health_table(app, now)),
+    )?;
     let failing_total = table
         .iter()
         .filter(|r| r.view.health.status == HealthStatus::Failing)
@@ -258,7 +253,6 @@ pub async fn page(
         failing,
         failing_total,
         paused_total,
-        events: events.into_iter().map(|e| event_row(e, now)).collect(),
         circuits: circuits
             .into_iter()
             .take(TOP)

@@ -39,7 +39,7 @@ crate::store::sqlite::direct::rows::lite_row!(ReasonCount { reason, n });
 /// A count (one column `n`).
 #[derive(sqlx::FromRow)]
 pub struct Count {
-    n: i64,
+    pub(crate) n: i64,
 }
 crate::store::sqlite::direct::rows::lite_row!(Count { n });
 

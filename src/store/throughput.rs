@@ -1,6 +1,10 @@
-//! Jobs accepted, delivered and dead per minute, for both backends: three grouped reads
-//! in one snapshot, each a range of an index (the job ids, UUIDv7 stamped at creation;
-//! `jobs_finished`; `jobs_dead_at`), never maintained on the hot path.
+//! Jobs accepted, delivered and dead per minute, for both backends, read in one
+//! snapshot from indexes alone, never maintained on the hot path: the jobs accepted in
+//! a minute are counted on the primary key (job ids are UUIDv7 stamped at creation, so
+//! a minute's jobs are one range of ids, as the listings' `created_after` reads them),
+//! one count per minute; delivered and dead jobs are grouped from `jobs_finished
+//! (state, updated_at)` (a delivered job is last updated when it is delivered) and
+//! `jobs_dead_at`.
 
 use std::collections::BTreeMap;
 
@@ -8,16 +12,18 @@ use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::Query;
+use crate::store::figures::Count;
 use crate::store::records::{MINUTE_MS, MinuteCounts, uuid_v7_floor};
 use crate::store::transactions::Transactions;
 
 /// The statements of the per-minute counts, in the backend's dialect. Each yields
 /// [`MinuteRow`]s: the minute (epoch milliseconds / 60,000) and a count.
 pub(crate) trait ThroughputStatements: Transactions {
-    /// Jobs created at or after `$2`, per minute of `created_at`; `$1` is the smallest
-    /// job id created then ([`uuid_v7_floor`]), which bounds the walk of the primary key.
+    /// How many jobs (`n`, a [`Count`]) have an id in [`$1`, `$2`): the jobs created in
+    /// that span, the bounds being [`uuid_v7_floor`]s.
     const ACCEPTED: &'static str;
-    /// `delivered` jobs delivered at or after `$1`, per minute of `delivered_at`.
+    /// `delivered` jobs delivered at or after `$1`, per minute of `updated_at` (their
+    /// delivery).
     const DELIVERED: &'static str;
     /// `dead` jobs dead at or after `$1`, per minute of `dead_at`.
     const DEAD: &'static str;
@@ -47,15 +53,17 @@ pub(crate) async fn per_minute<S: ThroughputStatements>(
         minutes.insert(at / MINUTE_MS, MinuteCounts::empty(minute));
         at += MINUTE_MS;
     }
-    let floor = Timestamp::from_millis(from);
     let mut tx = db.snapshot().await?;
-    let accepted: Vec<MinuteRow> = S::fetch_all(
-        &mut tx,
-        Query::new(S::ACCEPTED)
-            .text(uuid_v7_floor(floor).to_string())
-            .int(from),
-    )
-    .await?;
+    let mut accepted = Vec::with_capacity(minutes.len());
+    for &minute in minutes.keys() {
+        let start = Timestamp::from_millis(minute * MINUTE_MS);
+        let end = start.plus_ms(MINUTE_MS as u64);
+        let query = Query::new(S::ACCEPTED)
+            .text(uuid_v7_floor(start).to_string())
+            .text(uuid_v7_floor(end).to_string());
+        let count: Count = S::fetch_one(&mut tx, query).await?;
+        accepted.push(MinuteRow { minute, n: count.n });
+    }
     let delivered: Vec<MinuteRow> =
         S::fetch_all(&mut tx, Query::new(S::DELIVERED).int(from)).await?;
     let dead: Vec<MinuteRow> = S::fetch_all(&mut tx, Query::new(S::DEAD).int(from)).await?;
