@@ -204,12 +204,7 @@ async fn incident(
     .await?;
     let matched = replay.answer["matched"].as_u64().unwrap_or(0) as usize;
     asked.push(replay);
-    wait_for(
-        failing,
-        before + matched,
-        Duration::from_secs(args.timeout),
-    )
-    .await;
+    wait_for(failing, before + matched, Duration::from_secs(args.timeout)).await;
     let replayed: Vec<i64> = failing.arrivals()[before..]
         .iter()
         .map(|a| a.at_ms)

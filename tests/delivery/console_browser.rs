@@ -95,7 +95,7 @@ async fn browser(chromium: &Path, driver: &Driver, profile: &Path) -> Client {
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                "--window-size=1400,1000",
+                "--window-size=1400,1300",
                 format!("--user-data-dir={}", profile.display()),
             ],
         }),
