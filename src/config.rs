@@ -106,8 +106,9 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     /// An API token (repeat the flag for several, e.g. while rotating them; the
     /// variable takes a comma-separated list). With tokens, every `/v1/*` request needs
-    /// `Authorization: Bearer <token>`; 16 to 512 visible ASCII characters each. Prefer
-    /// the environment variable: a flag's value shows in the process list.
+    /// `Authorization: Bearer <token>`, and the console (`/console/`) asks for one once;
+    /// 16 to 512 visible ASCII characters each. Prefer the environment variable: a
+    /// flag's value shows in the process list.
     #[arg(
         long = "api-token",
         env = "DEFERHOOK_API_TOKENS",

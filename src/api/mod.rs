@@ -195,6 +195,9 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         )
         .layer(PropagateRequestIdLayer::new(request_id))
         .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
+        .layer(axum::middleware::from_fn(
+            crate::console::gate::bare_errors_as_pages,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             settings.tokens.clone(),
             auth::require_token,

@@ -262,7 +262,9 @@ async fn hold(api: &Api, seconds: u64, since: &str) {
         "the incident has developed; walk it from another terminal (README, \"On call\"):\n\
          \n  export DEFERHOOK_SERVER={} DEFERHOOK_API_TOKEN={TOKEN}\n  \
          deferhook events list --affected-since {since}\n\
+         \nor open {}/console/ in a browser and log in with that token\n\
          \nwaiting {seconds} s (press Enter to go on with the timed questions)",
+        api.base(),
         api.base()
     );
     // A thread of its own, left behind if the time runs out first: a blocked read of

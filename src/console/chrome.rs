@@ -186,6 +186,21 @@ pub fn segment(text: &str) -> String {
     out
 }
 
+/// `text` when it is a path of this console's pages under `prefix` (`/console/`,
+/// `/console/subscribers`) that is safe to redirect to: visible ASCII only (no control
+/// character, space or fragment), no `//` or `\\` (another host), not the login form;
+/// `None` otherwise (callers then use their default page).
+pub fn local_page<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let safe = text.starts_with(prefix)
+        && text.starts_with("/console")
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'\\')
+        && !text.contains("//")
+        && !text.starts_with("/console/login");
+    safe.then_some(text)
+}
+
 /// `text` as a query parameter's value.
 pub fn query_value(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
@@ -212,6 +227,29 @@ mod tests {
         assert_eq!(segment(".."), "%2E%2E");
         assert_eq!(segment("é"), "%C3%A9");
         assert_eq!(query_value("a&b=c d"), "a%26b%3Dc+d");
+    }
+
+    #[test]
+    fn only_plain_console_paths_are_redirected_to() {
+        let ok = "/console/jobs/x?y=1&z=%2F";
+        assert_eq!(local_page(ok, "/console/"), Some(ok));
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/console/",
+            "/console//evil.example",
+            "/console/\\evil",
+            "/v1/jobs",
+            "/console/login?next=/x",
+            "/console/x\u{7f}",
+            "/console/x\r\nSet-Cookie: a=b",
+            "/console/x y",
+            "/console/x#frag",
+            "/console/é",
+        ] {
+            assert_eq!(local_page(bad, "/console/"), None, "{bad:?}");
+        }
+        assert_eq!(local_page("/console/", "/console/subscribers"), None);
+        assert!(local_page("/console/subscribers?health=paused", "/console/subscribers").is_some());
     }
 
     #[test]

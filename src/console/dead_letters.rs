@@ -64,12 +64,13 @@ impl Slice {
                 ConsoleError::invalid("dead_reason", format!("`{text}` is not a dead reason"))
             })?),
         };
-        let number = |field: &str, text: &str, default: u32| -> Result<u32, ConsoleError> {
+        let number = |field: &str, text: &str, default: u32, max: u32| {
             if text.is_empty() {
                 return Ok(default);
             }
-            text.parse()
-                .map_err(|_| ConsoleError::invalid(field, "must be a whole number"))
+            text.parse::<u32>().map_err(|_| {
+                ConsoleError::invalid(field, format!("must be a whole number from 1 to {max}"))
+            })
         };
         let fields = ReplayFields {
             selects: None,
@@ -82,11 +83,12 @@ impl Slice {
             dead_after: None,
             dead_before: None,
             all: self.is_empty().then_some(true),
-            max_jobs: number("max_jobs", &self.max_jobs, limits.max_jobs)?,
+            max_jobs: number("max_jobs", &self.max_jobs, limits.max_jobs, limits.max_jobs)?,
             rate_per_second: number(
                 "rate_per_second",
                 &self.rate_per_second,
                 SUGGESTED_RATE.min(limits.max_rate_per_second),
+                limits.max_rate_per_second,
             )?,
             ttl_ms: None,
         };

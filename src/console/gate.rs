@@ -53,16 +53,42 @@ impl FormFields {
     }
 }
 
-/// The value of cookie `name` in `headers`, if sent.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// Every value of cookie `name` in `headers`, in the order sent (a browser sends one
+/// per path and domain that matches).
+pub fn cookies<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
+        .filter(move |(n, _)| *n == name)
         .map(|(_, v)| v.trim())
+}
+
+/// The first value of cookie `name` in `headers`, if sent.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &'a str) -> Option<&'a str> {
+    cookies(headers, name).next()
+}
+
+/// True when the request names an `Origin` that is not this server as the request
+/// addressed it (`Host`): a form of another origin, a sandboxed page (`null`), or a
+/// page on another port of the same host (which `Sec-Fetch-Site` calls same-site).
+pub fn foreign_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = origin.to_str().ok();
+    match (origin, host) {
+        (Some(origin), Some(host)) => {
+            let authority = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"));
+            authority != Some(host)
+        }
+        _ => true,
+    }
 }
 
 /// True when the browser says the request comes from another site (`Sec-Fetch-Site:
@@ -94,11 +120,12 @@ pub async fn current_session(
     headers: &HeaderMap,
 ) -> Result<Option<Session>, ConsoleError> {
     let now = state.app.clock.now();
-    let Some(session) = cookie(headers, SESSION_COOKIE).and_then(|c| state.access.verify(c, now))
+    // A cookie planted under a narrower path comes first: the first one that verifies.
+    let Some(session) = cookies(headers, SESSION_COOKIE).find_map(|c| state.access.verify(c, now))
     else {
         return Ok(None);
     };
-    if state.access.needs_login() && state.app.store.console_session_ended(&session.id).await? {
+    if state.app.store.console_session_ended(&session.id).await? {
         return Ok(None);
     }
     Ok(Some(session))
@@ -106,7 +133,8 @@ pub async fn current_session(
 
 /// Middleware of every console page and form: puts the [`Session`] in the request's
 /// extensions, and for a POST the parsed [`FormFields`] once the CSRF token in them
-/// matched the session's.
+/// matched the session's (a POST must be a form, `application/x-www-form-urlencoded`,
+/// else 415, from this server's own origin when the browser names one).
 ///
 /// Without a session: with tokens, a GET goes to the login form (a link followed
 /// from another site first reloads itself once, so the `SameSite=Strict` cookie is
@@ -160,8 +188,21 @@ pub async fn require_session(
     };
     let headers = parts.headers.clone();
     if !reading {
-        if cross_site(&parts.headers) {
+        if cross_site(&parts.headers) || foreign_origin(&parts.headers) {
             return forbidden_form();
+        }
+        let form = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        if !form {
+            return ConsoleError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "a console form is sent as application/x-www-form-urlencoded; nothing was \
+                 changed",
+            )
+            .into_response();
         }
         let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
             Ok(bytes) => bytes,
@@ -236,4 +277,46 @@ pub async fn page_headers(request: Request, next: Next) -> Response {
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     response
+}
+
+/// What an error the console's handlers did not make says (a route that does not
+/// exist, a method it does not take, a path that is not UTF-8, the API's checks).
+fn bare_detail(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "there is no such console page",
+        StatusCode::METHOD_NOT_ALLOWED => "this page does not take that method",
+        StatusCode::BAD_REQUEST => "the address could not be read (it is not valid UTF-8)",
+        StatusCode::MISDIRECTED_REQUEST => {
+            "without API tokens this server answers only requests addressed to a loopback \
+             address (127.0.0.1, [::1] or localhost)"
+        }
+        StatusCode::FORBIDDEN => "this request came from another site",
+        StatusCode::PAYLOAD_TOO_LARGE => "the request is too large",
+        StatusCode::REQUEST_TIMEOUT => "the request took too long",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "the request's headers are too large",
+        _ => "the request could not be answered",
+    }
+}
+
+/// Middleware of the whole server: an error answer to a `/console` address that is not
+/// a console page yet (from routing or the server's own checks) becomes one, its
+/// status kept; every other answer passes untouched.
+pub async fn bare_errors_as_pages(request: Request, next: Next) -> Response {
+    let console = request.uri().path().starts_with("/console");
+    let response = next.run(request).await;
+    let status = response.status();
+    let page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !console || page || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let mut answer = ConsoleError::new(status, bare_detail(status)).into_response();
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
 }

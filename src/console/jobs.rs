@@ -68,7 +68,7 @@ pub async fn page(
     let attempts = app.store.list_attempts(id, now).await?;
     let job = job_view(app, job, now).await?;
     let page = JobPage {
-        chrome: Chrome::new(format!("Job {id}"), Section::Events, &session)
+        chrome: Chrome::new(format!("Job {id}"), Section::None, &session)
             .with_notice(notice(query.done())),
         subscriber_href: segment(&job.subscriber_id),
         event_href: segment(&job.event_id),

@@ -15,8 +15,8 @@ use serde::Deserialize;
 
 use super::access::{LOGIN_COOKIE, LOGIN_NONCE_TTL_S, SESSION_COOKIE, SESSION_TTL_MS, Session};
 use super::actions::{self, Action};
-use super::chrome::Chrome;
-use super::gate::{FormFields, cookie, cross_site, set_cookie};
+use super::chrome::{Chrome, local_page};
+use super::gate::{FormFields, cookie, cross_site, foreign_origin, set_cookie};
 use super::{ConsoleError, ConsoleState, render};
 
 /// The login page.
@@ -29,20 +29,12 @@ struct LoginPage {
     error: Option<String>,
 }
 
-/// Where to go after logging in: `next` when it is a console page of this server,
-/// else the overview (never another site).
+/// Where to go after logging in: `next` when it is a console page of this server
+/// ([`local_page`]), else the overview (never another site).
 pub fn next_page(next: Option<&str>) -> String {
-    match next {
-        Some(next)
-            if (next == "/console/" || next.starts_with("/console/"))
-                && !next.contains('\\')
-                && !next.contains("//")
-                && !next.starts_with("/console/login") =>
-        {
-            next.to_owned()
-        }
-        _ => "/console/".to_owned(),
-    }
+    next.and_then(|next| local_page(next, "/console/"))
+        .unwrap_or("/console/")
+        .to_owned()
 }
 
 /// `?next=` of the login form.
@@ -99,10 +91,10 @@ pub async fn submit(
     let fields = FormFields::parse(&body);
     let next = next_page(fields.get("next"));
     let nonce_ok = match (cookie(&headers, LOGIN_COOKIE), fields.get("nonce")) {
-        (Some(expected), Some(given)) => super::access::same(expected, given),
+        (Some(expected), Some(given)) if !given.is_empty() => super::access::same(expected, given),
         _ => false,
     };
-    if !nonce_ok || cross_site(&headers) {
+    if !nonce_ok || cross_site(&headers) || foreign_origin(&headers) {
         return login_page(
             &headers,
             next,
@@ -193,6 +185,7 @@ mod tests {
             "/console/\\evil",
             "/v1/jobs",
             "/console/login?next=/x",
+            "/console/\u{7f}",
         ] {
             assert_eq!(next_page(Some(outside)), "/console/", "{outside}");
         }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::access::Session;
 use super::actions::{self, Action};
-use super::chrome::{Chrome, Section, When, age, segment};
+use super::chrome::{Chrome, Section, When, age, local_page, segment};
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
@@ -22,6 +22,7 @@ use crate::api::subscriber_health::view_now;
 use crate::api::subscriber_stats::JobCountsView;
 use crate::api::subscribers::{PatchSubscriberRequest, patch_subscriber};
 use crate::api::views::{AttemptView, JobView, SubscriberView};
+use crate::domain::validate;
 use crate::store::{JobFilter, PageRequest, RecentAttempt};
 
 /// Most attempts and jobs the page lists.
@@ -70,6 +71,8 @@ async fn render_page(
     notice_text: Option<String>,
     rotated: Option<Rotated>,
 ) -> PageResult {
+    validate::subscriber_id(&id)
+        .map_err(|message| ConsoleError::invalid("subscriber_id", message))?;
     let app = &state.app;
     let now = app.clock.now();
     let subscriber = app
@@ -179,10 +182,11 @@ pub async fn set_enabled(
         Action::new("subscriber.patch", Some(id.clone())).with(json!({ "enabled": enabled }));
     actions::record(&state, &session, &headers, action).await;
     let done = if enabled { "resumed" } else { "paused" };
-    let back = match form.text("back") {
-        Some(back) if back.starts_with("/console/subscribers") && !back.contains('?') => {
-            back.to_owned()
-        }
+    let back = match form
+        .text("back")
+        .and_then(|b| local_page(b, "/console/subscribers"))
+    {
+        Some(back) if !back.contains('?') => back.to_owned(),
         _ => format!("/console/subscribers/{}", segment(&id)),
     };
     Ok(Redirect::to(&format!("{back}?done={done}")).into_response())
@@ -202,9 +206,13 @@ pub async fn rotate_secret(
 ) -> PageResult {
     let grace_seconds: i64 = form
         .text("grace_seconds")
-        .unwrap_or("0")
-        .parse()
-        .map_err(|_| ConsoleError::invalid("grace_seconds", "must be a whole number of seconds"))?;
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| {
+            ConsoleError::invalid(
+                "grace_seconds",
+                "give how long the old secret keeps signing: 0 to 604800 seconds",
+            )
+        })?;
     let request = RotateSecretRequest {
         grace_seconds,
         secret: None,

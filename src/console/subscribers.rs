@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::access::Session;
 use super::actions::{self, Action};
-use super::chrome::{Chrome, Section, When, segment};
+use super::chrome::{Chrome, Section, When, local_page, segment};
 use super::gate::FormFields;
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::AppState;
@@ -239,7 +239,7 @@ pub async fn resume(
     };
     let back = form
         .text("back")
-        .filter(|b| b.starts_with("/console/subscribers"))
+        .and_then(|b| local_page(b, "/console/subscribers"))
         .unwrap_or("/console/subscribers");
     let separator = if back.contains('?') { '&' } else { '?' };
     Ok(Redirect::to(&format!("{back}{separator}done={done}")).into_response())

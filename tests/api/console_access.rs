@@ -98,6 +98,7 @@ async fn a_token_opens_a_session_that_logout_ends_for_good() {
         assert!(set.contains(attribute), "{set}");
     }
     assert!(!set.contains(TOKEN), "the cookie does not carry the token");
+    assert!(!set.contains("Secure"), "plain HTTP: no Secure attribute");
     let page = browser.page("/console/").await;
     assert!(
         page.contains("sha256:"),
@@ -133,8 +134,67 @@ async fn a_token_opens_a_session_that_logout_ends_for_good() {
 }
 
 #[tokio::test]
+async fn behind_a_tls_proxy_the_session_cookie_is_secure() {
+    let app = tokened().await;
+    let mut browser = Browser::new(&app);
+    let form = browser.page("/console/login").await;
+    let nonce = field(&form, "nonce").unwrap();
+    let login = browser
+        .post_exactly(
+            "/console/login",
+            &[("token", TOKEN), ("nonce", &nonce)],
+            &[("x-forwarded-proto", "https")],
+        )
+        .await;
+    let cookie = login
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("deferhook_session="))
+        .expect("a session cookie");
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+}
+
+#[tokio::test]
 async fn a_login_form_must_carry_its_nonce() {
     let app = tokened().await;
+    let mut browser = Browser::new(&app);
+    browser.page("/console/login").await;
+    // An empty nonce matches an empty cookie planted by a page of another port.
+    let mut planted = Browser::new(&app);
+    planted
+        .cookies
+        .insert("deferhook_login".into(), String::new());
+    let empty = planted
+        .post_exactly("/console/login", &[("token", TOKEN), ("nonce", "")], &[])
+        .await;
+    assert_eq!(empty.status, 403);
+    assert!(!planted.cookies.contains_key("deferhook_session"));
+    // A form of another origin (another port of this host is same-site) is refused.
+    let form = browser.page("/console/login").await;
+    let nonce = field(&form, "nonce").unwrap();
+    let other_port = browser
+        .post_exactly(
+            "/console/login",
+            &[("token", TOKEN), ("nonce", &nonce)],
+            &[("origin", "http://127.0.0.1:1")],
+        )
+        .await;
+    assert_eq!(other_port.status, 403);
+    assert!(!browser.cookies.contains_key("deferhook_session"));
+    // A `next` with a control character goes to the overview (no broken Location).
+    let form = browser.page("/console/login?next=/console/%7F").await;
+    let nonce = field(&form, "nonce").unwrap();
+    let next = field(&form, "next").unwrap();
+    let login = browser
+        .post_exactly(
+            "/console/login",
+            &[("token", TOKEN), ("nonce", &nonce), ("next", &next)],
+            &[],
+        )
+        .await;
+    expect_redirect(&login, "/console/");
     let mut browser = Browser::new(&app);
     browser.page("/console/login").await;
     let forged = browser
@@ -213,6 +273,39 @@ async fn forms_without_the_session_s_csrf_token_change_nothing() {
     let acme = app.get_json("/v1/subscribers/acme").await;
     assert_eq!(acme["enabled"], true, "nothing was paused");
 
+    let csrf = browser.csrf.clone().unwrap();
+    let other_origin = browser
+        .post_exactly(
+            "/console/subscribers/acme/enabled",
+            &[("enabled", "false"), ("csrf", &csrf)],
+            &[("origin", "http://127.0.0.1:1")],
+        )
+        .await;
+    assert_eq!(other_origin.status, 403, "{}", other_origin.text);
+    let not_a_form = browser
+        .send(
+            reqwest::Client::new()
+                .post(app.url("/console/subscribers/acme/enabled"))
+                .header("content-type", "text/plain")
+                .body(format!("enabled=false&csrf={csrf}")),
+        )
+        .await;
+    assert_eq!(not_a_form.status, 415, "{}", not_a_form.text);
+    let acme = app.get_json("/v1/subscribers/acme").await;
+    assert_eq!(acme["enabled"], true, "nothing was paused");
+
+    let paused = browser
+        .post("/console/subscribers/acme/enabled", &[("enabled", "false")])
+        .await;
+    expect_redirect(&paused, "/console/subscribers/acme?done=paused");
+    // A `back` that is not a plain console path goes to the subscriber's page.
+    let odd = browser
+        .post(
+            "/console/subscribers/acme/enabled",
+            &[("enabled", "true"), ("back", "/console/subscribers\u{7f}")],
+        )
+        .await;
+    expect_redirect(&odd, "/console/subscribers/acme?done=resumed");
     let paused = browser
         .post("/console/subscribers/acme/enabled", &[("enabled", "false")])
         .await;
@@ -250,6 +343,32 @@ async fn without_tokens_the_console_is_loopback_only_and_kept_out_of_frames_and_
     assert_eq!(rebinding.status, 421, "{}", rebinding.text);
     let login = browser.get("/console/login").await;
     expect_redirect(&login, "/console/");
+    for (path, status) in [("/console/nope", 404), ("/console/subscribers/resume", 405)] {
+        let reply = browser.get(path).await;
+        assert_eq!(reply.status, status, "{path}");
+        let kind = reply.header("content-type").unwrap();
+        assert!(
+            kind.starts_with("text/html"),
+            "{path}: an HTML page, not {kind}"
+        );
+    }
+    let long = format!("/console/subscribers/{}", "x".repeat(5_000));
+    let reply = browser.get(&long).await;
+    assert_eq!(reply.status, 422);
+    assert!(reply.text.len() < 5_000, "the id is not repeated back");
+    // Logout ends even an anonymous session.
+    app.create_subscriber("a").await;
+    browser.page("/console/subscribers/a").await;
+    let session = browser.cookies["deferhook_session"].clone();
+    let logout = browser.post("/console/logout", &[]).await;
+    expect_redirect(&logout, "/console/login");
+    let mut replayed = Browser::new(&app);
+    replayed.cookies.insert("deferhook_session".into(), session);
+    replayed.csrf = browser.csrf.clone();
+    let reply = replayed
+        .post("/console/subscribers/resume", &[("subscriber_id", "a")])
+        .await;
+    assert_eq!(reply.status, 403, "an ended session's token is refused");
     let asset = browser.get("/console/assets/htmx.min.js").await;
     assert_eq!(asset.status, 200);
     assert!(asset.text.starts_with("var htmx"), "the vendored htmx");

@@ -2,13 +2,10 @@
 //! with a redirect to its page (or the page with a clear error naming the field, and
 //! nothing changed), and is recorded in the audit trail with the API's action name.
 
-use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::policy::ErrorClass;
-use deferhook::domain::{DeadReason, JobEvent};
 use serde_json::{Value, json};
 
-use crate::app::{TestApp, answer};
-use crate::console_support::{Browser, expect_redirect};
+use crate::app::TestApp;
+use crate::console_support::{Browser, attempted, expect_redirect};
 use crate::support::app_with;
 
 async fn audit(app: &TestApp) -> Vec<Value> {
@@ -16,32 +13,6 @@ async fn audit(app: &TestApp) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-/// Creates a job of `subscriber` due now, claims it and ends its attempt as `outcome`.
-async fn attempted(app: &TestApp, subscriber: &str, event: &str, dead: bool) -> String {
-    let job = app.job(subscriber, event, json!({})).await;
-    let claimed = app.claim().await;
-    if dead {
-        let reason = DeadReason::NonRetryableResponse;
-        let result = answer(
-            AttemptOutcome::Terminal,
-            Some(400),
-            Some(ErrorClass::Http4xx),
-        );
-        app.record(&claimed[0], JobEvent::TerminalFailure { reason }, result)
-            .await;
-    } else {
-        let retry_at = app.now().plus_ms(600_000);
-        let result = answer(
-            AttemptOutcome::Retryable,
-            Some(503),
-            Some(ErrorClass::Http5xx),
-        );
-        app.record(&claimed[0], JobEvent::RetryableFailure { retry_at }, result)
-            .await;
-    }
-    job["id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -124,14 +95,16 @@ async fn a_rotated_secret_is_shown_once() {
     let old = app.subscriber("acme", "https://example.com/h", None).await;
     let mut browser = Browser::new(&app);
     browser.page("/console/subscribers/acme").await;
-    let bad = browser
-        .post(
-            "/console/subscribers/acme/rotate-secret",
-            &[("grace_seconds", "-1")],
-        )
-        .await;
-    assert_eq!(bad.status, 422, "{}", bad.text);
-    assert!(bad.text.contains("grace_seconds"));
+    for grace in ["-1", "", "99999999999999999999"] {
+        let bad = browser
+            .post(
+                "/console/subscribers/acme/rotate-secret",
+                &[("grace_seconds", grace)],
+            )
+            .await;
+        assert_eq!(bad.status, 422, "{grace:?}: {}", bad.text);
+        assert!(bad.text.contains("grace_seconds"));
+    }
     let rotated = browser
         .post(
             "/console/subscribers/acme/rotate-secret",
@@ -191,8 +164,55 @@ async fn a_destination_s_limit_is_changed_and_a_bad_one_refused() {
     expect_redirect(&default, "/console/destinations?done=limit");
     let view = app.get_json("/v1/destinations/example.com:443").await;
     assert_eq!(view["max_in_flight_source"], "default");
+    let bad = browser
+        .post(
+            "/console/destinations/example%2Ecom%3A443",
+            &[("paused", "soon")],
+        )
+        .await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.text.contains("paused"), "{}", bad.text);
+    let unknown = browser
+        .post(
+            "/console/destinations/nowhere%2Eexample%3A443",
+            &[("paused", "true")],
+        )
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text);
+    let paused = browser
+        .post(
+            "/console/destinations/example%2Ecom%3A443",
+            &[("paused", "true")],
+        )
+        .await;
+    expect_redirect(&paused, "/console/destinations?done=destination");
+    assert_eq!(
+        app.get_json("/v1/destinations/example.com:443").await["paused"],
+        true
+    );
+    let page = browser.page("/console/destinations?done=destination").await;
+    assert!(page.contains("The destination is changed."));
+    assert!(
+        page.contains(">Resume</button>"),
+        "a paused destination offers resume"
+    );
+    let resumed = browser
+        .post(
+            "/console/destinations/example%2Ecom%3A443",
+            &[("paused", "false")],
+        )
+        .await;
+    expect_redirect(&resumed, "/console/destinations?done=destination");
+    assert_eq!(
+        app.get_json("/v1/destinations/example.com:443").await["paused"],
+        false
+    );
     let trail = audit(&app).await;
-    assert_eq!(trail[1]["action"], "destination.put");
+    assert_eq!(
+        trail[0]["parameters"],
+        json!({"paused": false, "via": "console"})
+    );
+    assert_eq!(trail[3]["action"], "destination.put");
     assert_eq!(trail[1]["target"], "example.com:443");
 }
 
@@ -200,7 +220,7 @@ async fn a_destination_s_limit_is_changed_and_a_bad_one_refused() {
 async fn a_job_is_retried_rescheduled_and_cancelled() {
     let app = app_with().start().await;
     app.create_subscriber("acme").await;
-    let retrying = attempted(&app, "acme", "e1", false).await;
+    let retrying = attempted(&app, "acme", "e1", false, None).await;
     let mut browser = Browser::new(&app);
     let page = browser.page(&format!("/console/jobs/{retrying}")).await;
     assert!(page.contains("Retry now") && page.contains("Cancel"));
@@ -262,9 +282,9 @@ async fn a_slice_of_dead_letters_is_counted_then_replayed_then_cancelled() {
     app.create_subscriber("a").await;
     app.create_subscriber("b").await;
     for n in 0..3 {
-        attempted(&app, "a", &format!("a{n}"), true).await;
+        attempted(&app, "a", &format!("a{n}"), true, None).await;
     }
-    attempted(&app, "b", "b0", true).await;
+    attempted(&app, "b", "b0", true, None).await;
     let mut browser = Browser::new(&app);
     let groups = browser.page("/console/dead-letters").await;
     assert!(

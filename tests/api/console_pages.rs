@@ -2,13 +2,10 @@
 //! a complete page from the store; everything a receiver or producer wrote is escaped,
 //! and no page shows a secret but the one-time rotation answer.
 
-use deferhook::domain::attempt::AttemptOutcome;
-use deferhook::domain::policy::ErrorClass;
-use deferhook::domain::{DeadReason, JobEvent};
 use serde_json::json;
 
-use crate::app::{Db, TestApp, answer};
-use crate::console_support::{Browser, expect_redirect};
+use crate::app::{Db, TestApp};
+use crate::console_support::{Browser, attempted, expect_redirect};
 use crate::support::app_with;
 
 /// What a hostile receiver answers, and a producer's event id with markup.
@@ -21,32 +18,13 @@ async fn incident(app: &TestApp) -> String {
     for id in ["acme", "flaky", "gone", "rejecting"] {
         app.create_subscriber(id).await;
     }
-    let flaky = app.job("flaky", EVENT, json!({})).await;
-    let claimed = app.claim().await;
-    let mut result = answer(
-        AttemptOutcome::Retryable,
-        Some(503),
-        Some(ErrorClass::Http5xx),
-    );
-    result.body_excerpt = Some(SCRIPT.to_owned());
-    let retry_at = app.now().plus_ms(60_000);
-    app.record(&claimed[0], JobEvent::RetryableFailure { retry_at }, result)
-        .await;
-    app.job("rejecting", "e-dead", json!({})).await;
-    let claimed = app.claim().await;
-    let reason = DeadReason::NonRetryableResponse;
-    let result = answer(
-        AttemptOutcome::Terminal,
-        Some(400),
-        Some(ErrorClass::Http4xx),
-    );
-    app.record(&claimed[0], JobEvent::TerminalFailure { reason }, result)
-        .await;
+    let flaky = attempted(app, "flaky", EVENT, false, Some(SCRIPT)).await;
+    attempted(app, "rejecting", "e-dead", true, None).await;
     app.patch_json("/v1/subscribers/gone", &json!({"enabled": false}))
         .await;
     app.job("gone", EVENT, json!({})).await;
     app.advance(1_000);
-    flaky["id"].as_str().unwrap().to_owned()
+    flaky
 }
 
 fn assert_escaped(page: &str, path: &str) {

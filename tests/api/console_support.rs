@@ -4,9 +4,14 @@
 
 use std::collections::HashMap;
 
+use deferhook::domain::attempt::AttemptOutcome;
+use deferhook::domain::policy::ErrorClass;
+use deferhook::domain::{DeadReason, JobEvent};
 use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
+use serde_json::json;
 
+use crate::app::answer;
 use crate::support::{Reply, TestApp};
 
 /// A console user's browser.
@@ -152,4 +157,38 @@ pub fn expect_redirect(reply: &Reply, location: &str) {
         "{:?}",
         reply.headers
     );
+}
+
+/// Creates a job of `subscriber` for `event`, due now, claims it and ends its attempt
+/// as a receiver would: a 400 (`dead`: the job is a dead letter) or a 503 answering
+/// `body` (the job is retried in 10 minutes); returns the job's id.
+pub async fn attempted(
+    app: &TestApp,
+    subscriber: &str,
+    event: &str,
+    dead: bool,
+    body: Option<&str>,
+) -> String {
+    let job = app.job(subscriber, event, json!({})).await;
+    let claimed = app.claim().await;
+    let (event, mut result) = if dead {
+        let reason = DeadReason::NonRetryableResponse;
+        let result = answer(
+            AttemptOutcome::Terminal,
+            Some(400),
+            Some(ErrorClass::Http4xx),
+        );
+        (JobEvent::TerminalFailure { reason }, result)
+    } else {
+        let retry_at = app.now().plus_ms(600_000);
+        let result = answer(
+            AttemptOutcome::Retryable,
+            Some(503),
+            Some(ErrorClass::Http5xx),
+        );
+        (JobEvent::RetryableFailure { retry_at }, result)
+    };
+    result.body_excerpt = body.map(str::to_owned);
+    app.record(&claimed[0], event, result).await;
+    job["id"].as_str().unwrap().to_owned()
 }
