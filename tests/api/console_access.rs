@@ -2,7 +2,7 @@
 //! in an HttpOnly, SameSite=Strict cookie that a logout ends; every form needs the
 //! session's CSRF token; without tokens, anonymous sessions on loopback only.
 
-use crate::console_support::{Browser, expect_redirect, field};
+use crate::console_support::{Browser, expect_redirect, set_cookie_line};
 use crate::support::{TestApp, app_with};
 
 const TOKEN: &str = "console-token-7f3a9c2e51";
@@ -82,13 +82,7 @@ async fn a_token_opens_a_session_that_logout_ends_for_good() {
 
     let login = browser.login(TOKEN).await;
     expect_redirect(&login, "/console/subscribers");
-    let set = login
-        .headers
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .find(|c| c.starts_with("deferhook_session="))
-        .expect("a session cookie");
+    let set = set_cookie_line(&login, "deferhook_session");
     for attribute in [
         "HttpOnly",
         "SameSite=Strict",
@@ -137,22 +131,9 @@ async fn a_token_opens_a_session_that_logout_ends_for_good() {
 async fn behind_a_tls_proxy_the_session_cookie_is_secure() {
     let app = tokened().await;
     let mut browser = Browser::new(&app);
-    let form = browser.page("/console/login").await;
-    let nonce = field(&form, "nonce").unwrap();
-    let login = browser
-        .post_exactly(
-            "/console/login",
-            &[("token", TOKEN), ("nonce", &nonce)],
-            &[("x-forwarded-proto", "https")],
-        )
-        .await;
-    let cookie = login
-        .headers
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .find(|c| c.starts_with("deferhook_session="))
-        .expect("a session cookie");
+    let proxied = [("x-forwarded-proto", "https")];
+    let login = browser.login_with("/console/login", TOKEN, &proxied).await;
+    let cookie = set_cookie_line(&login, "deferhook_session");
     assert!(cookie.ends_with("; Secure"), "{cookie}");
 }
 
@@ -172,27 +153,15 @@ async fn a_login_form_must_carry_its_nonce() {
     assert_eq!(empty.status, 403);
     assert!(!planted.cookies.contains_key("deferhook_session"));
     // A form of another origin (another port of this host is same-site) is refused.
-    let form = browser.page("/console/login").await;
-    let nonce = field(&form, "nonce").unwrap();
-    let other_port = browser
-        .post_exactly(
-            "/console/login",
-            &[("token", TOKEN), ("nonce", &nonce)],
-            &[("origin", "http://127.0.0.1:1")],
-        )
+    let other_port = [("origin", "http://127.0.0.1:1")];
+    let reply = browser
+        .login_with("/console/login", TOKEN, &other_port)
         .await;
-    assert_eq!(other_port.status, 403);
+    assert_eq!(reply.status, 403);
     assert!(!browser.cookies.contains_key("deferhook_session"));
     // A `next` with a control character goes to the overview (no broken Location).
-    let form = browser.page("/console/login?next=/console/%7F").await;
-    let nonce = field(&form, "nonce").unwrap();
-    let next = field(&form, "next").unwrap();
     let login = browser
-        .post_exactly(
-            "/console/login",
-            &[("token", TOKEN), ("nonce", &nonce), ("next", &next)],
-            &[],
-        )
+        .login_with("/console/login?next=/console/%7F", TOKEN, &[])
         .await;
     expect_redirect(&login, "/console/");
     let mut browser = Browser::new(&app);
@@ -207,29 +176,14 @@ async fn a_login_form_must_carry_its_nonce() {
     assert_eq!(forged.status, 403);
     assert!(!browser.cookies.contains_key("deferhook_session"));
     // A login from another site's page, with the right nonce, is refused too.
-    let form = browser.page("/console/login").await;
-    let nonce = field(&form, "nonce").unwrap();
+    let cross_site = [("sec-fetch-site", "cross-site")];
     let cross = browser
-        .post_exactly(
-            "/console/login",
-            &[("token", TOKEN), ("nonce", &nonce)],
-            &[("sec-fetch-site", "cross-site")],
-        )
+        .login_with("/console/login", TOKEN, &cross_site)
         .await;
     assert_eq!(cross.status, 403);
     // After a login, `next` never leads off the console.
-    let form = browser
-        .page("/console/login?next=https://evil.example/")
-        .await;
-    let nonce = field(&form, "nonce").unwrap();
-    let next = field(&form, "next").unwrap();
-    let login = browser
-        .post_exactly(
-            "/console/login",
-            &[("token", OTHER), ("nonce", &nonce), ("next", &next)],
-            &[],
-        )
-        .await;
+    let evil = "/console/login?next=https://evil.example/";
+    let login = browser.login_with(evil, OTHER, &[]).await;
     expect_redirect(&login, "/console/");
 }
 

@@ -134,18 +134,36 @@ impl<'a> Browser<'a> {
         self.send(request).await
     }
 
-    /// Logs in with `token` through the login form; returns the form's answer.
-    pub async fn login(&mut self, token: &str) -> Reply {
-        let form = self.page("/console/login?next=/console/subscribers").await;
-        let nonce = field(&form, "nonce").expect("a nonce");
-        let next = field(&form, "next").expect("next");
+    /// GETs the login form at `form` (`/console/login?next=…`), then posts it with
+    /// `token` and extra `headers`; returns the answer to the post.
+    pub async fn login_with(&mut self, form: &str, token: &str, headers: &[(&str, &str)]) -> Reply {
+        let page = self.page(form).await;
+        let nonce = field(&page, "nonce").expect("a nonce");
+        let next = field(&page, "next").expect("next");
         self.post_exactly(
             "/console/login",
             &[("nonce", &nonce), ("next", &next), ("token", token)],
-            &[],
+            headers,
         )
         .await
     }
+
+    /// Logs in with `token` through the login form; returns the form's answer.
+    pub async fn login(&mut self, token: &str) -> Reply {
+        self.login_with("/console/login?next=/console/subscribers", token, &[])
+            .await
+    }
+}
+
+/// The `Set-Cookie` line of `reply` that sets cookie `name`.
+pub fn set_cookie_line(reply: &Reply, name: &str) -> String {
+    reply
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} cookie: {:?}", reply.headers))
 }
 
 /// Asserts a redirect (303) to `location`.
