@@ -12,6 +12,7 @@
 //! `target/console-screenshots/`.
 
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,8 @@ const TOKEN: &str = "console-browser-token-5d1e7a";
 /// How long the browser waits for a page's content.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// chromedriver, killed when dropped.
+/// chromedriver in a process group of its own, with the browsers it starts: the whole
+/// group is killed when dropped, so a failed test leaves no browser running.
 struct Driver {
     child: Child,
     port: u16,
@@ -34,7 +36,11 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: kill(2) with a negative pid signals the process group the child
+        // leads (it was started with `process_group(0)`); no memory is involved.
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
         let _ = self.child.wait();
     }
 }
@@ -68,6 +74,7 @@ async fn start_driver(path: &Path) -> Driver {
         .unwrap()
         .port();
     let child = Command::new(path)
+        .process_group(0)
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")
         .stdout(Stdio::null())
