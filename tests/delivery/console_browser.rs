@@ -9,10 +9,10 @@
 //! chromium-driver`); without them the test is skipped with a line saying so, and under
 //! `CI=true` it fails instead (`.ci/run` installs them). The screenshots go to
 //! `$DEFERHOOK_CONSOLE_SCREENSHOTS` (the README's are `docs/console/`), else to
-//! `target/console-screenshots/`.
+//! `target/tmp/console-screenshots/`.
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
