@@ -75,7 +75,11 @@ pub fn install() -> PrometheusHandle {
 fn register() {
     describe_counter!(
         "deferhook_jobs_accepted_total",
-        "Jobs created through the API."
+        "Jobs created through the API and by recurring schedules."
+    );
+    describe_counter!(
+        "deferhook_schedule_periods_total",
+        "Periods of recurring schedules, by outcome: created, skipped (missed), refused."
     );
     describe_counter!(
         "deferhook_attempts_total",
@@ -229,6 +233,12 @@ fn class_label(class: Option<ErrorClass>) -> &'static str {
 /// `n` jobs were accepted.
 pub fn jobs_accepted(n: u64) {
     counter!("deferhook_jobs_accepted_total").increment(n);
+}
+
+/// `n` periods of recurring schedules came to `outcome`: `created` (their jobs made),
+/// `skipped` (missed, by the catch-up policy) or `refused` (no job could be made).
+pub fn schedule_periods(outcome: &'static str, n: u64) {
+    counter!("deferhook_schedule_periods_total", "outcome" => outcome).increment(n);
 }
 
 /// An attempt finished with `outcome` after `seconds`.

@@ -17,6 +17,7 @@ use crate::delivery::{DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SteadyClock, SystemClock};
 use crate::heartbeat::{self, Instance};
 use crate::open_files;
+use crate::scheduler::Scheduler;
 use crate::store::{self, Heartbeat, SharedStore};
 
 /// The open-files limit assumed when it cannot be read: the common default.
@@ -239,6 +240,14 @@ impl Server {
             );
             tasks.spawn(async move {
                 retention.await;
+                Ok(())
+            });
+            // So does the scheduler of recurring schedules.
+            let limits = args.api_settings()?.job_limits;
+            let scheduler = Scheduler::new(store.clone(), clock.clone(), limits);
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                scheduler.run(stop).await;
                 Ok(())
             });
         }

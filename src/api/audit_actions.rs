@@ -119,6 +119,24 @@ pub const AUDITED: &[AuditedRoute] = &[
         "destination.put",
         Target::Answer("destination"),
     ),
+    route(
+        Method::PUT,
+        "/v1/schedules/{schedule_id}",
+        "schedule.put",
+        Target::Path("schedule_id"),
+    ),
+    route(
+        Method::DELETE,
+        "/v1/schedules/{schedule_id}",
+        "schedule.delete",
+        Target::Path("schedule_id"),
+    ),
+    route(
+        Method::POST,
+        "/v1/schedules/{schedule_id}/run",
+        "schedule.run",
+        Target::Path("schedule_id"),
+    ),
 ];
 
 /// The audited route `method` `route` is, if any.

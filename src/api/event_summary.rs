@@ -222,6 +222,8 @@ mod tests {
             deadline: Timestamp::from_millis(10_000_000),
             max_attempts: None,
             created_at: Timestamp::from_millis(0),
+            event_type: None,
+            schedule_id: None,
         };
         Job {
             state,

@@ -1,5 +1,6 @@
 //! `POST /v1/events`: fan-out. One event's payload to many subscribers, one job each,
-//! created in one transaction (all or nothing).
+//! created in one transaction (all or nothing): the subscribers named, or every
+//! subscriber whose event types match the event's type (docs/DESIGN.md §5.13).
 
 use axum::Json;
 use axum::extract::State;
@@ -19,11 +20,11 @@ use super::views::JobView;
 use crate::domain::ids::new_id;
 use crate::domain::job_template::{JobFields, JobTemplate};
 use crate::domain::schedule::ScheduleFields;
-use crate::domain::validate;
-use crate::store::{CreateOutcome, StoreError};
+use crate::domain::{event_type, validate};
+use crate::fan_out::{FanOutError, create_for_event_type};
+use crate::store::{CreateOutcome, NewJob, StoreError};
 
-/// Most subscribers one fan-out may name.
-pub const MAX_FAN_OUT: usize = 10_000;
+pub use crate::fan_out::MAX_FAN_OUT;
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -32,19 +33,27 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(super::event_reads::get_event))
 }
 
-/// One event for many subscribers. Scheduling fields as in `POST /v1/jobs`.
+/// One event for many subscribers: those named in `subscriber_ids`, or, with an
+/// `event_type` and no `subscriber_ids`, every subscriber (enabled or paused) whose
+/// `event_types` match it. Scheduling fields as in `POST /v1/jobs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FanOutRequest {
     /// The producer's stable event id; with each subscriber id it identifies a job.
     #[schema(min_length = 1, max_length = 256)]
     pub event_id: String,
+    /// The event's type (1–128 of A-Z a-z 0-9 . _ : -), sent as `webhook-event-type`.
+    /// Without `subscriber_ids`, the jobs go to every subscriber subscribed to it (at
+    /// most 10,000, else 422).
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
+    pub event_type: Option<String>,
     /// Any JSON value but `null`; delivered byte for byte to every subscriber.
     #[schema(schema_with = super::doc::rules::json_payload)]
     pub payload: Box<RawValue>,
-    /// 1 to 10,000 distinct subscriber ids, all registered.
+    /// 1 to 10,000 distinct subscriber ids, all registered; required without
+    /// `event_type`.
     #[schema(min_items = 1, max_items = 10000)]
-    pub subscriber_ids: Vec<String>,
+    pub subscriber_ids: Option<Vec<String>>,
     /// RFC 3339 with an offset; a past instant means now.
     #[schema(format = DateTime)]
     pub deliver_at: Option<String>,
@@ -61,10 +70,11 @@ pub struct FanOutRequest {
     pub max_attempts: Option<u32>,
 }
 
-/// The jobs of a fan-out, in the order of `subscriber_ids`.
+/// The jobs of a fan-out, in the order of `subscriber_ids` (by event type: in
+/// subscriber id order).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FanOutJobs {
-    /// One job per subscriber.
+    /// One job per subscriber; empty when no subscriber's event types match.
     pub items: Vec<JobView>,
 }
 
@@ -92,22 +102,24 @@ fn check_subscribers(ids: &[String], errors: &mut Vec<FieldError>) {
 /// Fan an event out: one job per subscriber, all or nothing. Idempotent per
 /// (subscriber, event) as `POST /v1/jobs`: subscribers that already have the event with
 /// the same payload keep their job; a different payload for any of them is a 409 and
-/// nothing is created. The jobs' `waiting_reason` does not consider subscriber limits
-/// here (read a job for that).
+/// nothing is created. With `event_type` and no `subscriber_ids`, the subscribers are
+/// those subscribed to the type at that moment (an empty list, 201, when none is). The
+/// jobs' `waiting_reason` does not consider subscriber limits here (read a job for
+/// that).
 #[utoipa::path(
     post,
     path = "/v1/events",
     tag = "jobs",
     request_body = FanOutRequest,
     responses(
-        (status = 201, description = "Jobs created (some may have existed)", body = FanOutJobs),
+        (status = 201, description = "Jobs created (some may have existed), or none matched the event type", body = FanOutJobs),
         (status = 200, description = "Every job already existed", body = FanOutJobs),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "An unknown subscriber; nothing created", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "An existing job with a different payload; nothing created", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Payload or body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (e.g. more than 10,000 subscribers)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (e.g. more than 10,000 subscribers named or matched)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable; nothing stored, retry", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -117,7 +129,18 @@ pub async fn fan_out(
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
     let mut errors = Vec::new();
-    check_subscribers(&request.subscriber_ids, &mut errors);
+    match (&request.subscriber_ids, &request.event_type) {
+        (Some(ids), _) => check_subscribers(ids, &mut errors),
+        (None, None) => errors.push(FieldError::new(
+            "subscriber_ids",
+            "is required without event_type (name the subscribers, or give the event's \
+             type to reach its subscribers)",
+        )),
+        (None, Some(_)) => {}
+    }
+    if let Some(Err(message)) = request.event_type.as_deref().map(event_type::event_type) {
+        errors.push(FieldError::new("event_type", message));
+    }
     let fields = JobFields {
         event_id: &request.event_id,
         payload: request.payload.get(),
@@ -133,22 +156,32 @@ pub async fn fan_out(
     let Some(template) = template.filter(|_| errors.is_empty()) else {
         return Err(ApiError::Invalid(errors));
     };
-    let jobs = request
-        .subscriber_ids
-        .into_iter()
-        .map(|subscriber_id| job_record(&template, subscriber_id, new_id(now)))
-        .collect();
-    let outcomes = state
-        .store
-        .create_jobs(jobs)
-        .await
-        .map_err(|error| match error {
-            StoreError::UnknownSubscriber(id) => ApiError::UnknownReference(FieldError::new(
+    let job_for = |subscriber_id: String| NewJob {
+        event_type: request.event_type.clone(),
+        ..job_record(&template, subscriber_id, new_id(now))
+    };
+    let outcomes = match (
+        request.subscriber_ids.clone(),
+        request.event_type.as_deref(),
+    ) {
+        (Some(ids), _) => state
+            .store
+            .create_jobs(ids.into_iter().map(job_for).collect())
+            .await
+            .map_err(FanOutError::from),
+        (None, Some(name)) => create_for_event_type(&state.store, name, job_for).await,
+        (None, None) => Ok(Vec::new()),
+    }
+    .map_err(|error| match error {
+        FanOutError::TooMany(_) => ApiError::invalid("event_type", error.to_string()),
+        FanOutError::Store(StoreError::UnknownSubscriber(id)) => {
+            ApiError::UnknownReference(FieldError::new(
                 "subscriber_ids",
                 format!("subscriber `{id}` does not exist"),
-            )),
-            other => ApiError::from(other),
-        })?;
+            ))
+        }
+        FanOutError::Store(other) => ApiError::from(other),
+    })?;
     let created: Vec<_> = outcomes
         .iter()
         .filter_map(|o| match o {
@@ -159,6 +192,11 @@ pub async fn fan_out(
     if !created.is_empty() {
         crate::metrics::jobs_accepted(created.len() as u64);
     }
+    let status = if !created.is_empty() || outcomes.is_empty() {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let items = outcomes
         .into_iter()
         .map(|outcome| match outcome {
@@ -167,10 +205,5 @@ pub async fn fan_out(
             }
         })
         .collect();
-    let status = if !created.is_empty() {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
     Ok((status, Json(FanOutJobs { items })).into_response())
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::problem::{ApiError, FieldError};
 use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::WaitingReason;
-use crate::domain::{DeadReason, JobState, Timestamp, validate};
+use crate::domain::{DeadReason, JobState, Timestamp, event_type, validate};
 use crate::store::JobFilter;
 
 /// Query of the job listing; all given filters must match. `*_after` bounds are
@@ -19,6 +19,10 @@ pub struct ListJobsQuery {
     pub event_id: Option<String>,
     /// Only jobs of this subscriber.
     pub subscriber_id: Option<String>,
+    /// Only jobs of this event type (exactly; no wildcard).
+    pub event_type: Option<String>,
+    /// Only jobs created by this recurring schedule.
+    pub schedule_id: Option<String>,
     /// Only jobs in one of these states, comma-separated (`retrying,dead`), as read
     /// now: an `in_flight` job whose lease has expired is `retrying`.
     #[param(value_type = Option<Vec<JobState>>, style = Form, explode = false)]
@@ -76,6 +80,8 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
             validate::subscriber_id as fn(&str) -> _,
         ),
         ("event_id", &query.event_id, validate::event_id),
+        ("event_type", &query.event_type, event_type::event_type),
+        ("schedule_id", &query.schedule_id, validate::schedule_id),
     ] {
         if let Some(Err(message)) = raw.as_deref().map(rule) {
             errors.push(FieldError::new(field, message));
@@ -138,6 +144,8 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
         waiting_reason,
         error_class,
         last_status,
+        event_type: query.event_type.clone(),
+        schedule_id: query.schedule_id.clone(),
     };
     for (after, before, prefix) in [
         (filter.created_after, filter.created_before, "created"),

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::problem::{ApiError, FieldError};
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::schedule::ScheduleFields;
-use crate::domain::{Timestamp, validate};
+use crate::domain::{Timestamp, event_type, validate};
 use crate::store::NewJob;
 
 /// A job to schedule. Give `deliver_at` or `delay_ms` (neither: now), and `deadline`
@@ -24,6 +24,10 @@ pub struct CreateJobRequest {
     /// subscriber id it identifies the job, and it is sent as `webhook-id`.
     #[schema(min_length = 1, max_length = 256)]
     pub event_id: String,
+    /// The event's type (1–128 of A-Z a-z 0-9 . _ : -), sent as `webhook-event-type`;
+    /// the job listing filters on it.
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
+    pub event_type: Option<String>,
     /// Any JSON value but `null`; delivered byte for byte as sent.
     #[schema(schema_with = super::doc::rules::json_payload)]
     pub payload: Box<RawValue>,
@@ -72,9 +76,15 @@ pub fn new_job(
     if let Err(message) = validate::subscriber_id(&request.subscriber_id) {
         errors.push(FieldError::new("subscriber_id", message));
     }
+    if let Some(Err(message)) = request.event_type.as_deref().map(event_type::event_type) {
+        errors.push(FieldError::new("event_type", message));
+    }
     let template = JobTemplate::check(request.fields(), now, limits, &mut errors)?;
     match template {
-        Some(template) if errors.is_empty() => Ok(job_record(&template, request.subscriber_id, id)),
+        Some(template) if errors.is_empty() => Ok(NewJob {
+            event_type: request.event_type,
+            ..job_record(&template, request.subscriber_id, id)
+        }),
         _ => Err(ApiError::Invalid(errors)),
     }
 }
@@ -90,6 +100,8 @@ pub fn job_record(template: &JobTemplate, subscriber_id: String, id: Uuid) -> Ne
         deadline: template.deadline,
         max_attempts: template.max_attempts,
         created_at: template.created_at,
+        event_type: None,
+        schedule_id: None,
     }
 }
 

@@ -25,6 +25,7 @@ pub mod problem;
 pub mod query_params;
 pub mod replays;
 pub mod request_id;
+pub mod schedules;
 pub mod secret_rotation;
 mod subscriber_deletion;
 pub mod subscriber_health;
@@ -118,6 +119,7 @@ pub struct ApiSettings {
         (name = "destinations", description = "The host:port destinations subscribers share: limits, pauses, circuit breakers"),
         (name = "events", description = "Events fanned out to subscribers: which are affected, and one event's summary"),
         (name = "replays", description = "Paced replays of dead letters"),
+        (name = "schedules", description = "Recurring schedules: one job per period, its event id derived from the period"),
         (name = "audit", description = "The trail of operator actions"),
         (name = "health", description = "Probes"),
     )
@@ -133,6 +135,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(jobs::router())
         .merge(events::router())
         .merge(replays::router())
+        .merge(schedules::router())
         .merge(subscriber_deletion::router())
         .merge(audit::router())
         .merge(health::router())

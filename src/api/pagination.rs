@@ -54,6 +54,8 @@ pub enum Listing {
     Replays,
     /// `GET /v1/audit`.
     Audit,
+    /// `GET /v1/schedules`.
+    Schedules,
 }
 
 impl Listing {
@@ -66,6 +68,7 @@ impl Listing {
             Listing::Events => "e",
             Listing::Replays => "r",
             Listing::Audit => "a",
+            Listing::Schedules => "p",
         }
     }
 }

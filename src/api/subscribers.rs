@@ -19,7 +19,7 @@ use super::views::SubscriberView;
 use crate::domain::health::HealthStatus;
 use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
-use crate::domain::validate;
+use crate::domain::{event_type, validate};
 use crate::store::{
     HealthCursor, PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch,
     SubscriberPut,
@@ -59,6 +59,12 @@ pub struct PutSubscriberRequest {
     pub rate_limit_per_second: Option<Option<u32>>,
     /// False pauses deliveries to it; true resumes them (default true).
     pub enabled: Option<bool>,
+    /// The event types it subscribes to (at most 100, default none): names of 1–128
+    /// of A-Z a-z 0-9 . _ : -, or a prefix ending in the wildcard `*`
+    /// (`shipment.*`; `*` alone matches every type). `POST /v1/events` with an
+    /// `event_type` fans out to every subscriber with a matching pattern.
+    #[schema(max_items = 100, example = json!(["shipment.*", "invoice.paid"]))]
+    pub event_types: Option<Vec<String>>,
 }
 
 // By hand, so that `secret` never shows in a log or a panic.
@@ -70,6 +76,7 @@ impl std::fmt::Debug for PutSubscriberRequest {
             .field("max_in_flight", &self.max_in_flight)
             .field("rate_limit_per_second", &self.rate_limit_per_second)
             .field("enabled", &self.enabled)
+            .field("event_types", &self.event_types)
             .finish()
     }
 }
@@ -95,6 +102,11 @@ pub struct PatchSubscriberRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<bool>)]
     pub enabled: Option<Option<bool>>,
+    /// The event types it subscribes to, replacing all of them (`[]`: none), as for
+    /// PUT.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>, max_items = 100)]
+    pub event_types: Option<Option<Vec<String>>>,
 }
 
 /// Most subscriber ids one resume names.
@@ -220,6 +232,9 @@ fn validate_put(
         }
     };
     check_limits(body.max_in_flight, body.rate_limit_per_second, &mut errors);
+    if let Some(types) = &body.event_types {
+        errors.extend(event_type::pattern_list(types, "event_types"));
+    }
     if errors.is_empty() {
         Ok((secret, url))
     } else {
@@ -258,6 +273,7 @@ pub async fn put_subscriber(
         max_in_flight: body.max_in_flight,
         rate_limit_per_second: body.rate_limit_per_second,
         enabled: body.enabled,
+        event_types: body.event_types,
     };
     let outcome = state.store.put_subscriber(put, state.clock.now()).await?;
     let mut view = subscriber_health::view_now(&state, outcome.subscriber).await?;
@@ -282,10 +298,12 @@ fn validate_patch(
         && body.max_in_flight.is_none()
         && body.rate_limit_per_second.is_none()
         && body.enabled.is_none()
+        && body.event_types.is_none()
     {
         return Err(ApiError::invalid(
             "body",
-            "names no field to change (url, max_in_flight, rate_limit_per_second, enabled)",
+            "names no field to change (url, max_in_flight, rate_limit_per_second, enabled, \
+             event_types)",
         ));
     }
     let mut not_null = |field: &str, given: bool| {
@@ -296,6 +314,10 @@ fn validate_patch(
     not_null("url", matches!(body.url, Some(None)));
     not_null("max_in_flight", matches!(body.max_in_flight, Some(None)));
     not_null("enabled", matches!(body.enabled, Some(None)));
+    not_null("event_types", matches!(body.event_types, Some(None)));
+    if let Some(Some(types)) = &body.event_types {
+        errors.extend(event_type::pattern_list(types, "event_types"));
+    }
     let url = body
         .url
         .flatten()
@@ -314,6 +336,7 @@ fn validate_patch(
             max_in_flight,
             rate_limit_per_second: body.rate_limit_per_second,
             enabled: body.enabled.flatten(),
+            event_types: body.event_types.flatten(),
         })
     } else {
         Err(ApiError::Invalid(errors))
@@ -544,6 +567,7 @@ mod tests {
             max_in_flight: None,
             rate_limit_per_second: None,
             enabled: None,
+            event_types: None,
         };
         let shown = format!("{body:?}");
         assert!(!shown.contains("MfKQ9r8G"), "{shown}");

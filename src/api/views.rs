@@ -41,6 +41,8 @@ pub struct SubscriberView {
     pub created_at: Timestamp,
     /// When it last changed.
     pub updated_at: Timestamp,
+    /// The event types it subscribes to: names, or prefixes ending in `*`.
+    pub event_types: Vec<String>,
     /// Its health at the instant read: healthy, failing or paused, since when, its last
     /// error, its jobs and whether a retry would help (docs/DESIGN.md §5.3).
     pub health: HealthView,
@@ -71,6 +73,7 @@ impl SubscriberView {
             paused_at: s.paused_at,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            event_types: s.event_types,
             health,
             secret: None,
         }
@@ -243,6 +246,10 @@ pub struct JobView {
     pub id: Uuid,
     /// The producer's event id, sent as `webhook-id`.
     pub event_id: String,
+    /// Its event's type, sent as `webhook-event-type`; `null`: none.
+    pub event_type: Option<String>,
+    /// The recurring schedule that created it; `null`: posted.
+    pub schedule_id: Option<String>,
     /// The subscriber it is delivered to.
     pub subscriber_id: String,
     /// Where it is in its life.
@@ -321,6 +328,8 @@ impl JobView {
             next_attempt_at: job.next_attempt_at(),
             id: job.id,
             event_id: job.event_id,
+            event_type: job.event_type,
+            schedule_id: job.schedule_id,
             subscriber_id: job.subscriber_id,
             state: job.state,
             attempts: job.attempts,

@@ -176,6 +176,7 @@ pub async fn set_enabled(
         max_in_flight: None,
         rate_limit_per_second: None,
         enabled: Some(Some(enabled)),
+        event_types: None,
     };
     let _ = patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
     let action =

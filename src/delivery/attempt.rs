@@ -118,6 +118,7 @@ pub async fn execute(
             let outgoing = Outgoing {
                 url: &job.url,
                 event_id: &job.event_id,
+                event_type: job.event_type.as_deref(),
                 payload: &job.payload,
                 secrets: &secrets,
                 timestamp_s: now.as_unix_seconds(),

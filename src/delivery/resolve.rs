@@ -224,6 +224,7 @@ mod tests {
             let outgoing = Outgoing {
                 url: &url,
                 event_id: "e1",
+                event_type: None,
                 payload: "{}",
                 secrets: &[],
                 timestamp_s: 0,

@@ -40,6 +40,9 @@ pub struct Outgoing<'a> {
     pub url: &'a str,
     /// The event id, sent as `webhook-id`.
     pub event_id: &'a str,
+    /// The event's type, sent as `webhook-event-type` when there is one (not signed:
+    /// the Standard Webhooks signature covers the id, the timestamp and the body).
+    pub event_type: Option<&'a str>,
     /// The exact payload bytes.
     pub payload: &'a str,
     /// The secrets to sign with (one signature each).
@@ -260,11 +263,15 @@ fn request_headers(outgoing: &Outgoing<'_>) -> Result<HeaderMap, Received> {
         outgoing.payload.as_bytes(),
     );
     let header_values = [
-        ("webhook-id", outgoing.event_id.to_owned()),
-        ("webhook-timestamp", outgoing.timestamp_s.to_string()),
-        ("webhook-signature", signature),
+        ("webhook-id", Some(outgoing.event_id.to_owned())),
+        ("webhook-timestamp", Some(outgoing.timestamp_s.to_string())),
+        ("webhook-signature", Some(signature)),
+        ("webhook-event-type", outgoing.event_type.map(str::to_owned)),
     ];
-    for (name, value) in header_values {
+    for (name, value) in header_values
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+    {
         match HeaderValue::from_str(&value) {
             Ok(value) => {
                 headers.insert(name, value);

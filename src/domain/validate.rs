@@ -18,6 +18,24 @@ pub const MAX_URL_LEN: usize = 2048;
 /// clients resolve away (RFC 3986 §5.2.4), so `Location: /v1/subscribers/..` would
 /// name another resource; nor `resume`, the resume route (RESERVED_SUBSCRIBER_ID).
 pub fn subscriber_id(id: &str) -> Result<(), String> {
+    path_id(id)?;
+    if id == RESERVED_SUBSCRIBER_ID {
+        return Err(format!(
+            "must not be `{RESERVED_SUBSCRIBER_ID}`: `/v1/subscribers/{RESERVED_SUBSCRIBER_ID}` \
+             is the route that resumes paused subscribers"
+        ));
+    }
+    Ok(())
+}
+
+/// A recurring schedule's id: the rules of a [`subscriber_id`] but for the reserved
+/// name (no route of `/v1/schedules` takes a name of its own).
+pub fn schedule_id(id: &str) -> Result<(), String> {
+    path_id(id)
+}
+
+/// 1–128 characters from `A–Z a–z 0–9 . _ : -`, but not `.` or `..`.
+fn path_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_SUBSCRIBER_ID_LEN {
         return Err(format!(
             "must be 1 to {MAX_SUBSCRIBER_ID_LEN} characters long"
@@ -31,12 +49,6 @@ pub fn subscriber_id(id: &str) -> Result<(), String> {
     }
     if id == "." || id == ".." {
         return Err("must not be `.` or `..` (URL path segments that clients resolve away)".into());
-    }
-    if id == RESERVED_SUBSCRIBER_ID {
-        return Err(format!(
-            "must not be `{RESERVED_SUBSCRIBER_ID}`: `/v1/subscribers/{RESERVED_SUBSCRIBER_ID}` \
-             is the route that resumes paused subscribers"
-        ));
     }
     Ok(())
 }

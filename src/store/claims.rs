@@ -23,6 +23,7 @@ pub struct MarkedRow {
     deadline: i64,
     lease_token: i64,
     possible_duplicate: bool,
+    event_type: Option<String>,
 }
 crate::store::sqlite::direct::rows::lite_row!(MarkedRow {
     id,
@@ -33,7 +34,8 @@ crate::store::sqlite::direct::rows::lite_row!(MarkedRow {
     max_attempts,
     deadline,
     lease_token,
-    possible_duplicate
+    possible_duplicate,
+    event_type
 });
 
 impl MarkedRow {
@@ -110,6 +112,7 @@ pub fn claimed_job(
         subscriber_id: row.subscriber_id,
         event_id: row.event_id,
         payload: row.payload,
+        event_type: row.event_type,
         url,
         secrets,
         lease_token: row.lease_token,

@@ -79,8 +79,8 @@ fn needs_savepoint(jobs: &[NewJob]) -> bool {
 /// The statements of a group's transaction, in the backend's dialect.
 pub(crate) trait CreateStatements: Transactions {
     /// Inserts job `$1` (subscriber `$2`, event `$3`, payload `$4`, `max_attempts`
-    /// `$5`, due at `$6`, deadline `$7`, created at `$8`) as `scheduled`, unless its
-    /// key exists.
+    /// `$5`, due at `$6`, deadline `$7`, created at `$8`, event type `$9`, schedule
+    /// `$10`) as `scheduled`, unless its key exists.
     const INSERT: &'static str;
     /// The job of key (`$1`, `$2`) with its payload ([`StoredJobRow`]).
     const FIND: &'static str;
@@ -119,7 +119,9 @@ async fn insert_one<S: CreateStatements>(
         .bind(Value::OptInt(job.max_attempts.map(i64::from)))
         .int(job.deliver_at.as_millis())
         .int(job.deadline.as_millis())
-        .int(job.created_at.as_millis());
+        .int(job.created_at.as_millis())
+        .bind(Value::OptText(job.event_type.clone()))
+        .bind(Value::OptText(job.schedule_id.clone()));
     let inserted = S::execute(tx, insert).await? == 1;
     let find = Query::new(S::FIND)
         .text(&job.subscriber_id)
@@ -405,6 +407,8 @@ mod tests {
             deadline: Timestamp::from_millis(1),
             max_attempts: None,
             created_at: Timestamp::from_millis(0),
+            event_type: None,
+            schedule_id: None,
         }
     }
 

@@ -143,7 +143,7 @@ pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.att
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
     j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, j.last_error_status, \
     j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
-    j.lease_expires_at, s.enabled AS subscriber_enabled";
+    j.lease_expires_at, s.enabled AS subscriber_enabled, j.event_type, j.schedule_id";
 
 /// A row of [`JOB_COLUMNS`].
 #[derive(sqlx::FromRow)]
@@ -171,6 +171,8 @@ pub struct JobRow {
     lease_token: i64,
     lease_expires_at: Option<i64>,
     subscriber_enabled: bool,
+    event_type: Option<String>,
+    schedule_id: Option<String>,
 }
 crate::store::sqlite::direct::rows::lite_row!(JobRow {
     id,
@@ -195,7 +197,9 @@ crate::store::sqlite::direct::rows::lite_row!(JobRow {
     lease_owner,
     lease_token,
     lease_expires_at,
-    subscriber_enabled
+    subscriber_enabled,
+    event_type,
+    schedule_id
 });
 
 /// A row of [`JOB_COLUMNS`] and `j.payload`.
@@ -251,6 +255,8 @@ impl TryFrom<JobRow> for Job {
             last_error,
             lease,
             subscriber_enabled: row.subscriber_enabled,
+            event_type: row.event_type,
+            schedule_id: row.schedule_id,
         })
     }
 }

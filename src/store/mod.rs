@@ -25,6 +25,7 @@ mod deletions;
 mod destinations;
 pub mod dialect;
 mod error;
+mod event_types;
 mod events;
 mod figures;
 pub mod group_commit;
@@ -36,6 +37,7 @@ mod outcomes;
 pub mod postgres;
 pub mod records;
 pub mod replays;
+mod schedules;
 pub mod sealing;
 mod secrets;
 mod sessions;
@@ -501,6 +503,58 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         subscriber_id: &str,
         limit: u32,
     ) -> Result<Vec<RecentAttempt>, StoreError>;
+
+    // --- issue #20: event types and recurring schedules ---
+
+    /// The ids of the subscribers (enabled or paused, not being deleted) subscribed to
+    /// a pattern that matches event type `event_type` (docs/DESIGN.md §5.13), in id
+    /// order, at most `limit`.
+    async fn subscribers_of_event_type(
+        &self,
+        event_type: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Creates schedule `definition.id` at `now` with cursor `next_period`, or replaces
+    /// its definition and cursor keeping its `created_at` and last run (its last error
+    /// is cleared); returns it as stored.
+    async fn put_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        next_period: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Schedule, StoreError>;
+
+    /// One schedule, or `None`.
+    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError>;
+
+    /// Schedules in id order, strictly after `page.after`.
+    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError>;
+
+    /// Deletes schedule `id` (the jobs it created stay); whether it existed.
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// The enabled schedules whose cursor (`next_period`) is at or before `until`,
+    /// earliest first, at most `limit`.
+    async fn due_schedules(
+        &self,
+        until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, StoreError>;
+
+    /// Applies a pass of the scheduler to schedule `id` only if it is still as `seen`
+    /// (same `updated_at` and cursor: another instance's pass, or a producer's put,
+    /// meanwhile leaves it alone); whether it applied.
+    async fn advance_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        advance: ScheduleAdvance,
+    ) -> Result<bool, StoreError>;
+
+    /// Records a manual run of schedule `id` as its last run, unless a later period's
+    /// is recorded; whether it was recorded.
+    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

@@ -7,6 +7,7 @@ use crate::domain::{Timestamp, tombstone};
 use crate::store::decode;
 use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::{Query, Value};
+use crate::store::event_types::{self, EventTypeStatements};
 use crate::store::records::{
     PageRequest, PausedReason, ResumeSelection, SecretRotated, SecretRotation, Subscriber,
     SubscriberPatch,
@@ -26,6 +27,7 @@ pub struct SubscriberRow {
     updated_at: i64,
     paused_reason: Option<String>,
     paused_at: Option<i64>,
+    event_types: String,
 }
 crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
     id,
@@ -36,7 +38,8 @@ crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
     created_at,
     updated_at,
     paused_reason,
-    paused_at
+    paused_at,
+    event_types
 });
 
 impl TryFrom<SubscriberRow> for Subscriber {
@@ -63,13 +66,16 @@ impl TryFrom<SubscriberRow> for Subscriber {
                 })
                 .transpose()?,
             paused_at: row.paused_at.map(Timestamp::from_millis),
+            event_types: event_types::decode_list(&row.event_types)?,
         })
     }
 }
 
 /// The statements of reading subscribers and rotating a secret, in the backend's
 /// dialect.
-pub(crate) trait SubscriberStatements: Transactions + DestinationStatements {
+pub(crate) trait SubscriberStatements:
+    Transactions + DestinationStatements + EventTypeStatements
+{
     /// Subscriber `$1` ([`SubscriberRow`]).
     const GET: &'static str;
     /// Subscribers after id `$1` (all when NULL) in id order, at most `$2`.
@@ -130,7 +136,12 @@ pub(crate) async fn patch<S: SubscriberStatements>(
             if patch.enabled == Some(true) {
                 S::announce(tx).await?;
             }
-            Ok(Some(row.try_into()?))
+            let mut subscriber = Subscriber::try_from(row)?;
+            if let Some(types) = patch.event_types {
+                event_types::replace::<S>(tx, &id, &types).await?;
+                subscriber.event_types = types;
+            }
+            Ok(Some(subscriber))
         })
     })
     .await

@@ -46,6 +46,7 @@ async fn patch_changes_only_the_fields_given(db: Db) {
             "paused_at": at(1_000),
             "created_at": at(0),
             "updated_at": at(1_000),
+            "event_types": [],
             "health": {
                 "status": "paused",
                 "since": at(1_000),

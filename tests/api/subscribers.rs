@@ -55,6 +55,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "paused_at": null,
             "created_at": START_TEXT,
             "updated_at": START_TEXT,
+            "event_types": [],
             "health": {
                 "status": "healthy", "since": null, "last_error": null,
                 "jobs": {"scheduled": 0, "in_flight": 0, "retrying": 0},
@@ -89,6 +90,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "paused_at": at(1_000),
             "created_at": START_TEXT,
             "updated_at": at(1_000),
+            "event_types": [],
             "health": {
                 "status": "paused",
                 "since": at(1_000),

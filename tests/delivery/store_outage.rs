@@ -406,6 +406,58 @@ impl Store for Outage {
         self.check()?;
         self.inner.recent_attempts(subscriber_id, limit).await
     }
+    async fn subscribers_of_event_type(
+        &self,
+        event_type: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.check()?;
+        self.inner
+            .subscribers_of_event_type(event_type, limit)
+            .await
+    }
+    async fn put_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        next_period: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Schedule, StoreError> {
+        self.check()?;
+        self.inner.put_schedule(definition, next_period, now).await
+    }
+    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
+        self.check()?;
+        self.inner.get_schedule(id).await
+    }
+    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError> {
+        self.check()?;
+        self.inner.list_schedules(page).await
+    }
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.delete_schedule(id).await
+    }
+    async fn due_schedules(
+        &self,
+        until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, StoreError> {
+        self.check()?;
+        self.inner.due_schedules(until, limit).await
+    }
+    async fn advance_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        advance: ScheduleAdvance,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.advance_schedule(id, seen, advance).await
+    }
+    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.record_schedule_run(id, run).await
+    }
 }
 
 async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {

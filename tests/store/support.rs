@@ -109,6 +109,7 @@ pub fn subscriber_put(id: &str) -> SubscriberPut {
         max_in_flight: None,
         rate_limit_per_second: None,
         enabled: None,
+        event_types: None,
     }
 }
 
@@ -150,6 +151,8 @@ pub fn new_job(
         deadline,
         max_attempts: None,
         created_at: deliver_at.min(at(0)),
+        event_type: None,
+        schedule_id: None,
     }
 }
 

@@ -10,6 +10,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::schema::{ArrayItems, Object, ObjectBuilder, Schema, SchemaType, Type};
 
+use crate::domain::event_type::MAX_EVENT_TYPE_LEN;
 use crate::domain::secret;
 use crate::domain::validate::{self, MAX_EVENT_ID_LEN, MAX_SUBSCRIBER_ID_LEN};
 
@@ -20,6 +21,8 @@ pub const SUBSCRIBER_ID_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
 /// Event ids as [`crate::domain::validate::event_id`] accepts them: visible ASCII,
 /// 0x21–0x7E (they are sent as the `webhook-id` header).
 pub const EVENT_ID_PATTERN: &str = "^[!-~]+$";
+/// Event type names as [`crate::domain::event_type::event_type`] accepts them.
+pub const EVENT_TYPE_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
 /// Cursors are unpadded base64url (RFC 4648 §5) of the last key of a page.
 pub const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]+$";
 /// Adds the rule of what a parameter or request field named `name` carries, as the
@@ -29,7 +32,11 @@ pub const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]+$";
 /// its alphabet (a cursor is opaque: only one a listing returned is valid).
 pub(super) fn constrain(name: &str, schema: &mut Schema) {
     match (name, schema) {
-        ("subscriber_id", Schema::Object(id)) => subscriber_id_rule(id),
+        ("subscriber_id", Schema::Object(id)) => path_id_rule(id, validate::subscriber_id),
+        ("schedule_id", Schema::Object(id)) => path_id_rule(id, validate::schedule_id),
+        ("event_type", Schema::Object(name)) => {
+            string_rule(name, EVENT_TYPE_PATTERN, MAX_EVENT_TYPE_LEN);
+        }
         ("event_id", Schema::Object(id)) => {
             string_rule(id, EVENT_ID_PATTERN, MAX_EVENT_ID_LEN);
         }
@@ -37,7 +44,7 @@ pub(super) fn constrain(name: &str, schema: &mut Schema) {
             if let ArrayItems::RefOrSchema(item) = &mut ids.items
                 && let RefOr::T(Schema::Object(id)) = item.as_mut()
             {
-                subscriber_id_rule(id);
+                path_id_rule(id, validate::subscriber_id);
             }
             ids.unique_items = true;
         }
@@ -59,14 +66,14 @@ fn string_rule(schema: &mut Object, pattern: &str, max_length: usize) {
 }
 
 /// [`SUBSCRIBER_ID_PATTERN`] and the length, and `not` the ids among `.` and `..`
-/// (dot segments, which clients resolve in a URL path) that
-/// [`crate::domain::validate::subscriber_id`] refuses: the document follows the
-/// server's own rule.
-fn subscriber_id_rule(schema: &mut Object) {
+/// (dot segments, which clients resolve in a URL path) that `rule`
+/// ([`crate::domain::validate::subscriber_id`], [`crate::domain::validate::schedule_id`])
+/// refuses: the document follows the server's own rule.
+fn path_id_rule(schema: &mut Object, rule: fn(&str) -> Result<(), String>) {
     string_rule(schema, SUBSCRIBER_ID_PATTERN, MAX_SUBSCRIBER_ID_LEN);
     let refused: Vec<&str> = [".", ".."]
         .into_iter()
-        .filter(|id| validate::subscriber_id(id).is_err())
+        .filter(|id| rule(id).is_err())
         .collect();
     if !refused.is_empty() {
         let not: Extensions = [("not", json!({ "enum": refused }))].into_iter().collect();

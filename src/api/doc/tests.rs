@@ -5,7 +5,10 @@ use proptest::prelude::*;
 use regex::Regex;
 use serde_json::Value;
 
-use super::rules::{CURSOR_PATTERN, EVENT_ID_PATTERN, SUBSCRIBER_ID_PATTERN, destination_pattern};
+use super::rules::{
+    CURSOR_PATTERN, EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, SUBSCRIBER_ID_PATTERN,
+    destination_pattern,
+};
 use crate::api::pagination::{self, MAX_LIMIT};
 use crate::domain::destination::Destination;
 use crate::domain::secret::{self, SigningSecret};
@@ -84,6 +87,7 @@ fn pages_refer_to_their_item_schemas() {
             "Page_DestinationView",
             "Page_JobView",
             "Page_ReplayView",
+            "Page_ScheduleView",
             "Page_SubscriberView"
         ]
     );
@@ -100,7 +104,7 @@ fn pages_refer_to_their_item_schemas() {
 #[test]
 fn a_payload_is_any_json_value_but_null() {
     let document = document();
-    for request in ["CreateJobRequest", "FanOutRequest"] {
+    for request in ["CreateJobRequest", "FanOutRequest", "PutScheduleRequest"] {
         let payload = &schema(&document, request)["properties"]["payload"];
         assert_eq!(
             payload["not"],
@@ -130,6 +134,7 @@ fn every_limit_is_what_the_server_accepts() {
             "GET /v1/events",
             "GET /v1/jobs",
             "GET /v1/replays",
+            "GET /v1/schedules",
             "GET /v1/subscribers"
         ]
     );
@@ -195,6 +200,7 @@ fn request_instants_are_date_times() {
             "CreateReplayRequest.dead_before",
             "FanOutRequest.deadline",
             "FanOutRequest.deliver_at",
+            "PutScheduleRequest.anchor",
             "RescheduleRequest.deadline",
             "RescheduleRequest.deliver_at",
         ]
@@ -230,6 +236,8 @@ fn every_id_in_a_request_carries_its_rule() {
     for (name, pattern) in [
         ("subscriber_id", SUBSCRIBER_ID_PATTERN),
         ("event_id", EVENT_ID_PATTERN),
+        ("schedule_id", SUBSCRIBER_ID_PATTERN),
+        ("event_type", EVENT_TYPE_PATTERN),
     ] {
         for (label, parameter) in parameters(&document, name) {
             assert_eq!(parameter["schema"]["pattern"], pattern, "{label}");
@@ -252,19 +260,30 @@ fn every_id_in_a_request_carries_its_rule() {
         places,
         [
             "CreateJobRequest.event_id",
+            "CreateJobRequest.event_type",
             "CreateJobRequest.subscriber_id",
             "CreateReplayRequest.event_id",
             "CreateReplayRequest.subscriber_id",
+            "DELETE /v1/schedules/{schedule_id} schedule_id",
             "DELETE /v1/subscribers/{subscriber_id} subscriber_id",
             "FanOutRequest.event_id",
+            "FanOutRequest.event_type",
             "GET /v1/events/{event_id} event_id",
             "GET /v1/jobs event_id",
+            "GET /v1/jobs event_type",
+            "GET /v1/jobs schedule_id",
             "GET /v1/jobs subscriber_id",
+            "GET /v1/schedules/{schedule_id} schedule_id",
             "GET /v1/subscribers/{subscriber_id} subscriber_id",
             "GET /v1/subscribers/{subscriber_id}/stats subscriber_id",
             "PATCH /v1/subscribers/{subscriber_id} subscriber_id",
+            "POST /v1/schedules/{schedule_id}/run schedule_id",
             "POST /v1/subscribers/{subscriber_id}/secret/rotate subscriber_id",
+            "PUT /v1/schedules/{schedule_id} schedule_id",
             "PUT /v1/subscribers/{subscriber_id} subscriber_id",
+            "PutScheduleRequest.event_id",
+            "PutScheduleRequest.event_type",
+            "PutScheduleRequest.subscriber_id",
         ]
     );
 }

@@ -3,7 +3,7 @@
 use super::{Dialect, Statement, Value};
 use crate::store::records::NewJob;
 
-/// Most rows one multi-row job insert writes (10 parameters each, under SQLite's
+/// Most rows one multi-row job insert writes (12 parameters each, under SQLite's
 /// 32,766 and PostgreSQL's 65,535).
 pub const INSERT_CHUNK: usize = 500;
 
@@ -14,7 +14,8 @@ pub fn insert_new_jobs(dialect: Dialect, jobs: &[&NewJob]) -> Statement {
     let mut query = Statement::new(
         dialect,
         "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, max_attempts, \
-         deliver_at, deadline, due_at, created_at, updated_at) VALUES ",
+         deliver_at, deadline, due_at, created_at, updated_at, event_type, schedule_id) \
+         VALUES ",
     );
     for (index, job) in jobs.iter().enumerate() {
         query.push(if index == 0 { "(" } else { ", (" });
@@ -38,6 +39,10 @@ pub fn insert_new_jobs(dialect: Dialect, jobs: &[&NewJob]) -> Statement {
             .bind(Value::Int(job.created_at.as_millis()))
             .push(", ")
             .bind(Value::Int(job.created_at.as_millis()))
+            .push(", ")
+            .bind(Value::OptText(job.event_type.clone()))
+            .push(", ")
+            .bind(Value::OptText(job.schedule_id.clone()))
             .push(")");
     }
     query.push(" ON CONFLICT (subscriber_id, event_id) DO NOTHING RETURNING id");

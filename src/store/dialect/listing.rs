@@ -88,6 +88,10 @@ fn listing_index(filter: &JobFilter) -> Option<&'static str> {
         Some("jobs_event_id")
     } else if filter.subscriber_id.is_some() {
         Some("jobs_subscriber_id")
+    } else if filter.schedule_id.is_some() {
+        Some("jobs_schedule_id")
+    } else if filter.event_type.is_some() {
+        Some("jobs_event_type")
     } else if filter.dead_reason.is_some() {
         Some("jobs_dead_reason")
     } else if filter.dead_after.is_some() || filter.dead_before.is_some() {
@@ -211,6 +215,16 @@ pub fn push_job_conditions(query: &mut Statement, filter: &JobFilter) {
         query
             .push(" AND j.last_error_status = ")
             .bind(Value::Int(i64::from(status)));
+    }
+    if let Some(event_type) = &filter.event_type {
+        query
+            .push(" AND j.event_type = ")
+            .bind(Value::Text(event_type.clone()));
+    }
+    if let Some(schedule_id) = &filter.schedule_id {
+        query
+            .push(" AND j.schedule_id = ")
+            .bind(Value::Text(schedule_id.clone()));
     }
 }
 

@@ -124,7 +124,7 @@ const CLAIM: &str = "\
         possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
       FROM candidates c WHERE j.id = c.id \
       RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
-        j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
+        j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, j.event_type, \
         c.old_state, c.due_since, c.rn, c.destination \
     ), unknown AS ( \
       UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \

@@ -52,7 +52,7 @@ const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempt
     j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, \
     j.last_error_status, \
     j.last_error_reason, NULL::TEXT AS last_error_body, j.lease_owner, j.lease_token, \
-    j.lease_expires_at, s.enabled AS subscriber_enabled, \
+    j.lease_expires_at, s.enabled AS subscriber_enabled, j.event_type, j.schedule_id, \
     (SELECT MAX(CASE WHEN a.outcome IN ('retryable', 'terminal', 'blocked') \
        THEN a.finished_at END) FROM attempts a WHERE a.job_id = j.id) AS last_error_at \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id WHERE j.event_id = $1 \

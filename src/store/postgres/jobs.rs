@@ -10,7 +10,7 @@ const GET: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts
     j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
     j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, j.last_error_status, \
     j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
-    j.lease_expires_at, s.enabled AS subscriber_enabled \
+    j.lease_expires_at, s.enabled AS subscriber_enabled, j.event_type, j.schedule_id \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id WHERE j.id = $1";
 
 /// An operator's transition of waiting job `$1` at `$6`, only if it is still as it

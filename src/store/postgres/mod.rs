@@ -25,6 +25,7 @@ mod creates;
 mod dead_letters;
 mod deletions;
 mod destinations;
+mod event_types;
 mod events;
 mod figures;
 mod health;
@@ -34,6 +35,7 @@ mod maintenance;
 pub mod outcomes;
 mod renewals;
 mod replays;
+mod schedules;
 mod secrets;
 mod sessions;
 mod subscribers;
@@ -602,6 +604,56 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<Vec<RecentAttempt>, StoreError> {
         shared::attempts::recent(&self.db, subscriber_id, limit).await
+    }
+
+    async fn subscribers_of_event_type(
+        &self,
+        event_type: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        shared::event_types::subscribers_of(&self.db, event_type, limit).await
+    }
+
+    async fn put_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        next_period: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Schedule, StoreError> {
+        shared::schedules::put(&self.db, definition, next_period, now).await
+    }
+
+    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
+        shared::schedules::get(&self.db, id).await
+    }
+
+    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError> {
+        shared::schedules::list(&self.db, page).await
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        shared::schedules::delete(&self.db, id).await
+    }
+
+    async fn due_schedules(
+        &self,
+        until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, StoreError> {
+        shared::schedules::due(&self.db, until, limit).await
+    }
+
+    async fn advance_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        advance: ScheduleAdvance,
+    ) -> Result<bool, StoreError> {
+        shared::schedules::advance(&self.db, id, seen, advance).await
+    }
+
+    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
+        shared::schedules::record_run(&self.db, id, run).await
     }
 }
 

@@ -3,20 +3,22 @@
 use sqlx::PgPool;
 
 use crate::domain::Timestamp;
-use crate::store::destinations;
-use crate::store::records::{DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, SubscriberPut};
+use crate::store::records::{
+    DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
+};
 use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
+use crate::store::{destinations, event_types};
 
 /// Subscriber `$1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE id = $1 \
+    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE id = $1 \
     AND deleted_at IS NULL";
 
 /// Subscribers after `$1` (all when NULL) in id order, at most `$2`; never a
 /// deleted subscriber's tombstone.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
+    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
 
 /// Inserts subscriber `$1`, or updates it keeping what is left NULL (a new secret
 /// `$10` ends a rotation's grace period); `xmax = 0` tells an inserted row from an
@@ -42,7 +44,7 @@ const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight,
       CASE WHEN $10::text IS NULL THEN s.previous_secret_expires_at END \
     WHERE s.deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-      updated_at, paused_reason, paused_at, (xmax = 0) AS inserted";
+      updated_at, paused_reason, paused_at, event_types, (xmax = 0) AS inserted";
 
 /// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
 /// rotations apply one after the other, each moving the secret the previous one wrote.
@@ -53,7 +55,7 @@ const CURRENT_SECRET: &str =
 const ROTATE: &str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
     previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at";
+    updated_at, paused_reason, paused_at, event_types";
 
 /// Changes the fields given of subscriber `$1` (see [`SubscriberStatements::PATCH`]).
 const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
@@ -66,7 +68,7 @@ const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
       WHEN enabled THEN $8 ELSE paused_at END, \
     updated_at = $8 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at";
+    updated_at, paused_reason, paused_at, event_types";
 
 /// Enables subscriber `$1` at `$2` if it is paused.
 const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
@@ -118,9 +120,14 @@ pub async fn put(
         return Err(StoreError::SubscriberBeingDeleted(put.id));
     };
     destinations::assign::<PgPool>(&mut tx, &put.id, &put.url, now).await?;
+    let mut subscriber = Subscriber::try_from(row.subscriber)?;
+    if let Some(types) = put.event_types {
+        event_types::replace::<PgPool>(&mut tx, &put.id, &types).await?;
+        subscriber.event_types = types;
+    }
     tx.commit().await?;
     Ok(PutSubscriberOutcome {
-        subscriber: row.subscriber.try_into()?,
+        subscriber,
         created_secret: row.inserted.then_some(secret_if_new),
     })
 }

@@ -30,6 +30,8 @@ pub struct ClaimedJob {
     pub event_id: String,
     /// The exact bytes to send.
     pub payload: String,
+    /// Sent as `webhook-event-type` when the job has one.
+    pub event_type: Option<String>,
     /// Where to send it.
     pub url: String,
     /// The secrets to sign with, read (and decrypted) at the claim: the current one

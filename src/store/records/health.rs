@@ -139,6 +139,7 @@ mod tests {
                 updated_at: at(0),
                 paused_reason: None,
                 paused_at: None,
+                event_types: Vec::new(),
             },
             figures: HealthFigures {
                 retrying,

@@ -25,6 +25,10 @@ pub struct NewJob {
     pub max_attempts: Option<u32>,
     /// Now, as `created_at`.
     pub created_at: Timestamp,
+    /// Its event's type (docs/DESIGN.md §5.13), sent as `webhook-event-type`.
+    pub event_type: Option<String>,
+    /// The recurring schedule that created it (docs/DESIGN.md §5.14).
+    pub schedule_id: Option<String>,
 }
 
 /// The result of creating one job.
@@ -109,6 +113,10 @@ pub struct Job {
     /// Whether its subscriber was deleted (the job is a tombstone's history,
     /// docs/DESIGN.md §5.3.1): no replay and no retry sends it again.
     pub subscriber_deleted: bool,
+    /// Its event's type, if it has one.
+    pub event_type: Option<String>,
+    /// The recurring schedule that created it, if one did.
+    pub schedule_id: Option<String>,
 }
 
 impl Job {
@@ -135,6 +143,8 @@ impl Job {
             lease: None,
             subscriber_enabled,
             subscriber_deleted: false,
+            event_type: new.event_type.clone(),
+            schedule_id: new.schedule_id.clone(),
         }
     }
 

@@ -38,6 +38,10 @@ pub struct JobFilter {
     pub error_class: Option<ErrorClass>,
     /// Only jobs whose last error has this HTTP status (`last_error.status`).
     pub last_status: Option<u16>,
+    /// Only jobs of this event type.
+    pub event_type: Option<String>,
+    /// Only jobs created by this recurring schedule.
+    pub schedule_id: Option<String>,
 }
 
 impl JobFilter {

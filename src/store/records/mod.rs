@@ -16,6 +16,7 @@ mod listing;
 mod maintenance;
 mod outcomes;
 mod replays;
+mod schedules;
 mod subscribers;
 mod sweep;
 mod throughput;
@@ -35,6 +36,10 @@ pub use listing::{JobFilter, PageRequest, uuid_v7_floor};
 pub use maintenance::PurgedJobs;
 pub use outcomes::{AttemptResult, Fenced, OutcomeRecord};
 pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
+pub use schedules::{
+    Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleRun, ScheduleSeen, ScheduleTarget,
+    ScheduleTiming,
+};
 pub use subscribers::{
     DEFAULT_MAX_IN_FLIGHT, PausedReason, PutSubscriberOutcome, ResumeSelection, SecretRotated,
     SecretRotation, Subscriber, SubscriberPatch, SubscriberPut,

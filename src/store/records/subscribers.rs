@@ -25,6 +25,9 @@ pub struct Subscriber {
     pub paused_reason: Option<PausedReason>,
     /// When it was paused (`None` while enabled).
     pub paused_at: Option<Timestamp>,
+    /// The event types it subscribes to (docs/DESIGN.md §5.13): names, or prefixes
+    /// ending in `*`; empty: none.
+    pub event_types: Vec<String>,
 }
 
 /// Why a subscriber is paused (docs/DESIGN.md §5.3).
@@ -66,6 +69,8 @@ pub struct SubscriberPatch {
     pub rate_limit_per_second: Option<Option<u32>>,
     /// `false` pauses it (reason `operator`), `true` resumes it.
     pub enabled: Option<bool>,
+    /// New event types (replacing all of them; empty: none).
+    pub event_types: Option<Vec<String>>,
 }
 
 /// Which paused subscribers a resume enables.
@@ -101,6 +106,8 @@ pub struct SubscriberPut {
     pub rate_limit_per_second: Option<Option<u32>>,
     /// New `enabled`.
     pub enabled: Option<bool>,
+    /// New event types (replacing all of them; empty: none).
+    pub event_types: Option<Vec<String>>,
 }
 
 /// The result of [`crate::store::Store::put_subscriber`].

@@ -97,7 +97,7 @@ pub(super) const MARK_IN_FLIGHT: &str = "\
       possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
     WHERE id IN (SELECT value FROM json_each(?1)) \
     RETURNING id, subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
-      lease_token, possible_duplicate";
+      lease_token, possible_duplicate, event_type";
 
 /// Persists the `in_progress` attempt of each job just marked (`?1`, a JSON array of
 /// ids), before any request leaves.

@@ -18,6 +18,7 @@ mod dead_letters;
 mod deletions;
 mod destinations;
 pub(crate) mod direct;
+mod event_types;
 mod events;
 mod figures;
 mod health;
@@ -29,6 +30,7 @@ mod outcomes;
 mod plan_tests;
 mod renewals;
 pub(crate) mod replays;
+mod schedules;
 mod secrets;
 mod sessions;
 mod subscribers;
@@ -354,6 +356,7 @@ async fn test_store() -> SqliteStore {
         max_in_flight: None,
         rate_limit_per_second: None,
         enabled: None,
+        event_types: None,
     };
     store
         .put_subscriber(put, crate::testing::START)
@@ -720,5 +723,55 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<Vec<RecentAttempt>, StoreError> {
         shared::attempts::recent(&self.db, subscriber_id, limit).await
+    }
+
+    async fn subscribers_of_event_type(
+        &self,
+        event_type: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        shared::event_types::subscribers_of(&self.db, event_type, limit).await
+    }
+
+    async fn put_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        next_period: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Schedule, StoreError> {
+        shared::schedules::put(&self.db, definition, next_period, now).await
+    }
+
+    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
+        shared::schedules::get(&self.db, id).await
+    }
+
+    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError> {
+        shared::schedules::list(&self.db, page).await
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        shared::schedules::delete(&self.db, id).await
+    }
+
+    async fn due_schedules(
+        &self,
+        until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, StoreError> {
+        shared::schedules::due(&self.db, until, limit).await
+    }
+
+    async fn advance_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        advance: ScheduleAdvance,
+    ) -> Result<bool, StoreError> {
+        shared::schedules::advance(&self.db, id, seen, advance).await
+    }
+
+    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
+        shared::schedules::record_run(&self.db, id, run).await
     }
 }

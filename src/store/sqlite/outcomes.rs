@@ -103,6 +103,8 @@ mod tests {
                 deadline: START.plus_ms(60_000),
                 max_attempts: None,
                 created_at: START,
+                event_type: None,
+                schedule_id: None,
             })
             .collect();
         store.create_jobs(jobs).await.unwrap();

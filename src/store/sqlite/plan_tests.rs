@@ -112,6 +112,8 @@ fn every_filter() -> Vec<(String, JobFilter, PageRequest<Uuid>)> {
             waiting_reason: None,
             error_class: on(7).then_some(ErrorClass::Http5xx),
             last_status: on(7).then_some(503),
+            event_type: None,
+            schedule_id: None,
         };
         let page = PageRequest {
             after: on(6).then(|| Uuid::from_u128(u128::MAX >> 1)),

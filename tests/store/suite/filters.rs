@@ -217,6 +217,8 @@ store_case!(
             waiting_reason: None,
             error_class: Some(ErrorClass::Http4xx),
             last_status: Some(400),
+            event_type: None,
+            schedule_id: None,
         };
         assert_eq!(pages(&store, &combined, 1).await, [vec![j6], vec![j3]]);
         let narrower = JobFilter {

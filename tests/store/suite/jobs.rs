@@ -58,6 +58,8 @@ store_case!(
             lease: None,
             subscriber_enabled: true,
             subscriber_deleted: false,
+            event_type: None,
+            schedule_id: None,
         };
         assert_eq!(expect_created(&outcomes[0]), &expected);
         assert_eq!(store.get_job(new.id, at(0)).await.unwrap(), Some(expected));

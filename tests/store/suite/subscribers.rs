@@ -27,6 +27,7 @@ store_case!(put_creates_with_defaults, async |store: SharedStore| {
         updated_at: at(0),
         paused_reason: None,
         paused_at: None,
+        event_types: Vec::new(),
     };
     assert_eq!(outcome.subscriber, expected);
     assert_eq!(outcome.created_secret, Some(generated));
@@ -68,6 +69,7 @@ store_case!(
             updated_at: at(1_000),
             paused_reason: Some(PausedReason::Operator),
             paused_at: Some(at(0)),
+            event_types: Vec::new(),
         };
         assert_eq!(outcome.subscriber, expected);
         assert_eq!(

@@ -1,0 +1,163 @@
+//! The scheduler of recurring schedules (docs/DESIGN.md §5.14): every instance with a
+//! worker passes over the enabled schedules whose next period starts within
+//! [`LEAD_MS`] and creates those periods' jobs through the ordinary create path
+//! ([`period::create_period`]), then moves each schedule's cursor only if the schedule
+//! is still as it read it. Two instances passing at once both create a period's jobs,
+//! and the store keeps one (the jobs' idempotency on subscriber and event id); a
+//! crash between the jobs and the cursor makes the period again, to the same effect.
+
+pub mod period;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::job_template::JobLimits;
+use crate::domain::recurring::{LEAD_MS, plan_pass};
+use crate::domain::{Clock, Timestamp};
+use crate::store::{Schedule, ScheduleAdvance, SharedStore, StoreError};
+use period::{PeriodError, create_period, recurrence_of};
+
+/// How often the scheduler looks for due schedules: well within [`LEAD_MS`], so a
+/// period's jobs are stored before it starts.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// Most schedules one read takes; a pass reads again while reads come back full.
+const DUE_BATCH: u32 = 100;
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Schedules whose cursor moved.
+    pub schedules: usize,
+    /// Periods whose jobs were created (or found already there).
+    pub periods: usize,
+    /// Missed periods skipped by their catch-up policy.
+    pub skipped: usize,
+    /// Periods refused (see [`PeriodError::Refused`]).
+    pub refused: usize,
+}
+
+/// Creates the jobs of due periods.
+#[derive(Clone)]
+pub struct Scheduler {
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    limits: JobLimits,
+}
+
+impl Scheduler {
+    /// A scheduler over `store`, reading `clock`, making jobs under `limits` (the
+    /// API's: the same rules as a job posted).
+    pub fn new(store: SharedStore, clock: Arc<dyn Clock>, limits: JobLimits) -> Self {
+        Scheduler {
+            store,
+            clock,
+            limits,
+        }
+    }
+
+    /// Passes every [`POLL`] until `stop`; a failed pass is logged and the next one
+    /// tries again.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut ticks = tokio::time::interval(POLL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            if let Err(error) = self.pass(self.clock.now()).await {
+                tracing::warn!(%error, "the scheduler's pass failed; trying again");
+            }
+        }
+    }
+
+    /// One pass at `now`: every enabled schedule whose cursor is at or before `now +`
+    /// [`LEAD_MS`]. A store error ends the pass (the schedules not reached keep their
+    /// cursor and are passed again).
+    pub async fn pass(&self, now: Timestamp) -> Result<PassReport, StoreError> {
+        let mut report = PassReport::default();
+        loop {
+            let due = self
+                .store
+                .due_schedules(now.plus_ms(LEAD_MS), DUE_BATCH)
+                .await?;
+            let full = due.len() == DUE_BATCH as usize;
+            let mut moved = 0;
+            for schedule in due {
+                if self.pass_one(schedule, now, &mut report).await? {
+                    moved += 1;
+                }
+            }
+            report.schedules += moved;
+            // Another read only while this one was full and moved something (a
+            // schedule another instance moved first would be read again forever).
+            if !full || moved == 0 {
+                return Ok(report);
+            }
+        }
+    }
+
+    /// Creates `schedule`'s due periods and moves its cursor; whether it moved.
+    async fn pass_one(
+        &self,
+        schedule: Schedule,
+        now: Timestamp,
+        report: &mut PassReport,
+    ) -> Result<bool, StoreError> {
+        let definition = &schedule.definition;
+        let Some(cursor) = schedule.next_period else {
+            return Ok(false);
+        };
+        let recurrence = match recurrence_of(definition) {
+            Ok(recurrence) => recurrence,
+            Err(reason) => {
+                tracing::warn!(schedule_id = %definition.id, %reason,
+                    "a schedule's timing cannot be read; it stops");
+                let advance = ScheduleAdvance {
+                    next_period: None,
+                    run: None,
+                    error: Some(reason),
+                };
+                return self
+                    .store
+                    .advance_schedule(&definition.id, schedule.seen(), advance)
+                    .await;
+            }
+        };
+        let plan = plan_pass(&recurrence, cursor, now, definition.catch_up);
+        let mut advance = ScheduleAdvance {
+            next_period: plan.next_period,
+            run: None,
+            error: None,
+        };
+        for start in plan.create {
+            match create_period(&self.store, definition, start, now, self.limits).await {
+                Ok(made) => {
+                    report.periods += 1;
+                    crate::metrics::schedule_periods("created", 1);
+                    advance.run = Some(made.run);
+                }
+                Err(PeriodError::Refused(reason)) => {
+                    report.refused += 1;
+                    crate::metrics::schedule_periods("refused", 1);
+                    tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(), %reason,
+                        "a schedule's period created no job");
+                    advance.error = Some(reason);
+                }
+                Err(PeriodError::Store(error)) => return Err(error),
+            }
+        }
+        if plan.skipped > 0 {
+            report.skipped += plan.skipped;
+            crate::metrics::schedule_periods("skipped", plan.skipped as u64);
+            tracing::info!(schedule_id = %definition.id, skipped = plan.skipped,
+                catch_up = %definition.catch_up, "missed periods skipped");
+        }
+        self.store
+            .advance_schedule(&definition.id, schedule.seen(), advance)
+            .await
+    }
+}

@@ -1,0 +1,180 @@
+//! One period of a schedule made into jobs, through the ordinary create path: a job
+//! per target whose event id is the schedule's template filled with the period's start
+//! and whose `deliver_at` is that start (a start already past means now, as for any
+//! job), so the store's idempotency on (subscriber, event id) makes the period's jobs
+//! unique however often, and by however many instances, it is made.
+
+use crate::domain::Timestamp;
+use crate::domain::field_error::FieldError;
+use crate::domain::ids::new_id;
+use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
+use crate::domain::recurrence::{Recurrence, fill_event_id, period_text};
+use crate::domain::schedule::ScheduleFields;
+use crate::fan_out::{FanOutError, create_for_event_type};
+use crate::store::{
+    CreateOutcome, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
+    SharedStore, StoreError,
+};
+
+/// Why a period created no job.
+#[derive(Debug, thiserror::Error)]
+pub enum PeriodError {
+    /// The period cannot be made as the schedule stands (its subscriber does not
+    /// exist, too many subscribers match, its job would be invalid under this
+    /// server's limits): the period is skipped and the reason kept as the schedule's
+    /// `last_error`.
+    #[error("{0}")]
+    Refused(String),
+    /// The store failed: nothing is known to be written; the period is made again
+    /// later.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// The jobs of one period: its run, and the jobs themselves.
+#[derive(Debug)]
+pub struct PeriodJobs {
+    /// What the schedule records of it.
+    pub run: ScheduleRun,
+    /// Each job, created now or already there, in subscriber id order.
+    pub outcomes: Vec<CreateOutcome>,
+}
+
+/// The periods of `definition`'s timing, or why its stored timing cannot be read (a
+/// time zone the embedded database no longer knows).
+pub fn recurrence_of(definition: &ScheduleDefinition) -> Result<Recurrence, String> {
+    let messages = |errors: Vec<FieldError>| {
+        errors
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match &definition.timing {
+        ScheduleTiming::Cron { cron, time_zone } => {
+            Recurrence::cron(cron, Some(time_zone)).map_err(messages)
+        }
+        ScheduleTiming::Every { every_ms, anchor } => {
+            Recurrence::every(*every_ms, *anchor).map_err(|e| messages(vec![e]))
+        }
+    }
+}
+
+/// Creates the jobs of the period of `definition` that starts at `start`, at `now`,
+/// under `limits`: one request, all or nothing. A job that exists with another payload
+/// (the schedule's payload changed since it was made) counts as the period's job.
+pub async fn create_period(
+    store: &SharedStore,
+    definition: &ScheduleDefinition,
+    start: Timestamp,
+    now: Timestamp,
+    limits: JobLimits,
+) -> Result<PeriodJobs, PeriodError> {
+    let event_id = fill_event_id(&definition.event_id, start);
+    let deliver_at = period_text(start);
+    let fields = JobFields {
+        event_id: &event_id,
+        payload: &definition.payload,
+        schedule: ScheduleFields {
+            deliver_at: Some(&deliver_at),
+            delay_ms: None,
+            deadline: None,
+            ttl_ms: definition.ttl_ms,
+        },
+        max_attempts: definition.max_attempts,
+    };
+    let mut errors = Vec::new();
+    let template = JobTemplate::check(fields, now, limits, &mut errors)
+        .map_err(|too_large| PeriodError::Refused(too_large.0.message))?;
+    let Some(template) = template.filter(|_| errors.is_empty()) else {
+        let reasons: Vec<String> = errors
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        return Err(PeriodError::Refused(reasons.join("; ")));
+    };
+    let job_for = |subscriber_id: String, event_type: Option<&str>| NewJob {
+        id: new_id(now),
+        subscriber_id,
+        event_id: template.event_id.clone(),
+        payload: template.payload.clone(),
+        deliver_at: template.deliver_at,
+        deadline: template.deadline,
+        max_attempts: template.max_attempts,
+        created_at: template.created_at,
+        event_type: event_type.map(str::to_owned),
+        schedule_id: Some(definition.id.clone()),
+    };
+    let created = match &definition.target {
+        ScheduleTarget::Subscriber(id) => store
+            .create_jobs(vec![job_for(id.clone(), None)])
+            .await
+            .map_err(FanOutError::from),
+        ScheduleTarget::EventType(name) => {
+            create_for_event_type(store, name, |id| job_for(id, Some(name))).await
+        }
+    };
+    let outcomes = match created {
+        Ok(outcomes) => outcomes,
+        Err(FanOutError::TooMany(name)) => {
+            return Err(PeriodError::Refused(FanOutError::TooMany(name).to_string()));
+        }
+        Err(FanOutError::Store(StoreError::UnknownSubscriber(id))) => {
+            return Err(PeriodError::Refused(format!(
+                "subscriber `{id}` does not exist"
+            )));
+        }
+        Err(FanOutError::Store(StoreError::PayloadConflict { .. })) => {
+            // Made before the payload changed: each job on its own, a conflict being
+            // the period's job already there.
+            one_by_one(store, &definition.target, &job_for).await?
+        }
+        Err(FanOutError::Store(other)) => return Err(PeriodError::Store(other)),
+    };
+    let created_now = outcomes
+        .iter()
+        .filter(|o| matches!(o, CreateOutcome::Created(_)))
+        .count();
+    crate::metrics::jobs_accepted(created_now as u64);
+    let job_id = outcomes.first().map(|outcome| match outcome {
+        CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => job.id,
+    });
+    Ok(PeriodJobs {
+        run: ScheduleRun {
+            period: start,
+            event_id,
+            job_id,
+            jobs: u32::try_from(outcomes.len()).unwrap_or(u32::MAX),
+        },
+        outcomes,
+    })
+}
+
+/// The jobs of a period created one by one, each job whose key holds another payload
+/// left as it is (and not among the outcomes).
+async fn one_by_one(
+    store: &SharedStore,
+    target: &ScheduleTarget,
+    job_for: impl Fn(String, Option<&str>) -> NewJob,
+) -> Result<Vec<CreateOutcome>, PeriodError> {
+    let (ids, event_type) = match target {
+        ScheduleTarget::Subscriber(id) => (vec![id.clone()], None),
+        ScheduleTarget::EventType(name) => {
+            let limit = u32::try_from(crate::fan_out::MAX_FAN_OUT).unwrap_or(u32::MAX);
+            let ids = store
+                .subscribers_of_event_type(name, limit)
+                .await
+                .map_err(PeriodError::Store)?;
+            (ids, Some(name.as_str()))
+        }
+    };
+    let mut outcomes = Vec::new();
+    for id in ids {
+        match store.create_jobs(vec![job_for(id, event_type)]).await {
+            Ok(mut created) => outcomes.append(&mut created),
+            Err(StoreError::PayloadConflict { .. } | StoreError::UnknownSubscriber(_)) => {}
+            Err(other) => return Err(PeriodError::Store(other)),
+        }
+    }
+    Ok(outcomes)
+}

@@ -1,0 +1,70 @@
+//! Recurring schedules in PostgreSQL: the statements (see [`crate::store::schedules`]).
+
+use crate::store::schedules::ScheduleStatements;
+use sqlx::PgPool;
+
+/// Inserts or replaces a schedule's definition.
+const PUT: &str = "INSERT INTO schedules (id, subscriber_id, event_type, cron, time_zone, \
+      every_ms, anchor, event_id, payload, ttl_ms, max_attempts, catch_up, enabled, \
+      created_at, updated_at, next_period) \
+    VALUES ($1, $2::TEXT, $3::TEXT, $4::TEXT, $5, $6::BIGINT, $7::BIGINT, $8, $9, $10::BIGINT, \
+      $11::BIGINT, $12, $13, $14, $14, $15::BIGINT) \
+    ON CONFLICT (id) DO UPDATE SET subscriber_id = excluded.subscriber_id, \
+      event_type = excluded.event_type, cron = excluded.cron, \
+      time_zone = excluded.time_zone, every_ms = excluded.every_ms, \
+      anchor = excluded.anchor, event_id = excluded.event_id, \
+      payload = excluded.payload, ttl_ms = excluded.ttl_ms, \
+      max_attempts = excluded.max_attempts, catch_up = excluded.catch_up, \
+      enabled = excluded.enabled, updated_at = excluded.updated_at, \
+      next_period = excluded.next_period, last_error = NULL \
+    RETURNING id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, event_id, \
+      payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
+      next_period, last_period, last_event_id, last_job_id, last_jobs, last_error";
+
+/// Schedule `$1`.
+const GET: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
+    event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
+    next_period, last_period, last_event_id, last_job_id, last_jobs, last_error \
+    FROM schedules WHERE id = $1";
+
+/// Schedules after `$1` in id order, at most `$2`.
+const LIST: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
+    event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
+    next_period, last_period, last_event_id, last_job_id, last_jobs, last_error \
+    FROM schedules WHERE ($1::TEXT IS NULL OR id > $1) ORDER BY id LIMIT $2";
+
+/// Deletes schedule `$1`.
+const DELETE: &str = "DELETE FROM schedules WHERE id = $1";
+
+/// The enabled schedules due by `$1` (`schedules_due`).
+const DUE: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
+    event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
+    next_period, last_period, last_event_id, last_job_id, last_jobs, last_error \
+    FROM schedules \
+    WHERE enabled AND next_period IS NOT NULL AND next_period <= $1 \
+    ORDER BY next_period LIMIT $2";
+
+/// Moves a schedule's cursor if it is as read.
+const ADVANCE: &str = "UPDATE schedules SET next_period = $4::BIGINT, \
+    last_period = CASE WHEN $5::BOOLEAN THEN $6::BIGINT ELSE last_period END, \
+    last_event_id = CASE WHEN $5 THEN $7::TEXT ELSE last_event_id END, \
+    last_job_id = CASE WHEN $5 THEN $8::TEXT ELSE last_job_id END, \
+    last_jobs = CASE WHEN $5 THEN $9::BIGINT ELSE last_jobs END, \
+    last_error = CASE WHEN $10::TEXT IS NOT NULL THEN $10 WHEN $5 THEN NULL \
+      ELSE last_error END \
+    WHERE id = $1 AND updated_at = $2 AND next_period IS NOT DISTINCT FROM $3::BIGINT";
+
+/// Records a manual run.
+const RECORD_RUN: &str = "UPDATE schedules SET last_period = $2, last_event_id = $3, \
+    last_job_id = $4, last_jobs = $5, last_error = NULL \
+    WHERE id = $1 AND (last_period IS NULL OR last_period <= $2)";
+
+impl ScheduleStatements for PgPool {
+    const PUT: &'static str = PUT;
+    const GET: &'static str = GET;
+    const LIST: &'static str = LIST;
+    const DELETE: &'static str = DELETE;
+    const DUE: &'static str = DUE;
+    const ADVANCE: &'static str = ADVANCE;
+    const RECORD_RUN: &'static str = RECORD_RUN;
+}

@@ -1,0 +1,125 @@
+//! Recurring schedules as the store keeps them (docs/DESIGN.md §5.14): what the
+//! producer defined, and how far the scheduler has come.
+
+use uuid::Uuid;
+
+use crate::domain::Timestamp;
+use crate::domain::recurring::CatchUp;
+
+/// Whom a schedule's periods are delivered to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScheduleTarget {
+    /// This subscriber.
+    Subscriber(String),
+    /// Every subscriber (enabled or paused) whose event types match this one when the
+    /// period's jobs are created.
+    EventType(String),
+}
+
+/// When a schedule's periods start, as given (checked by
+/// [`crate::domain::recurrence::Recurrence`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScheduleTiming {
+    /// The occurrences of a cron pattern in an IANA time zone.
+    Cron {
+        /// 5 fields, or 6 with seconds first.
+        cron: String,
+        /// IANA name.
+        time_zone: String,
+    },
+    /// `anchor + k × every_ms` for every integer `k`.
+    Every {
+        /// Milliseconds between periods, at least 1,000.
+        every_ms: u64,
+        /// One period's start: the schedule's creation, or the anchor given.
+        anchor: Timestamp,
+    },
+}
+
+/// A schedule as its producer defines it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleDefinition {
+    /// The producer's id for it (the rules of subscriber ids).
+    pub id: String,
+    /// Whom its periods go to.
+    pub target: ScheduleTarget,
+    /// When its periods start.
+    pub timing: ScheduleTiming,
+    /// The event id template, with `{period_start}` at least once.
+    pub event_id: String,
+    /// The payload of every period's job, exactly as given (valid JSON text).
+    pub payload: String,
+    /// Each job's deadline after its `deliver_at`, in milliseconds; `None`: the
+    /// server's default.
+    pub ttl_ms: Option<u64>,
+    /// Each job's most attempts; `None`: only the deadline bounds them.
+    pub max_attempts: Option<u32>,
+    /// What becomes of missed periods.
+    pub catch_up: CatchUp,
+    /// False: no period is created (a manual run still is).
+    pub enabled: bool,
+}
+
+/// The jobs created for one period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleRun {
+    /// The period's start.
+    pub period: Timestamp,
+    /// Its event id (the template filled).
+    pub event_id: String,
+    /// One of its jobs (the first subscriber's); `None` when no subscriber matched.
+    pub job_id: Option<Uuid>,
+    /// How many jobs it has (created or already there).
+    pub jobs: u32,
+}
+
+/// A stored schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// As defined.
+    pub definition: ScheduleDefinition,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When its definition last changed.
+    pub updated_at: Timestamp,
+    /// The start of the earliest period whose jobs are not created yet; `None` when no
+    /// period follows.
+    pub next_period: Option<Timestamp>,
+    /// The last period whose jobs were created.
+    pub last_run: Option<ScheduleRun>,
+    /// Why the last period reached created no job (its subscriber does not exist,
+    /// more subscribers match than a fan-out takes); cleared by a period that does.
+    pub last_error: Option<String>,
+}
+
+/// What the scheduler read of a schedule, for a conditional write: its definition
+/// (`updated_at`) and its cursor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleSeen {
+    /// `updated_at` as read.
+    pub updated_at: Timestamp,
+    /// `next_period` as read.
+    pub next_period: Option<Timestamp>,
+}
+
+impl Schedule {
+    /// What a conditional write checks.
+    pub fn seen(&self) -> ScheduleSeen {
+        ScheduleSeen {
+            updated_at: self.updated_at,
+            next_period: self.next_period,
+        }
+    }
+}
+
+/// What one pass of the scheduler did for a schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleAdvance {
+    /// The cursor afterwards.
+    pub next_period: Option<Timestamp>,
+    /// The last period whose jobs were created in this pass; `None` keeps the one
+    /// stored.
+    pub run: Option<ScheduleRun>,
+    /// Why a period created no job; `None` clears it when `run` is given, else keeps it.
+    pub error: Option<String>,
+}

@@ -1,0 +1,274 @@
+//! Recurring schedules, for both backends (docs/DESIGN.md §5.14): the row they are
+//! kept in, and the writes of the producer (put, delete), of the scheduler (advance
+//! the cursor only if the schedule is as it read it) and of a manual run.
+
+use crate::domain::Timestamp;
+use crate::domain::recurring::CatchUp;
+use crate::store::StoreError;
+use crate::store::decode;
+use crate::store::dialect::{Query, Value};
+use crate::store::records::{
+    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleRun, ScheduleSeen,
+    ScheduleTarget, ScheduleTiming,
+};
+use crate::store::transactions::Transactions;
+
+/// The statements of schedules, in the backend's dialect. Every one that returns
+/// schedules returns [`ScheduleRow`]s.
+pub(crate) trait ScheduleStatements: Transactions {
+    /// Inserts schedule `$1`, or replaces its definition keeping `created_at` and the
+    /// last run: subscriber `$2`, event type `$3`, cron `$4`, time zone `$5`, every
+    /// `$6`, anchor `$7`, event id `$8`, payload `$9`, ttl `$10`, max attempts `$11`,
+    /// catch-up `$12`, enabled `$13`, at `$14`, cursor `$15`; clears the last error.
+    const PUT: &'static str;
+    /// Schedule `$1`.
+    const GET: &'static str;
+    /// Schedules after id `$1` (all when NULL) in id order, at most `$2`.
+    const LIST: &'static str;
+    /// Deletes schedule `$1`.
+    const DELETE: &'static str;
+    /// The enabled schedules whose cursor is at or before `$1`, earliest first, at
+    /// most `$2` (`schedules_due`).
+    const DUE: &'static str;
+    /// Moves schedule `$1`'s cursor to `$4` if its `updated_at` is `$2` and its cursor
+    /// `$3` (either may be NULL); with `$5`, records the run of period `$6` (event id
+    /// `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not NULL, else
+    /// clears it with `$5`.
+    const ADVANCE: &'static str;
+    /// Records on schedule `$1` the run of period `$2` (event id `$3`, job `$4`, `$5`
+    /// jobs) unless a later period's is recorded; clears the last error.
+    const RECORD_RUN: &'static str;
+}
+
+/// A row of `schedules`.
+#[derive(sqlx::FromRow)]
+pub struct ScheduleRow {
+    id: String,
+    subscriber_id: Option<String>,
+    event_type: Option<String>,
+    cron: Option<String>,
+    time_zone: String,
+    every_ms: Option<i64>,
+    anchor: Option<i64>,
+    event_id: String,
+    payload: String,
+    ttl_ms: Option<i64>,
+    max_attempts: Option<i64>,
+    catch_up: String,
+    enabled: bool,
+    created_at: i64,
+    updated_at: i64,
+    next_period: Option<i64>,
+    last_period: Option<i64>,
+    last_event_id: Option<String>,
+    last_job_id: Option<String>,
+    last_jobs: Option<i64>,
+    last_error: Option<String>,
+}
+crate::store::sqlite::direct::rows::lite_row!(ScheduleRow {
+    id,
+    subscriber_id,
+    event_type,
+    cron,
+    time_zone,
+    every_ms,
+    anchor,
+    event_id,
+    payload,
+    ttl_ms,
+    max_attempts,
+    catch_up,
+    enabled,
+    created_at,
+    updated_at,
+    next_period,
+    last_period,
+    last_event_id,
+    last_job_id,
+    last_jobs,
+    last_error
+});
+
+impl TryFrom<ScheduleRow> for Schedule {
+    type Error = StoreError;
+
+    fn try_from(row: ScheduleRow) -> Result<Self, StoreError> {
+        let target = match (row.subscriber_id, row.event_type) {
+            (Some(id), None) => ScheduleTarget::Subscriber(id),
+            (None, Some(name)) => ScheduleTarget::EventType(name),
+            _ => {
+                return Err(StoreError::Internal(format!(
+                    "schedule {}: no one target",
+                    row.id
+                )));
+            }
+        };
+        let timing = match (row.cron, row.every_ms, row.anchor) {
+            (Some(cron), None, _) => ScheduleTiming::Cron {
+                cron,
+                time_zone: row.time_zone,
+            },
+            (None, Some(every_ms), Some(anchor)) => ScheduleTiming::Every {
+                every_ms: decode::num("every_ms", every_ms)?,
+                anchor: Timestamp::from_millis(anchor),
+            },
+            _ => {
+                return Err(StoreError::Internal(format!(
+                    "schedule {}: no one timing",
+                    row.id
+                )));
+            }
+        };
+        let last_run = match (row.last_period, row.last_event_id) {
+            (Some(period), Some(event_id)) => Some(ScheduleRun {
+                period: Timestamp::from_millis(period),
+                event_id,
+                job_id: row.last_job_id.as_deref().map(decode::uuid).transpose()?,
+                jobs: decode::num("last_jobs", row.last_jobs.unwrap_or(0))?,
+            }),
+            _ => None,
+        };
+        Ok(Schedule {
+            definition: ScheduleDefinition {
+                id: row.id,
+                target,
+                timing,
+                event_id: row.event_id,
+                payload: row.payload,
+                ttl_ms: decode::opt_num("ttl_ms", row.ttl_ms)?,
+                max_attempts: decode::opt_num("max_attempts", row.max_attempts)?,
+                catch_up: decode::named::<CatchUp>("catch_up", &row.catch_up)?,
+                enabled: row.enabled,
+            },
+            created_at: Timestamp::from_millis(row.created_at),
+            updated_at: Timestamp::from_millis(row.updated_at),
+            next_period: decode::opt_ts(row.next_period),
+            last_run,
+            last_error: row.last_error,
+        })
+    }
+}
+
+fn opt_int(value: Option<u64>) -> Value {
+    Value::OptInt(value.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+/// Writes `definition` with cursor `next_period` at `now` (see
+/// [`crate::store::Store::put_schedule`]).
+pub(crate) async fn put<S: ScheduleStatements>(
+    db: &S,
+    definition: ScheduleDefinition,
+    next_period: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<Schedule, StoreError> {
+    let (subscriber, event_type) = match definition.target {
+        ScheduleTarget::Subscriber(id) => (Some(id), None),
+        ScheduleTarget::EventType(name) => (None, Some(name)),
+    };
+    let (cron, time_zone, every_ms, anchor) = match definition.timing {
+        ScheduleTiming::Cron { cron, time_zone } => (Some(cron), time_zone, None, None),
+        ScheduleTiming::Every { every_ms, anchor } => (
+            None,
+            "UTC".to_owned(),
+            Some(every_ms),
+            Some(anchor.as_millis()),
+        ),
+    };
+    let query = Query::new(S::PUT)
+        .text(definition.id)
+        .bind(Value::OptText(subscriber))
+        .bind(Value::OptText(event_type))
+        .bind(Value::OptText(cron))
+        .text(time_zone)
+        .bind(opt_int(every_ms))
+        .bind(Value::OptInt(anchor))
+        .text(definition.event_id)
+        .text(definition.payload)
+        .bind(opt_int(definition.ttl_ms))
+        .bind(Value::OptInt(definition.max_attempts.map(i64::from)))
+        .text(definition.catch_up.as_str())
+        .bind(Value::Bool(definition.enabled))
+        .int(now.as_millis())
+        .bind(Value::OptInt(next_period.map(Timestamp::as_millis)));
+    let row: ScheduleRow = db
+        .transaction(move |tx| Box::pin(S::fetch_one(tx, query)))
+        .await?;
+    row.try_into()
+}
+
+/// Schedule `id`, or `None`.
+pub(crate) async fn get<S: ScheduleStatements>(
+    db: &S,
+    id: &str,
+) -> Result<Option<Schedule>, StoreError> {
+    let row: Option<ScheduleRow> = db.read_optional(Query::new(S::GET).text(id)).await?;
+    row.map(Schedule::try_from).transpose()
+}
+
+/// Schedules in id order, strictly after `page.after`.
+pub(crate) async fn list<S: ScheduleStatements>(
+    db: &S,
+    page: PageRequest<String>,
+) -> Result<Vec<Schedule>, StoreError> {
+    let query = Query::new(S::LIST)
+        .bind(Value::OptText(page.after))
+        .int(i64::from(page.limit));
+    let rows: Vec<ScheduleRow> = db.read_all(query).await?;
+    rows.into_iter().map(Schedule::try_from).collect()
+}
+
+/// Deletes schedule `id`; whether it existed.
+pub(crate) async fn delete<S: ScheduleStatements>(db: &S, id: &str) -> Result<bool, StoreError> {
+    Ok(db.write_alone(Query::new(S::DELETE).text(id)).await? > 0)
+}
+
+/// The enabled schedules whose cursor is at or before `until`, earliest first.
+pub(crate) async fn due<S: ScheduleStatements>(
+    db: &S,
+    until: Timestamp,
+    limit: u32,
+) -> Result<Vec<Schedule>, StoreError> {
+    let query = Query::new(S::DUE)
+        .int(until.as_millis())
+        .int(i64::from(limit));
+    let rows: Vec<ScheduleRow> = db.read_all(query).await?;
+    rows.into_iter().map(Schedule::try_from).collect()
+}
+
+/// The run's columns: period, event id, job id, jobs.
+fn run_values(query: Query, run: Option<&ScheduleRun>) -> Query {
+    query
+        .bind(Value::OptInt(run.map(|r| r.period.as_millis())))
+        .bind(Value::OptText(run.map(|r| r.event_id.clone())))
+        .bind(Value::OptText(
+            run.and_then(|r| r.job_id).map(|id| id.to_string()),
+        ))
+        .bind(Value::OptInt(run.map(|r| i64::from(r.jobs))))
+}
+
+/// Applies `advance` to schedule `id` if it is still as `seen`; whether it applied.
+pub(crate) async fn advance<S: ScheduleStatements>(
+    db: &S,
+    id: &str,
+    seen: ScheduleSeen,
+    advance: ScheduleAdvance,
+) -> Result<bool, StoreError> {
+    let query = Query::new(S::ADVANCE)
+        .text(id)
+        .int(seen.updated_at.as_millis())
+        .bind(Value::OptInt(seen.next_period.map(Timestamp::as_millis)))
+        .bind(Value::OptInt(advance.next_period.map(Timestamp::as_millis)))
+        .bind(Value::Bool(advance.run.is_some()));
+    let query = run_values(query, advance.run.as_ref()).bind(Value::OptText(advance.error));
+    Ok(db.write_alone(query).await? > 0)
+}
+
+/// Records a manual run of schedule `id`; whether it was recorded.
+pub(crate) async fn record_run<S: ScheduleStatements>(
+    db: &S,
+    id: &str,
+    run: ScheduleRun,
+) -> Result<bool, StoreError> {
+    let query = run_values(Query::new(S::RECORD_RUN).text(id), Some(&run));
+    Ok(db.write_alone(query).await? > 0)
+}

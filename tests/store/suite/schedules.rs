@@ -1,0 +1,274 @@
+//! Recurring schedules as stored (issue #20): put, read, list, delete; the due read;
+//! the scheduler's conditional advance; a manual run's record.
+
+use deferhook::domain::recurring::CatchUp;
+use deferhook::store::{
+    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleRun, ScheduleTarget,
+    ScheduleTiming, SharedStore,
+};
+
+use crate::support::{at, fresh_id};
+
+/// A schedule of subscriber `s`, hourly in UTC.
+pub fn hourly(id: &str) -> ScheduleDefinition {
+    ScheduleDefinition {
+        id: id.to_owned(),
+        target: ScheduleTarget::Subscriber("s".into()),
+        timing: ScheduleTiming::Cron {
+            cron: "0 * * * *".into(),
+            time_zone: "UTC".into(),
+        },
+        event_id: "cleanup:room-7:{period_start}".into(),
+        payload: r#"{"room": 7}"#.into(),
+        ttl_ms: Some(60_000),
+        max_attempts: Some(3),
+        catch_up: CatchUp::Latest,
+        enabled: true,
+    }
+}
+
+async fn ids_due(store: &SharedStore, until: i64) -> Vec<String> {
+    store
+        .due_schedules(at(until), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.definition.id)
+        .collect()
+}
+
+store_case!(
+    a_schedule_is_put_read_listed_and_deleted,
+    async |store: SharedStore| {
+        let every = ScheduleDefinition {
+            target: ScheduleTarget::EventType("report.daily".into()),
+            timing: ScheduleTiming::Every {
+                every_ms: 90_000,
+                anchor: at(-5),
+            },
+            catch_up: CatchUp::None,
+            ttl_ms: None,
+            max_attempts: None,
+            ..hourly("b-every")
+        };
+        let stored = store
+            .put_schedule(every.clone(), Some(at(1_000)), at(0))
+            .await
+            .unwrap();
+        let expected = Schedule {
+            definition: every.clone(),
+            created_at: at(0),
+            updated_at: at(0),
+            next_period: Some(at(1_000)),
+            last_run: None,
+            last_error: None,
+        };
+        assert_eq!(stored, expected);
+        assert_eq!(store.get_schedule("b-every").await.unwrap(), Some(expected));
+        store
+            .put_schedule(hourly("a-cron"), Some(at(2_000)), at(0))
+            .await
+            .unwrap();
+        let first = store
+            .list_schedules(PageRequest {
+                after: None,
+                limit: 1,
+            })
+            .await
+            .unwrap();
+        assert_eq!(first[0].definition.id, "a-cron");
+        let rest = store
+            .list_schedules(PageRequest {
+                after: Some("a-cron".into()),
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].definition, every);
+
+        assert!(store.delete_schedule("b-every").await.unwrap());
+        assert!(!store.delete_schedule("b-every").await.unwrap());
+        assert_eq!(store.get_schedule("b-every").await.unwrap(), None);
+    }
+);
+
+store_case!(
+    a_put_replaces_the_definition_and_keeps_creation_and_last_run,
+    async |store: SharedStore| {
+        let first = store
+            .put_schedule(hourly("h"), Some(at(1_000)), at(0))
+            .await
+            .unwrap();
+        let run = ScheduleRun {
+            period: at(1_000),
+            event_id: "cleanup:room-7:x".into(),
+            job_id: Some(fresh_id()),
+            jobs: 1,
+        };
+        let advance = ScheduleAdvance {
+            next_period: Some(at(2_000)),
+            run: Some(run.clone()),
+            error: None,
+        };
+        assert!(
+            store
+                .advance_schedule("h", first.seen(), advance)
+                .await
+                .unwrap()
+        );
+        let changed = ScheduleDefinition {
+            payload: r#"{"room": 8}"#.into(),
+            enabled: false,
+            ..hourly("h")
+        };
+        let replaced = store
+            .put_schedule(changed.clone(), Some(at(2_000)), at(500))
+            .await
+            .unwrap();
+        assert_eq!(replaced.definition, changed);
+        assert_eq!(replaced.created_at, at(0));
+        assert_eq!(replaced.updated_at, at(500));
+        assert_eq!(replaced.last_run, Some(run));
+    }
+);
+
+store_case!(
+    only_enabled_schedules_due_by_the_bound_are_read_earliest_first,
+    async |store: SharedStore| {
+        for (id, next, enabled) in [
+            ("late", Some(3_000), true),
+            ("soon", Some(1_000), true),
+            ("paused", Some(500), false),
+            ("over", None, true),
+        ] {
+            let definition = ScheduleDefinition {
+                enabled,
+                ..hourly(id)
+            };
+            store
+                .put_schedule(definition, next.map(at), at(0))
+                .await
+                .unwrap();
+        }
+        assert_eq!(ids_due(&store, 999).await, Vec::<String>::new());
+        assert_eq!(ids_due(&store, 1_000).await, ["soon"]);
+        assert_eq!(ids_due(&store, 5_000).await, ["soon", "late"]);
+    }
+);
+
+store_case!(
+    an_advance_applies_only_to_the_schedule_as_read,
+    async |store: SharedStore| {
+        let read = store
+            .put_schedule(hourly("h"), Some(at(1_000)), at(0))
+            .await
+            .unwrap();
+        let advance = |next: i64, error: Option<&str>| ScheduleAdvance {
+            next_period: Some(at(next)),
+            run: None,
+            error: error.map(str::to_owned),
+        };
+        assert!(
+            store
+                .advance_schedule("h", read.seen(), advance(2_000, None))
+                .await
+                .unwrap()
+        );
+        // A second instance that read the same cursor is too late.
+        assert!(
+            !store
+                .advance_schedule("h", read.seen(), advance(3_000, None))
+                .await
+                .unwrap()
+        );
+        let now = store.get_schedule("h").await.unwrap().unwrap();
+        assert_eq!(now.next_period, Some(at(2_000)));
+        // So is a pass that read the schedule before a producer replaced it.
+        store
+            .put_schedule(hourly("h"), Some(at(2_000)), at(100))
+            .await
+            .unwrap();
+        assert!(
+            !store
+                .advance_schedule("h", now.seen(), advance(4_000, None))
+                .await
+                .unwrap()
+        );
+        // An error is kept without a run, and cleared by one.
+        let now = store.get_schedule("h").await.unwrap().unwrap();
+        assert!(
+            store
+                .advance_schedule(
+                    "h",
+                    now.seen(),
+                    advance(5_000, Some("subscriber `s` does not exist"))
+                )
+                .await
+                .unwrap()
+        );
+        let errored = store.get_schedule("h").await.unwrap().unwrap();
+        assert_eq!(
+            errored.last_error.as_deref(),
+            Some("subscriber `s` does not exist")
+        );
+        assert_eq!(errored.next_period, Some(at(5_000)));
+        let run = ScheduleRun {
+            period: at(5_000),
+            event_id: "e".into(),
+            job_id: None,
+            jobs: 0,
+        };
+        let with_run = ScheduleAdvance {
+            run: Some(run.clone()),
+            ..advance(6_000, None)
+        };
+        assert!(
+            store
+                .advance_schedule("h", errored.seen(), with_run)
+                .await
+                .unwrap()
+        );
+        let cleared = store.get_schedule("h").await.unwrap().unwrap();
+        assert_eq!(cleared.last_error, None);
+        assert_eq!(cleared.last_run, Some(run));
+        // A schedule with no period left stops.
+        let stop = ScheduleAdvance {
+            next_period: None,
+            run: None,
+            error: None,
+        };
+        assert!(
+            store
+                .advance_schedule("h", cleared.seen(), stop)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.get_schedule("h").await.unwrap().unwrap().next_period,
+            None
+        );
+    }
+);
+
+store_case!(
+    a_manual_run_never_records_an_earlier_period_over_a_later_one,
+    async |store: SharedStore| {
+        store
+            .put_schedule(hourly("h"), Some(at(1_000)), at(0))
+            .await
+            .unwrap();
+        let run = |period: i64| ScheduleRun {
+            period: at(period),
+            event_id: format!("e{period}"),
+            job_id: Some(fresh_id()),
+            jobs: 1,
+        };
+        assert!(store.record_schedule_run("h", run(2_000)).await.unwrap());
+        assert!(!store.record_schedule_run("h", run(1_000)).await.unwrap());
+        assert!(store.record_schedule_run("h", run(2_000)).await.unwrap());
+        let stored = store.get_schedule("h").await.unwrap().unwrap();
+        assert_eq!(stored.last_run.map(|r| r.period), Some(at(2_000)));
+        assert!(!store.record_schedule_run("nope", run(3_000)).await.unwrap());
+    }
+);
