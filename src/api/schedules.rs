@@ -66,7 +66,7 @@ pub struct PutScheduleRequest {
     #[schema(minimum = 1000, maximum = 31_622_400_000_u64)]
     pub every_ms: Option<u64>,
     /// With `every_ms`: one period's start (RFC 3339 with an offset); default: when
-    /// the schedule was created. Kept when left out on update.
+    /// the schedule was created, to the second. Kept when left out on update.
     #[schema(format = DateTime)]
     pub anchor: Option<String>,
     /// With `cron`: the IANA time zone its wall clock is read in (default `UTC`).
@@ -303,7 +303,10 @@ fn definition(
                     errors.push(FieldError::new("anchor", e.to_string()));
                     None
                 }
-                None => Some(stored_anchor.unwrap_or(now)),
+                // The schedule's creation, to the second: event ids without milliseconds.
+                None => Some(stored_anchor.unwrap_or_else(|| {
+                    Timestamp::from_millis(now.as_millis().div_euclid(1_000) * 1_000)
+                })),
             };
             anchor.and_then(|anchor| {
                 Recurrence::every(every_ms, anchor)

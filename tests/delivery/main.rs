@@ -32,6 +32,7 @@ mod process;
 mod replay;
 mod resend;
 mod retry_after;
+mod schedules;
 mod secrets;
 mod signing;
 mod skewed_clocks;

@@ -14,7 +14,7 @@ const C07_PAYLOAD: &str = r#"{"b":1,"a":"\u001B é \u2028 😀","n":123456789012
 
 /// Verifies `webhook-signature` over the received bytes, independently of deferhook's
 /// own signing code.
-fn verifies(secret: &str, request: &Recorded) -> bool {
+pub(crate) fn verifies(secret: &str, request: &Recorded) -> bool {
     let key = STANDARD
         .decode(secret.strip_prefix("whsec_").unwrap())
         .unwrap();
