@@ -196,6 +196,9 @@ fn register() {
     for state in PURGED_STATES {
         counter!("deferhook_jobs_purged_total", "state" => state.as_str()).absolute(0);
     }
+    for outcome in PERIOD_OUTCOMES {
+        counter!("deferhook_schedule_periods_total", "outcome" => outcome).absolute(0);
+    }
     describe_counter!(
         "deferhook_audit_write_failures_total",
         "Operator actions answered 2xx whose audit entry could not be written."
@@ -235,8 +238,12 @@ pub fn jobs_accepted(n: u64) {
     counter!("deferhook_jobs_accepted_total").increment(n);
 }
 
-/// `n` periods of recurring schedules came to `outcome`: `created` (their jobs made),
-/// `skipped` (missed, by the catch-up policy) or `refused` (no job could be made).
+/// The outcomes of a recurring schedule's period: `created` (its jobs made, or found
+/// already there), `skipped` (missed, by the catch-up policy), `refused` (no job could
+/// be made; docs/DESIGN.md §5.14).
+pub const PERIOD_OUTCOMES: [&str; 3] = ["created", "skipped", "refused"];
+
+/// `n` periods of recurring schedules came to `outcome`, one of [`PERIOD_OUTCOMES`].
 pub fn schedule_periods(outcome: &'static str, n: u64) {
     counter!("deferhook_schedule_periods_total", "outcome" => outcome).increment(n);
 }

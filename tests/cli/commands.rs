@@ -301,6 +301,7 @@ fn a_fresh_instance_shows_every_metric() {
         ("deferhook_jobs_past_slo", "gauge"),
         ("deferhook_jobs_near_deadline", "gauge"),
         ("deferhook_jobs_purged_total", "counter"),
+        ("deferhook_schedule_periods_total", "counter"),
         ("deferhook_destinations_at_limit", "gauge"),
         ("deferhook_circuits", "gauge"),
         ("deferhook_worker_slots_busy", "gauge"),
@@ -324,6 +325,10 @@ fn a_fresh_instance_shows_every_metric() {
     }
     for state in ["delivered", "cancelled", "dead"] {
         let series = format!("deferhook_jobs_purged_total{{state=\"{state}\"}} 0\n");
+        assert!(text.contains(&series), "{series} is missing:\n{text}");
+    }
+    for outcome in ["created", "skipped", "refused"] {
+        let series = format!("deferhook_schedule_periods_total{{outcome=\"{outcome}\"}} 0\n");
         assert!(text.contains(&series), "{series} is missing:\n{text}");
     }
 }
