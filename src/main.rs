@@ -64,5 +64,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Events(args) => cli::events::run(args).await,
         Command::Subscribers(args) => cli::subscribers::run(args).await,
         Command::Audit(args) => cli::audit::run(args).await,
+        Command::Schedules(args) => cli::schedules::run(args).await,
     }
 }

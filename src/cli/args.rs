@@ -1,5 +1,6 @@
-//! Flags of the operator commands (`jobs`, `replay`, `destinations`), which talk to a
-//! running server over its HTTP API.
+//! Flags of the operator commands (`jobs`, `replay`, `destinations`, `subscribers`,
+//! `audit`; `events` and `schedules` have files of their own), which talk to a running
+//! server over its HTTP API.
 
 use std::fmt;
 
@@ -223,6 +224,12 @@ pub struct ListJobsArgs {
     /// Only jobs of this event.
     #[arg(long, value_name = "ID")]
     pub event: Option<String>,
+    /// Only jobs of this event type (exactly; no wildcard).
+    #[arg(long, value_name = "TYPE")]
+    pub event_type: Option<String>,
+    /// Only jobs created by this recurring schedule.
+    #[arg(long, value_name = "ID")]
+    pub schedule_id: Option<String>,
     /// Only dead jobs with this reason (e.g. `deadline_exceeded`, `non_retryable_response`).
     #[arg(long, value_name = "REASON")]
     pub dead_reason: Option<String>,

@@ -131,6 +131,15 @@ impl fmt::Display for ProblemDetails {
     }
 }
 
+/// A successful answer of [`ApiClient::call`].
+#[derive(Debug)]
+pub struct Answer {
+    /// Its status (e.g. `201 Created` or `200 OK`).
+    pub status: StatusCode,
+    /// Its JSON body; `None` when it has none (`204 No Content`).
+    pub body: Option<Value>,
+}
+
 /// Talks to one server.
 #[derive(Debug, Clone)]
 pub struct ApiClient {
@@ -195,12 +204,52 @@ impl ApiClient {
             .await
     }
 
+    /// Sends `body` (JSON text, sent byte for byte) with `method` to `segments` and
+    /// answers the status and the JSON body, if any: for the answers whose status
+    /// matters (`201` or `200`) or that may have no body (`204`).
+    pub async fn call(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: Option<String>,
+    ) -> Result<Answer, CliError> {
+        let url = self.url(segments, &[]);
+        let (status, bytes) = self.exchange(method, &url, body).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Answer { status, body: None });
+        }
+        let body = serde_json::from_slice(&bytes).map_err(|e| CliError::Unexpected {
+            url: url.to_string(),
+            cause: format!("not JSON ({e})"),
+        })?;
+        Ok(Answer {
+            status,
+            body: Some(body),
+        })
+    }
+
     async fn send(
         &self,
         method: Method,
         url: Url,
         body: Option<&Value>,
     ) -> Result<Value, CliError> {
+        let (_, bytes) = self
+            .exchange(method, &url, body.map(Value::to_string))
+            .await?;
+        serde_json::from_slice(&bytes).map_err(|e| CliError::Unexpected {
+            url: url.to_string(),
+            cause: format!("not JSON ({e})"),
+        })
+    }
+
+    /// One request; a non-2xx answer is its error.
+    async fn exchange(
+        &self,
+        method: Method,
+        url: &Url,
+        body: Option<String>,
+    ) -> Result<(StatusCode, bytes::Bytes), CliError> {
         let mut request = self
             .http
             .request(method, url.clone())
@@ -217,24 +266,19 @@ impl ApiClient {
             request = request.header(AUTHORIZATION, value);
         }
         if let Some(body) = body {
-            request = request
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.to_string());
+            request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
-        let response = request.send().await.map_err(|e| self.failed(&url, &e))?;
+        let response = request.send().await.map_err(|e| self.failed(url, &e))?;
         let status = response.status();
         let is_problem = response
             .headers()
             .get(CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-        let bytes = response.bytes().await.map_err(|e| self.failed(&url, &e))?;
+        let bytes = response.bytes().await.map_err(|e| self.failed(url, &e))?;
         if !status.is_success() {
             return Err(error_answer(status, is_problem, &bytes));
         }
-        serde_json::from_slice(&bytes).map_err(|e| CliError::Unexpected {
-            url: url.to_string(),
-            cause: format!("not JSON ({e})"),
-        })
+        Ok((status, bytes))
     }
 
     fn failed(&self, url: &Url, error: &reqwest::Error) -> CliError {

@@ -1,11 +1,12 @@
 //! The root of the `deferhook` command line: the global flags and the subcommands
 //! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`,
-//! `subscribers`, `audit`).
+//! `subscribers`, `schedules`, `audit`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use super::args::{AuditArgs, DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use super::event_args::EventsArgs;
+use super::schedule_args::SchedulesArgs;
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
@@ -52,6 +53,9 @@ pub enum Command {
     /// Show subscribers' health on a running server, resume paused ones, delete one
     /// (`list`, `resume`, `delete`).
     Subscribers(SubscribersArgs),
+    /// Define recurring schedules on a running server, show them, delete one, or
+    /// create the current period's jobs now (`list`, `show`, `put`, `delete`, `run`).
+    Schedules(SchedulesArgs),
     /// Show the trail of operator actions of a running server (`list`).
     Audit(AuditArgs),
 }

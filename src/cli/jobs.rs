@@ -15,6 +15,12 @@ pub struct Job {
     pub id: String,
     /// The producer's event id.
     pub event_id: String,
+    /// The event type it was created for, if any.
+    #[serde(default)]
+    pub event_type: Option<String>,
+    /// The recurring schedule that created it, if any.
+    #[serde(default)]
+    pub schedule_id: Option<String>,
     /// The subscriber it is delivered to.
     pub subscriber_id: String,
     /// Where it is in its life.
@@ -200,6 +206,8 @@ pub fn job_fields(job: &Job) -> String {
         ("id", job.id.clone()),
         ("subscriber", job.subscriber_id.clone()),
         ("event", job.event_id.clone()),
+        ("event_type", or_none(job.event_type.as_ref())),
+        ("schedule", or_none(job.schedule_id.as_ref())),
         ("state", job.state.clone()),
         ("attempts", attempts),
         ("waiting_reason", or_none(job.waiting_reason.as_ref())),
@@ -266,6 +274,8 @@ fn list_query(args: &ListJobsArgs) -> Vec<(&'static str, String)> {
         ("state", args.state.clone()),
         ("subscriber_id", args.subscriber.clone()),
         ("event_id", args.event.clone()),
+        ("event_type", args.event_type.clone()),
+        ("schedule_id", args.schedule_id.clone()),
         ("dead_reason", args.dead_reason.clone()),
         ("created_after", args.created_after.clone()),
         ("created_before", args.created_before.clone()),

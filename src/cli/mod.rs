@@ -3,7 +3,8 @@
 //! `deferhook replay create | status | cancel`,
 //! `deferhook destinations list | show | set`,
 //! `deferhook events list | show`,
-//! `deferhook subscribers list | resume | delete` and
+//! `deferhook subscribers list | resume | delete`,
+//! `deferhook schedules list | show | put | delete | run` and
 //! `deferhook audit list`.
 //!
 //! They print tables (or the server's JSON with `--json`); a problem+json answer
@@ -22,5 +23,7 @@ pub mod pages;
 pub mod progress;
 pub mod render;
 pub mod replay;
+pub mod schedule_args;
+pub mod schedules;
 pub mod subscriber_delete;
 pub mod subscribers;

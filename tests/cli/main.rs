@@ -22,5 +22,6 @@ mod replay_commands;
 mod replay_live;
 mod replay_slices;
 mod request_log;
+mod schedule_commands;
 mod secret_flags;
 mod subscriber_commands;
