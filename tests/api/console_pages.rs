@@ -163,3 +163,43 @@ async fn the_overview_lists_this_instance_from_its_heartbeat() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// A subscriber's page shows its event types; a job's page its event type and the
+/// schedule that made it (issue #20).
+#[tokio::test]
+async fn pages_show_event_types_and_schedules() {
+    let app = app_with().start().await;
+    app.put_subscriber(
+        "warehouse",
+        &json!({"url": "https://example.com/w", "event_types": ["shipment.*", "invoice.paid"]}),
+    )
+    .await;
+    let fan_out = json!({"event_id": "s-1", "event_type": "shipment.delivered", "payload": {}});
+    let typed = app.post_json("/v1/events", &fan_out).await.json();
+    let typed_id = typed["items"][0]["id"].as_str().unwrap().to_owned();
+    let schedule = json!({
+        "subscriber_id": "warehouse",
+        "every_ms": 60_000,
+        "event_id": "stock:{period_start}",
+        "payload": {},
+    });
+    app.put_json("/v1/schedules/stock-count", &schedule).await;
+    let ran = app
+        .post_json("/v1/schedules/stock-count/run", &json!({}))
+        .await
+        .json();
+    let scheduled_id = ran["items"][0]["id"].as_str().unwrap().to_owned();
+    let mut browser = Browser::new(&app);
+
+    let subscriber = browser.page("/console/subscribers/warehouse").await;
+    assert!(
+        subscriber.contains("shipment.*, invoice.paid"),
+        "{subscriber}"
+    );
+    let job = browser.page(&format!("/console/jobs/{typed_id}")).await;
+    assert!(job.contains("<dt>Event type</dt><dd class=\"mono\">shipment.delivered</dd>"));
+    assert!(!job.contains("<dt>Schedule</dt>"));
+    let job = browser.page(&format!("/console/jobs/{scheduled_id}")).await;
+    assert!(job.contains("<dt>Schedule</dt><dd class=\"mono\">stock-count</dd>"));
+    assert!(!job.contains("<dt>Event type</dt>"));
+}
