@@ -25,6 +25,8 @@ pub mod problem;
 pub mod query_params;
 pub mod replays;
 pub mod request_id;
+pub mod schedule_input;
+pub mod schedule_views;
 pub mod schedules;
 pub mod secret_rotation;
 mod subscriber_deletion;
