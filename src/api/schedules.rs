@@ -25,7 +25,7 @@ use crate::domain::Timestamp;
 use crate::domain::recurrence::period_text;
 use crate::domain::validate;
 use crate::scheduler::period::{PeriodError, create_period, recurrence_of};
-use crate::store::{CreateOutcome, PageRequest, ScheduleTarget};
+use crate::store::{PageRequest, ScheduleTarget};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -262,21 +262,12 @@ pub async fn run_schedule(
             PeriodError::Refused(reason) => ApiError::Conflict(reason),
             PeriodError::Store(error) => ApiError::from(error),
         })?;
-    let created = made
-        .outcomes
-        .iter()
-        .any(|o| matches!(o, CreateOutcome::Created(_)));
+    let created = made.created > 0;
     state
         .store
         .record_schedule_run(&id, made.run.clone())
         .await?;
-    let jobs = made
-        .outcomes
-        .into_iter()
-        .map(|outcome| match outcome {
-            CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => job,
-        })
-        .collect();
+    let jobs = made.jobs;
     let view = PeriodJobsView {
         period_start: made.run.period,
         event_id: made.run.event_id,

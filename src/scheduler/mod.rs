@@ -75,8 +75,9 @@ impl Scheduler {
     }
 
     /// One pass at `now`: every enabled schedule whose cursor is at or before `now +`
-    /// [`LEAD_MS`]. A store error ends the pass (the schedules not reached keep their
-    /// cursor and are passed again).
+    /// [`LEAD_MS`]. The store unavailable ends the pass (the schedules not reached keep
+    /// their cursor and are passed again); another store error for one schedule is
+    /// logged, and the pass goes on with the others.
     pub async fn pass(&self, now: Timestamp) -> Result<PassReport, StoreError> {
         let mut report = PassReport::default();
         loop {
@@ -87,8 +88,17 @@ impl Scheduler {
             let full = due.len() == DUE_BATCH as usize;
             let mut moved = 0;
             for schedule in due {
-                if self.pass_one(schedule, now, &mut report).await? {
-                    moved += 1;
+                let id = schedule.definition.id.clone();
+                match self.pass_one(schedule, now, &mut report).await {
+                    Ok(true) => moved += 1,
+                    Ok(false) => {}
+                    Err(error) if error.is_transient() => return Err(error),
+                    // One schedule's failure never holds the others back; its cursor
+                    // stays, and the next pass tries it again.
+                    Err(error) => {
+                        tracing::error!(schedule_id = %id, %error,
+                            "a schedule's pass failed; the other schedules go on");
+                    }
                 }
             }
             report.schedules += moved;

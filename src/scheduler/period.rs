@@ -12,7 +12,7 @@ use crate::domain::recurrence::{Recurrence, fill_event_id, period_text};
 use crate::domain::schedule::ScheduleFields;
 use crate::fan_out::{FanOutError, create_for_event_type};
 use crate::store::{
-    CreateOutcome, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
+    CreateOutcome, Job, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
     SharedStore, StoreError,
 };
 
@@ -37,7 +37,9 @@ pub struct PeriodJobs {
     /// What the schedule records of it.
     pub run: ScheduleRun,
     /// Each job, created now or already there, in subscriber id order.
-    pub outcomes: Vec<CreateOutcome>,
+    pub jobs: Vec<Job>,
+    /// How many of `jobs` were created now.
+    pub created: usize,
 }
 
 /// The periods of `definition`'s timing, or why its stored timing cannot be read (a
@@ -127,34 +129,40 @@ pub async fn create_period(
         Err(FanOutError::Store(StoreError::PayloadConflict { .. })) => {
             // Made before the payload changed: each job on its own, a conflict being
             // the period's job already there.
-            one_by_one(store, &definition.target, &job_for).await?
+            one_by_one(store, &definition.target, now, &job_for).await?
         }
         Err(FanOutError::Store(other)) => return Err(PeriodError::Store(other)),
     };
-    let created_now = outcomes
+    let created = outcomes
         .iter()
         .filter(|o| matches!(o, CreateOutcome::Created(_)))
         .count();
-    crate::metrics::jobs_accepted(created_now as u64);
-    let job_id = outcomes.first().map(|outcome| match outcome {
-        CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => job.id,
-    });
+    crate::metrics::jobs_accepted(created as u64);
+    let jobs: Vec<Job> = outcomes
+        .into_iter()
+        .map(|outcome| match outcome {
+            CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => job,
+        })
+        .collect();
     Ok(PeriodJobs {
         run: ScheduleRun {
             period: start,
             event_id,
-            job_id,
-            jobs: u32::try_from(outcomes.len()).unwrap_or(u32::MAX),
+            job_id: jobs.first().map(|job| job.id),
+            jobs: u32::try_from(jobs.len()).unwrap_or(u32::MAX),
         },
-        outcomes,
+        jobs,
+        created,
     })
 }
 
-/// The jobs of a period created one by one, each job whose key holds another payload
-/// left as it is (and not among the outcomes).
+/// The jobs of a period created one by one, at `now`: a job whose key holds another
+/// payload (made before the schedule's payload changed) is left as it is and counts as
+/// its subscriber's job of the period, read as it stands.
 async fn one_by_one(
     store: &SharedStore,
     target: &ScheduleTarget,
+    now: Timestamp,
     job_for: impl Fn(String, Option<&str>) -> NewJob,
 ) -> Result<Vec<CreateOutcome>, PeriodError> {
     let (ids, event_type) = match target {
@@ -172,7 +180,18 @@ async fn one_by_one(
     for id in ids {
         match store.create_jobs(vec![job_for(id, event_type)]).await {
             Ok(mut created) => outcomes.append(&mut created),
-            Err(StoreError::PayloadConflict { .. } | StoreError::UnknownSubscriber(_)) => {}
+            Err(StoreError::PayloadConflict { job_id, .. }) => {
+                let existing = store.get_job(job_id, now).await;
+                if let Some(job) = existing.map_err(PeriodError::Store)? {
+                    // Its stored payload is not read: nothing here shows it.
+                    outcomes.push(CreateOutcome::Existing {
+                        job,
+                        payload: String::new(),
+                    });
+                }
+            }
+            // Deleted since the match: no job of the period for it.
+            Err(StoreError::UnknownSubscriber(_)) => {}
             Err(other) => return Err(PeriodError::Store(other)),
         }
     }

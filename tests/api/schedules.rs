@@ -354,3 +354,30 @@ crate::on_both_backends!(
     the_periods_become_jobs_and_the_view_shows_the_last,
     run_makes_the_current_period_once_and_delete_keeps_the_jobs,
 );
+
+/// The payload changed after the period's job was made: the job made stays the
+/// period's job (the README's order: put, run, put another payload, run).
+#[tokio::test]
+async fn a_period_made_before_its_payload_changed_keeps_its_job() {
+    let app = app_with().start().await;
+    app.create_subscriber("room-7").await;
+    expect_json(&put(&app, "cleanup-room-7", &cleanup()).await, 201);
+    let first = expect_json(
+        &app.post_json("/v1/schedules/cleanup-room-7/run", &json!({}))
+            .await,
+        201,
+    );
+    let mut changed = cleanup();
+    changed["payload"] = json!({"room": 7});
+    expect_json(&put(&app, "cleanup-room-7", &changed).await, 200);
+    let again = expect_json(
+        &app.post_json("/v1/schedules/cleanup-room-7/run", &json!({}))
+            .await,
+        200,
+    );
+    assert_eq!(again["items"].as_array().unwrap().len(), 1, "{again}");
+    assert_eq!(again["items"][0]["id"], first["items"][0]["id"]);
+    let view = expect_json(&app.get("/v1/schedules/cleanup-room-7").await, 200);
+    assert_eq!(view["last_run"]["jobs"], 1);
+    assert_eq!(view["last_run"]["job"]["id"], first["items"][0]["id"]);
+}
