@@ -44,6 +44,12 @@ CREATE TABLE schedules (
     updated_at     INTEGER NOT NULL,
     -- the start of the earliest period whose jobs are not created yet; NULL: no more
     next_period    INTEGER,
+    -- counts the restarts of the cursor (a new timing, a resume): a scheduler moves the
+    -- cursor only if it and this are as it read them
+    cursor_version INTEGER NOT NULL DEFAULT 0,
+    -- a scheduler making the schedule's due periods holds it until then: the others
+    -- pass it by (it is taken over once this has passed)
+    leased_until   INTEGER,
     -- the last period whose jobs were created, its event id, one of its jobs (NULL
     -- when no subscriber matched) and how many it created
     last_period    INTEGER,

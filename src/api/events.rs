@@ -174,6 +174,16 @@ pub async fn fan_out(
     }
     .map_err(|error| match error {
         FanOutError::TooMany(_) => ApiError::invalid("event_type", error.to_string()),
+        // Matched subscribers deleted before their jobs were written, three times over.
+        FanOutError::Store(StoreError::UnknownSubscriber(_))
+            if request.subscriber_ids.is_none() =>
+        {
+            ApiError::Unavailable(
+                "the subscribers of this event type changed while its jobs were written; \
+                 nothing was created, retry"
+                    .into(),
+            )
+        }
         FanOutError::Store(StoreError::UnknownSubscriber(id)) => {
             ApiError::UnknownReference(FieldError::new(
                 "subscriber_ids",

@@ -7,9 +7,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::AppState;
 use super::problem::{ApiError, FieldError};
-use crate::domain::job_template::{JobFields, JobTemplate};
+use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::recurrence::{Recurrence, check_event_id_template, fill_event_id};
 use crate::domain::recurring::CatchUp;
 use crate::domain::schedule::ScheduleFields;
@@ -81,12 +80,12 @@ pub struct PutScheduleRequest {
 /// `existing`, with its periods; or a 422 naming every invalid field (413 for a
 /// payload over the limit).
 pub fn definition(
-    state: &AppState,
+    limits: JobLimits,
     id: &str,
     body: PutScheduleRequest,
     existing: Option<&ScheduleDefinition>,
     now: Timestamp,
-) -> Result<(ScheduleDefinition, Option<Recurrence>), ApiError> {
+) -> Result<(ScheduleDefinition, Recurrence), ApiError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::schedule_id(id) {
         errors.push(FieldError::new("schedule_id", message));
@@ -194,7 +193,7 @@ pub fn definition(
         max_attempts: body.max_attempts,
     };
     let mut job_errors = Vec::new();
-    JobTemplate::check(fields, now, state.job_limits, &mut job_errors)?;
+    JobTemplate::check(fields, now, limits, &mut job_errors)?;
     errors.extend(job_errors.into_iter().filter(|e| e.field != "event_id"));
     let (Some(target), Some(recurrence), true) = (target, recurrence, errors.is_empty()) else {
         return Err(ApiError::Invalid(errors));
@@ -220,5 +219,5 @@ pub fn definition(
         catch_up,
         enabled: body.enabled.or(existing.map(|d| d.enabled)).unwrap_or(true),
     };
-    Ok((definition, Some(recurrence)))
+    Ok((definition, recurrence))
 }

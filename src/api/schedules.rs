@@ -25,7 +25,7 @@ use crate::domain::Timestamp;
 use crate::domain::recurrence::period_text;
 use crate::domain::validate;
 use crate::scheduler::period::{PeriodError, create_period, recurrence_of};
-use crate::store::{PageRequest, ScheduleTarget};
+use crate::store::{PageRequest, SchedulePut, ScheduleTarget};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -66,8 +66,16 @@ pub async fn put_schedule(
     let now = state.clock.now();
     schedule_id(&id)?;
     let existing = state.store.get_schedule(&id).await?;
-    let stored = existing.as_ref().map(|s| &s.definition);
-    let (definition, recurrence) = definition(&state, &id, body, stored, now)?;
+    let stored = existing.as_ref().map(|s| s.definition.clone());
+    let enabled_given = body.enabled.is_some();
+    let (limits, checked_id) = (state.job_limits, id.clone());
+    // Reading a cron pattern searches its calendar (a pattern that is never due is
+    // searched far): off the request threads.
+    let (definition, recurrence) = tokio::task::spawn_blocking(move || {
+        definition(limits, &checked_id, body, stored.as_ref(), now)
+    })
+    .await
+    .map_err(|error| ApiError::Internal(format!("checking a schedule: {error}")))??;
     if let ScheduleTarget::Subscriber(subscriber) = &definition.target
         && state.store.get_subscriber(subscriber).await?.is_none()
     {
@@ -83,20 +91,15 @@ pub async fn put_schedule(
         )
             .into_response());
     }
-    // The periods start again from now when the timing changes or the schedule is
-    // resumed; otherwise the cursor stays (the periods made stay made).
-    let restart = existing.as_ref().is_none_or(|s| {
-        s.definition.timing != definition.timing || (!s.definition.enabled && definition.enabled)
-    });
-    let next_period = match (&existing, restart) {
-        (Some(existing), false) => existing.next_period,
-        _ => recurrence.and_then(|r| r.next_after(now)),
+    // The store keeps the cursor unless the timing changes or the schedule is resumed,
+    // and then starts the periods again from the first one after now.
+    let put = SchedulePut {
+        definition,
+        next_period: recurrence.next_after(now),
+        enabled_given,
     };
     let created = existing.is_none();
-    let schedule = state
-        .store
-        .put_schedule(definition, next_period, now)
-        .await?;
+    let schedule = state.store.put_schedule(put, now).await?;
     let view = full_view(&state, schedule, now).await?;
     if !created {
         return Ok((StatusCode::OK, Json(view)).into_response());
@@ -199,13 +202,20 @@ pub async fn list_schedules(
         })
         .await?;
     let now = state.clock.now();
-    Ok(Json(pagination::page(
-        Listing::Schedules,
-        fetched,
-        limit,
-        |s| s.definition.id.clone(),
-        |s| ScheduleView::new(s, now),
-    )))
+    // Each view searches its cron pattern's calendar for the next periods: off the
+    // request threads.
+    let page = tokio::task::spawn_blocking(move || {
+        pagination::page(
+            Listing::Schedules,
+            fetched,
+            limit,
+            |s| s.definition.id.clone(),
+            |s| ScheduleView::new(s, now),
+        )
+    })
+    .await
+    .map_err(|error| ApiError::Internal(format!("listing schedules: {error}")))?;
+    Ok(Json(page))
 }
 
 /// The jobs of one period of a schedule.

@@ -11,6 +11,7 @@ pub mod period;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::job_template::JobLimits;
@@ -26,6 +27,15 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// Most schedules one read takes; a pass reads again while reads come back full.
 const DUE_BATCH: u32 = 100;
 
+/// How many schedules one pass makes periods for at once: a schedule whose period fans
+/// out to thousands of subscribers does not hold the others back.
+const AT_ONCE: usize = 8;
+
+/// How long a scheduler holds a schedule it makes periods for: other instances pass it
+/// by meanwhile, and take it over once this has passed (its scheduler died), in
+/// milliseconds.
+pub const HOLD_MS: u64 = 30_000;
+
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PassReport {
@@ -37,6 +47,15 @@ pub struct PassReport {
     pub skipped: usize,
     /// Periods refused (see [`PeriodError::Refused`]).
     pub refused: usize,
+}
+
+impl PassReport {
+    fn add(&mut self, other: PassReport) {
+        self.schedules += other.schedules;
+        self.periods += other.periods;
+        self.skipped += other.skipped;
+        self.refused += other.refused;
+    }
 }
 
 /// Creates the jobs of due periods.
@@ -61,6 +80,11 @@ impl Scheduler {
     /// Passes every [`POLL`] until `stop`; a failed pass is logged and the next one
     /// tries again.
     pub async fn run(self, stop: CancellationToken) {
+        tracing::info!(
+            poll_ms = POLL.as_millis() as u64,
+            lead_ms = LEAD_MS,
+            "scheduler of recurring schedules running"
+        );
         let mut ticks = tokio::time::interval(POLL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -75,36 +99,65 @@ impl Scheduler {
     }
 
     /// One pass at `now`: every enabled schedule whose cursor is at or before `now +`
-    /// [`LEAD_MS`]. The store unavailable ends the pass (the schedules not reached keep
-    /// their cursor and are passed again); another store error for one schedule is
-    /// logged, and the pass goes on with the others.
+    /// [`LEAD_MS`] and that no other scheduler holds, [`AT_ONCE`] at a time, each held
+    /// while its periods are made and read at its own `now` (the clock's, when later).
+    /// The store unavailable ends the pass (the schedules not reached keep their
+    /// cursor and are passed again); another store error for one schedule is logged,
+    /// and the pass goes on with the others.
     pub async fn pass(&self, now: Timestamp) -> Result<PassReport, StoreError> {
         let mut report = PassReport::default();
         loop {
             let due = self
                 .store
-                .due_schedules(now.plus_ms(LEAD_MS), DUE_BATCH)
+                .due_schedules(now.plus_ms(LEAD_MS), DUE_BATCH, now)
                 .await?;
             let full = due.len() == DUE_BATCH as usize;
-            let mut moved = 0;
-            for schedule in due {
-                let id = schedule.definition.id.clone();
-                match self.pass_one(schedule, now, &mut report).await {
-                    Ok(true) => moved += 1,
+            let before = report.schedules;
+            let mut unavailable = None;
+            let mut waiting = due.into_iter();
+            let mut running = JoinSet::new();
+            loop {
+                while unavailable.is_none() && running.len() < AT_ONCE {
+                    let Some(schedule) = waiting.next() else {
+                        break;
+                    };
+                    let this = self.clone();
+                    running.spawn(async move {
+                        let id = schedule.definition.id.clone();
+                        let mut report = PassReport::default();
+                        let result = this.pass_one(schedule, now, &mut report).await;
+                        (id, report, result)
+                    });
+                }
+                let Some(joined) = running.join_next().await else {
+                    break;
+                };
+                let (id, one, result) = match joined {
+                    Ok(done) => done,
+                    Err(error) => {
+                        tracing::error!(%error, "a schedule's pass panicked");
+                        continue;
+                    }
+                };
+                report.add(one);
+                match result {
+                    Ok(true) => report.schedules += 1,
                     Ok(false) => {}
-                    Err(error) if error.is_transient() => return Err(error),
-                    // One schedule's failure never holds the others back; its cursor
-                    // stays, and the next pass tries it again.
+                    Err(error) if error.is_transient() => unavailable = Some(error),
+                    // One schedule's failure never holds the others back; its hold
+                    // ends at its expiry, and a later pass tries it again.
                     Err(error) => {
                         tracing::error!(schedule_id = %id, %error,
                             "a schedule's pass failed; the other schedules go on");
                     }
                 }
             }
-            report.schedules += moved;
+            if let Some(error) = unavailable {
+                return Err(error);
+            }
             // Another read only while this one was full and moved something (a
             // schedule another instance moved first would be read again forever).
-            if !full || moved == 0 {
+            if !full || report.schedules == before {
                 return Ok(report);
             }
         }
@@ -121,6 +174,17 @@ impl Scheduler {
         let Some(cursor) = schedule.next_period else {
             return Ok(false);
         };
+        // The instant of this schedule's pass: a pass over many schedules takes time.
+        let now = now.max(self.clock.now());
+        let hold = now.plus_ms(HOLD_MS);
+        if !self
+            .store
+            .lease_schedule(&definition.id, schedule.seen(), hold, now)
+            .await?
+        {
+            // Another instance holds it, or moved it since it was read.
+            return Ok(false);
+        }
         let recurrence = match recurrence_of(definition) {
             Ok(recurrence) => recurrence,
             Err(reason) => {
@@ -149,6 +213,9 @@ impl Scheduler {
                     report.periods += 1;
                     crate::metrics::schedule_periods("created", 1);
                     advance.run = Some(made.run);
+                    // A period made clears an earlier period's refusal, unless some of
+                    // its event ids are another job's.
+                    advance.error = made.taken;
                 }
                 Err(PeriodError::Refused(reason)) => {
                     report.refused += 1;

@@ -40,6 +40,9 @@ pub struct PeriodJobs {
     pub jobs: Vec<Job>,
     /// How many of `jobs` were created now.
     pub created: usize,
+    /// When some of the period's event ids are taken by other jobs (another schedule's
+    /// with the same template, or posted ones), which are not among `jobs`: says so.
+    pub taken: Option<String>,
 }
 
 /// The periods of `definition`'s timing, or why its stored timing cannot be read (a
@@ -138,12 +141,31 @@ pub async fn create_period(
         .filter(|o| matches!(o, CreateOutcome::Created(_)))
         .count();
     crate::metrics::jobs_accepted(created as u64);
-    let jobs: Vec<Job> = outcomes
+    let (jobs, others): (Vec<Job>, Vec<Job>) = outcomes
         .into_iter()
         .map(|outcome| match outcome {
             CreateOutcome::Created(job) | CreateOutcome::Existing { job, .. } => job,
         })
-        .collect();
+        .partition(|job| job.schedule_id.as_deref() == Some(definition.id.as_str()));
+    let taken = others.first().map(|other| {
+        let owner = match &other.schedule_id {
+            Some(schedule) => format!("schedule `{schedule}`"),
+            None => "a posted job".to_owned(),
+        };
+        format!(
+            "{} of the period's event ids belong to other jobs (`{}` of subscriber `{}` is \
+             job {} of {owner}): give this schedule an event id template of its own",
+            others.len(),
+            other.event_id,
+            other.subscriber_id,
+            other.id
+        )
+    });
+    if jobs.is_empty()
+        && let Some(taken) = taken
+    {
+        return Err(PeriodError::Refused(taken));
+    }
     Ok(PeriodJobs {
         run: ScheduleRun {
             period: start,
@@ -153,6 +175,7 @@ pub async fn create_period(
         },
         jobs,
         created,
+        taken,
     })
 }
 

@@ -515,15 +515,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         limit: u32,
     ) -> Result<Vec<String>, StoreError>;
 
-    /// Creates schedule `definition.id` at `now` with cursor `next_period`, or replaces
-    /// its definition and cursor keeping its `created_at` and last run (its last error
-    /// is cleared); returns it as stored.
-    async fn put_schedule(
-        &self,
-        definition: ScheduleDefinition,
-        next_period: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Schedule, StoreError>;
+    /// Creates schedule `put.definition.id` at `now` with cursor `put.next_period`, or
+    /// replaces its definition in one statement, keeping its `created_at`, its last run
+    /// and, unless `put.enabled_given`, its `enabled` (its last error is cleared). The
+    /// cursor of an existing schedule restarts at `put.next_period` only when the put
+    /// changes its cron, zone, interval or anchor, or enables it; otherwise it stays as
+    /// stored (however a scheduler moved it meanwhile). Returns it as stored.
+    async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError>;
 
     /// One schedule, or `None`.
     async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError>;
@@ -534,17 +532,31 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes schedule `id` (the jobs it created stay); whether it existed.
     async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError>;
 
-    /// The enabled schedules whose cursor (`next_period`) is at or before `until`,
-    /// earliest first, at most `limit`.
+    /// The enabled schedules whose cursor (`next_period`) is at or before `until` and
+    /// that no scheduler holds at `now` ([`Store::lease_schedule`]), earliest first, at
+    /// most `limit`.
     async fn due_schedules(
         &self,
         until: Timestamp,
         limit: u32,
+        now: Timestamp,
     ) -> Result<Vec<Schedule>, StoreError>;
 
-    /// Applies a pass of the scheduler to schedule `id` only if it is still as `seen`
-    /// (same `updated_at` and cursor: another instance's pass, or a producer's put,
-    /// meanwhile leaves it alone); whether it applied.
+    /// Holds schedule `id` for this scheduler until `until`, if its cursor is still as
+    /// `seen` and no scheduler holds it at `now`; whether it is held. Other instances
+    /// pass a held schedule by; [`Store::advance_schedule`] ends the hold, and a hold
+    /// whose scheduler died ends at `until`.
+    async fn lease_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
+    /// Applies a pass of the scheduler to schedule `id` and ends its hold, only if its
+    /// cursor is still as `seen` (its version and position: a put that restarted it,
+    /// or another instance's pass, meanwhile leaves it alone); whether it applied.
     async fn advance_schedule(
         &self,
         id: &str,

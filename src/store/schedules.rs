@@ -8,8 +8,8 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::{Query, Value};
 use crate::store::records::{
-    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleRun, ScheduleSeen,
-    ScheduleTarget, ScheduleTiming,
+    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut, ScheduleRun,
+    ScheduleSeen, ScheduleTarget, ScheduleTiming,
 };
 use crate::store::transactions::Transactions;
 
@@ -19,7 +19,10 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// Inserts schedule `$1`, or replaces its definition keeping `created_at` and the
     /// last run: subscriber `$2`, event type `$3`, cron `$4`, time zone `$5`, every
     /// `$6`, anchor `$7`, event id `$8`, payload `$9`, ttl `$10`, max attempts `$11`,
-    /// catch-up `$12`, enabled `$13`, at `$14`, cursor `$15`; clears the last error.
+    /// catch-up `$12`, enabled `$13` (kept unless `$16`), at `$14`; clears the last
+    /// error. The cursor is `$15` on insert, and on a restart (a new cron, zone,
+    /// interval or anchor, or `$16` enabling a paused one), which also counts in
+    /// `cursor_version` and ends a scheduler's lease; otherwise it stays as stored.
     const PUT: &'static str;
     /// Schedule `$1`.
     const GET: &'static str;
@@ -27,13 +30,16 @@ pub(crate) trait ScheduleStatements: Transactions {
     const LIST: &'static str;
     /// Deletes schedule `$1`.
     const DELETE: &'static str;
-    /// The enabled schedules whose cursor is at or before `$1`, earliest first, at
-    /// most `$2` (`schedules_due`).
+    /// The enabled schedules whose cursor is at or before `$1` and that no scheduler
+    /// holds at `$3`, earliest first, at most `$2` (`schedules_due`).
     const DUE: &'static str;
-    /// Moves schedule `$1`'s cursor to `$4` if its `updated_at` is `$2` and its cursor
-    /// `$3` (either may be NULL); with `$5`, records the run of period `$6` (event id
-    /// `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not NULL, else
-    /// clears it with `$5`.
+    /// Holds schedule `$1` until `$4` if its cursor is `$2` (NULL included) at version
+    /// `$3` and no scheduler holds it at `$5`.
+    const LEASE: &'static str;
+    /// Moves schedule `$1`'s cursor to `$4` and ends its lease if its cursor version is
+    /// `$2` and its cursor `$3` (NULL included); with `$5`, records the run of period
+    /// `$6` (event id `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not
+    /// NULL, else clears it with `$5`.
     const ADVANCE: &'static str;
     /// Records on schedule `$1` the run of period `$2` (event id `$3`, job `$4`, `$5`
     /// jobs) unless a later period's is recorded; clears the last error.
@@ -59,6 +65,7 @@ pub struct ScheduleRow {
     created_at: i64,
     updated_at: i64,
     next_period: Option<i64>,
+    cursor_version: i64,
     last_period: Option<i64>,
     last_event_id: Option<String>,
     last_job_id: Option<String>,
@@ -82,6 +89,7 @@ crate::store::sqlite::direct::rows::lite_row!(ScheduleRow {
     created_at,
     updated_at,
     next_period,
+    cursor_version,
     last_period,
     last_event_id,
     last_job_id,
@@ -143,6 +151,7 @@ impl TryFrom<ScheduleRow> for Schedule {
             created_at: Timestamp::from_millis(row.created_at),
             updated_at: Timestamp::from_millis(row.updated_at),
             next_period: decode::opt_ts(row.next_period),
+            cursor_version: decode::num("cursor_version", row.cursor_version)?,
             last_run,
             last_error: row.last_error,
         })
@@ -153,14 +162,18 @@ fn opt_int(value: Option<u64>) -> Value {
     Value::OptInt(value.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
-/// Writes `definition` with cursor `next_period` at `now` (see
-/// [`crate::store::Store::put_schedule`]).
+/// Writes `definition` at `now`, with cursor `next_period` if it is created or
+/// restarted (see [`crate::store::Store::put_schedule`]).
 pub(crate) async fn put<S: ScheduleStatements>(
     db: &S,
-    definition: ScheduleDefinition,
-    next_period: Option<Timestamp>,
+    put: SchedulePut,
     now: Timestamp,
 ) -> Result<Schedule, StoreError> {
+    let SchedulePut {
+        definition,
+        next_period,
+        enabled_given,
+    } = put;
     let (subscriber, event_type) = match definition.target {
         ScheduleTarget::Subscriber(id) => (Some(id), None),
         ScheduleTarget::EventType(name) => (None, Some(name)),
@@ -189,7 +202,8 @@ pub(crate) async fn put<S: ScheduleStatements>(
         .text(definition.catch_up.as_str())
         .bind(Value::Bool(definition.enabled))
         .int(now.as_millis())
-        .bind(Value::OptInt(next_period.map(Timestamp::as_millis)));
+        .bind(Value::OptInt(next_period.map(Timestamp::as_millis)))
+        .bind(Value::Bool(enabled_given));
     let row: ScheduleRow = db
         .transaction(move |tx| Box::pin(S::fetch_one(tx, query)))
         .await?;
@@ -222,15 +236,18 @@ pub(crate) async fn delete<S: ScheduleStatements>(db: &S, id: &str) -> Result<bo
     Ok(db.write_alone(Query::new(S::DELETE).text(id)).await? > 0)
 }
 
-/// The enabled schedules whose cursor is at or before `until`, earliest first.
+/// The enabled schedules whose cursor is at or before `until` and that no scheduler
+/// holds at `now`, earliest first.
 pub(crate) async fn due<S: ScheduleStatements>(
     db: &S,
     until: Timestamp,
     limit: u32,
+    now: Timestamp,
 ) -> Result<Vec<Schedule>, StoreError> {
     let query = Query::new(S::DUE)
         .int(until.as_millis())
-        .int(i64::from(limit));
+        .int(i64::from(limit))
+        .int(now.as_millis());
     let rows: Vec<ScheduleRow> = db.read_all(query).await?;
     rows.into_iter().map(Schedule::try_from).collect()
 }
@@ -246,7 +263,30 @@ fn run_values(query: Query, run: Option<&ScheduleRun>) -> Query {
         .bind(Value::OptInt(run.map(|r| i64::from(r.jobs))))
 }
 
-/// Applies `advance` to schedule `id` if it is still as `seen`; whether it applied.
+fn version(seen: ScheduleSeen) -> i64 {
+    i64::try_from(seen.cursor_version).unwrap_or(i64::MAX)
+}
+
+/// Holds schedule `id` until `until` if its cursor is still as `seen` and no scheduler
+/// holds it at `now`; whether it is now held.
+pub(crate) async fn lease<S: ScheduleStatements>(
+    db: &S,
+    id: &str,
+    seen: ScheduleSeen,
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let query = Query::new(S::LEASE)
+        .text(id)
+        .bind(Value::OptInt(seen.next_period.map(Timestamp::as_millis)))
+        .int(version(seen))
+        .int(until.as_millis())
+        .int(now.as_millis());
+    Ok(db.write_alone(query).await? > 0)
+}
+
+/// Applies `advance` to schedule `id` if its cursor is still as `seen`; whether it
+/// applied.
 pub(crate) async fn advance<S: ScheduleStatements>(
     db: &S,
     id: &str,
@@ -255,7 +295,7 @@ pub(crate) async fn advance<S: ScheduleStatements>(
 ) -> Result<bool, StoreError> {
     let query = Query::new(S::ADVANCE)
         .text(id)
-        .int(seen.updated_at.as_millis())
+        .int(version(seen))
         .bind(Value::OptInt(seen.next_period.map(Timestamp::as_millis)))
         .bind(Value::OptInt(advance.next_period.map(Timestamp::as_millis)))
         .bind(Value::Bool(advance.run.is_some()));

@@ -416,14 +416,9 @@ impl Store for Outage {
             .subscribers_of_event_type(event_type, limit)
             .await
     }
-    async fn put_schedule(
-        &self,
-        definition: ScheduleDefinition,
-        next_period: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Schedule, StoreError> {
+    async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError> {
         self.check()?;
-        self.inner.put_schedule(definition, next_period, now).await
+        self.inner.put_schedule(put, now).await
     }
     async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
         self.check()?;
@@ -441,9 +436,20 @@ impl Store for Outage {
         &self,
         until: Timestamp,
         limit: u32,
+        now: Timestamp,
     ) -> Result<Vec<Schedule>, StoreError> {
         self.check()?;
-        self.inner.due_schedules(until, limit).await
+        self.inner.due_schedules(until, limit, now).await
+    }
+    async fn lease_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.lease_schedule(id, seen, until, now).await
     }
     async fn advance_schedule(
         &self,

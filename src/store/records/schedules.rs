@@ -85,6 +85,8 @@ pub struct Schedule {
     /// The start of the earliest period whose jobs are not created yet; `None` when no
     /// period follows.
     pub next_period: Option<Timestamp>,
+    /// How many times a put restarted the cursor (a new timing, a resume).
+    pub cursor_version: u64,
     /// The last period whose jobs were created.
     pub last_run: Option<ScheduleRun>,
     /// Why the last period reached created no job (its subscriber does not exist,
@@ -92,12 +94,12 @@ pub struct Schedule {
     pub last_error: Option<String>,
 }
 
-/// What the scheduler read of a schedule, for a conditional write: its definition
-/// (`updated_at`) and its cursor.
+/// What the scheduler read of a schedule's cursor, for a conditional write: a put that
+/// restarted the cursor, or another instance's pass, moved it since.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduleSeen {
-    /// `updated_at` as read.
-    pub updated_at: Timestamp,
+    /// `cursor_version` as read.
+    pub cursor_version: u64,
     /// `next_period` as read.
     pub next_period: Option<Timestamp>,
 }
@@ -106,7 +108,7 @@ impl Schedule {
     /// What a conditional write checks.
     pub fn seen(&self) -> ScheduleSeen {
         ScheduleSeen {
-            updated_at: self.updated_at,
+            cursor_version: self.cursor_version,
             next_period: self.next_period,
         }
     }
@@ -122,4 +124,17 @@ pub struct ScheduleAdvance {
     pub run: Option<ScheduleRun>,
     /// Why a period created no job; `None` clears it when `run` is given, else keeps it.
     pub error: Option<String>,
+}
+
+/// A producer's put of a schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulePut {
+    /// The definition as it is to be stored.
+    pub definition: ScheduleDefinition,
+    /// The cursor if the put creates the schedule or restarts its periods: the first
+    /// period after now.
+    pub next_period: Option<Timestamp>,
+    /// Whether the put gave `enabled` (else the stored value stays, whatever
+    /// `definition.enabled` says).
+    pub enabled_given: bool,
 }

@@ -733,13 +733,8 @@ impl Store for SqliteStore {
         shared::event_types::subscribers_of(&self.db, event_type, limit).await
     }
 
-    async fn put_schedule(
-        &self,
-        definition: ScheduleDefinition,
-        next_period: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<Schedule, StoreError> {
-        shared::schedules::put(&self.db, definition, next_period, now).await
+    async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError> {
+        shared::schedules::put(&self.db, put, now).await
     }
 
     async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
@@ -758,8 +753,19 @@ impl Store for SqliteStore {
         &self,
         until: Timestamp,
         limit: u32,
+        now: Timestamp,
     ) -> Result<Vec<Schedule>, StoreError> {
-        shared::schedules::due(&self.db, until, limit).await
+        shared::schedules::due(&self.db, until, limit, now).await
+    }
+
+    async fn lease_schedule(
+        &self,
+        id: &str,
+        seen: ScheduleSeen,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        shared::schedules::lease(&self.db, id, seen, until, now).await
     }
 
     async fn advance_schedule(

@@ -15,6 +15,7 @@ use deferhook::store::{
     Job, JobFilter, ScheduleDefinition, ScheduleTarget, ScheduleTiming, SharedStore, SubscriberPut,
 };
 
+use crate::suite::schedules::put_of;
 use crate::support::{Backend, list_at, subscriber_put};
 
 const LIMITS: JobLimits = JobLimits {
@@ -53,7 +54,10 @@ fn cron(id: &str, pattern: &str, zone: &str) -> ScheduleDefinition {
 /// Stores `definition` as created at `now`: its cursor the first period after `now`.
 async fn put(store: &SharedStore, definition: ScheduleDefinition, now: Timestamp) {
     let next = recurrence_of(&definition).unwrap().next_after(now);
-    store.put_schedule(definition, next, now).await.unwrap();
+    store
+        .put_schedule(put_of(definition, next), now)
+        .await
+        .unwrap();
 }
 
 async fn pass(store: &SharedStore, now: &str) -> PassReport {
@@ -489,5 +493,43 @@ store_case!(
             PassReport::default()
         );
         assert!(jobs_of(&store, "h").await.is_empty());
+    }
+);
+
+store_case!(
+    two_schedules_with_one_template_do_not_share_a_period_silently,
+    async |store: SharedStore| {
+        add(&store, "s", &[]).await;
+        for (id, from) in [("col-a", "A"), ("col-b", "B")] {
+            let every = ScheduleDefinition {
+                timing: ScheduleTiming::Every {
+                    every_ms: 60_000,
+                    anchor: t("2026-11-30T10:00:00Z"),
+                },
+                event_id: "{period_start}".into(),
+                payload: format!(r#"{{"from":"{from}"}}"#),
+                ..cron(id, "", "")
+            };
+            put(&store, every, t("2026-11-30T10:15:30Z")).await;
+        }
+        let report = pass(&store, "2026-11-30T10:15:56Z").await;
+        assert_eq!((report.periods, report.refused), (1, 1));
+        let (a, b) = (
+            jobs_of(&store, "col-a").await,
+            jobs_of(&store, "col-b").await,
+        );
+        assert_eq!(
+            a.len() + b.len(),
+            1,
+            "one job for the one (subscriber, event id)"
+        );
+        let loser = if a.is_empty() { "col-a" } else { "col-b" };
+        let schedule = store.get_schedule(loser).await.unwrap().unwrap();
+        let error = schedule.last_error.unwrap();
+        assert!(
+            error.contains("event ids belong to other jobs")
+                && error.contains("an event id template of its own"),
+            "{error}"
+        );
     }
 );
