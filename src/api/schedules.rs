@@ -84,6 +84,21 @@ pub async fn put_schedule(
             format!("subscriber `{subscriber}` does not exist"),
         )));
     }
+    if let Some(other) = state.store.schedule_sharing_template(&definition).await? {
+        let whom = match &definition.target {
+            ScheduleTarget::Subscriber(id) => format!("subscriber `{id}`"),
+            ScheduleTarget::EventType(_) => "the subscribers of an event type".to_owned(),
+        };
+        return Err(ApiError::invalid(
+            "event_id",
+            format!(
+                "schedule `{other}` makes event ids from this template for {whom} too, so \
+                 their periods would share jobs: give each schedule a template of its own \
+                 (e.g. `{}:{{period_start}}`)",
+                definition.id
+            ),
+        ));
+    }
     if let Some(existing) = existing.as_ref().filter(|s| s.definition == definition) {
         return Ok((
             StatusCode::OK,

@@ -31,6 +31,9 @@ const DUE_BATCH: u32 = 100;
 /// out to thousands of subscribers does not hold the others back.
 const AT_ONCE: usize = 8;
 
+/// Most passes running at once in one instance ([`Scheduler::run`]).
+pub const PASSES_AT_ONCE: usize = 4;
+
 /// How long a scheduler holds a schedule it makes periods for: other instances pass it
 /// by meanwhile, and take it over once this has passed (its scheduler died), in
 /// milliseconds.
@@ -77,8 +80,11 @@ impl Scheduler {
         }
     }
 
-    /// Passes every [`POLL`] until `stop`; a failed pass is logged and the next one
-    /// tries again.
+    /// Starts a pass every [`POLL`] until `stop`, without waiting for the passes still
+    /// running (at most [`PASSES_AT_ONCE`]): a schedule whose period fans out to
+    /// thousands of subscribers is held by the pass making it, and the next passes make
+    /// the other schedules' periods meanwhile. A failed pass is logged and the next one
+    /// tries again. Stopping waits for the passes running.
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(
             poll_ms = POLL.as_millis() as u64,
@@ -87,15 +93,24 @@ impl Scheduler {
         );
         let mut ticks = tokio::time::interval(POLL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes = JoinSet::new();
         loop {
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => break,
                 _ = ticks.tick() => {}
             }
-            if let Err(error) = self.pass(self.clock.now()).await {
-                tracing::warn!(%error, "the scheduler's pass failed; trying again");
+            while passes.try_join_next().is_some() {}
+            if passes.len() >= PASSES_AT_ONCE {
+                continue;
             }
+            let this = self.clone();
+            passes.spawn(async move {
+                if let Err(error) = this.pass(this.clock.now()).await {
+                    tracing::warn!(%error, "the scheduler's pass failed; trying again");
+                }
+            });
         }
+        while passes.join_next().await.is_some() {}
     }
 
     /// One pass at `now`: every enabled schedule whose cursor is at or before `now +`

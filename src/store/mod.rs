@@ -564,6 +564,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         advance: ScheduleAdvance,
     ) -> Result<bool, StoreError>;
 
+    /// Another schedule whose periods could take the jobs' keys of `definition`'s (the
+    /// same event id template, and the same subscriber or an event type on either
+    /// side), if one exists: the first in id order.
+    async fn schedule_sharing_template(
+        &self,
+        definition: &ScheduleDefinition,
+    ) -> Result<Option<String>, StoreError>;
+
     /// Records a manual run of schedule `id` as its last run, unless a later period's
     /// is recorded; whether it was recorded.
     async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError>;

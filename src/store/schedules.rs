@@ -41,6 +41,10 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// `$6` (event id `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not
     /// NULL, else clears it with `$5`.
     const ADVANCE: &'static str;
+    /// Another schedule than `$2` (in id order, one) whose event id template is `$1`
+    /// and whose jobs could take the same keys: one of subscriber `$3`, or any when
+    /// `$3` is NULL (a schedule of an event type), or one of an event type.
+    const SHARING_TEMPLATE: &'static str;
     /// Records on schedule `$1` the run of period `$2` (event id `$3`, job `$4`, `$5`
     /// jobs) unless a later period's is recorded; clears the last error.
     const RECORD_RUN: &'static str;
@@ -301,6 +305,24 @@ pub(crate) async fn advance<S: ScheduleStatements>(
         .bind(Value::Bool(advance.run.is_some()));
     let query = run_values(query, advance.run.as_ref()).bind(Value::OptText(advance.error));
     Ok(db.write_alone(query).await? > 0)
+}
+
+/// Another schedule than `definition`'s whose periods could take its jobs' keys: the
+/// same event id template, and the same subscriber or an event type on either side.
+pub(crate) async fn sharing_template<S: ScheduleStatements>(
+    db: &S,
+    definition: &ScheduleDefinition,
+) -> Result<Option<String>, StoreError> {
+    let subscriber = match &definition.target {
+        ScheduleTarget::Subscriber(id) => Some(id.clone()),
+        ScheduleTarget::EventType(_) => None,
+    };
+    let query = Query::new(S::SHARING_TEMPLATE)
+        .text(definition.event_id.as_str())
+        .text(definition.id.as_str())
+        .bind(Value::OptText(subscriber));
+    let row: Option<(String,)> = db.read_optional(query).await?;
+    Ok(row.map(|(id,)| id))
 }
 
 /// Records a manual run of schedule `id`; whether it was recorded.

@@ -325,7 +325,9 @@ async fn the_listing_pages_through_schedules_in_id_order() {
     let app = app_with().start().await;
     app.create_subscriber("room-7").await;
     for id in ["c", "a", "b"] {
-        expect_json(&put(&app, id, &cleanup()).await, 201);
+        let mut body = cleanup();
+        body["event_id"] = json!(format!("cleanup:{id}:{{period_start}}"));
+        expect_json(&put(&app, id, &body).await, 201);
     }
     let first = expect_json(&app.get("/v1/schedules?limit=2").await, 200);
     let ids = |page: &Value| -> Vec<String> {
@@ -380,4 +382,31 @@ async fn a_period_made_before_its_payload_changed_keeps_its_job() {
     let view = expect_json(&app.get("/v1/schedules/cleanup-room-7").await, 200);
     assert_eq!(view["last_run"]["jobs"], 1);
     assert_eq!(view["last_run"]["job"]["id"], first["items"][0]["id"]);
+}
+
+/// Two schedules whose periods would share jobs (one template, one subscriber, or an
+/// event type on either side) are refused: the second PUT is a 422 naming `event_id`.
+#[tokio::test]
+async fn a_template_another_schedule_uses_for_the_same_targets_is_a_422() {
+    let app = app_with().start().await;
+    app.create_subscriber("room-7").await;
+    app.create_subscriber("room-8").await;
+    expect_json(&put(&app, "first", &cleanup()).await, 201);
+    let problem = expect_fields(&put(&app, "second", &cleanup()).await, 422, &["event_id"]);
+    assert!(
+        problem.to_string().contains("schedule `first`"),
+        "{problem}"
+    );
+    expect_problem(&app.get("/v1/schedules/second").await, 404);
+    // Another subscriber may use the same template: its keys differ.
+    let mut other = cleanup();
+    other["subscriber_id"] = json!("room-8");
+    expect_json(&put(&app, "room-8", &other).await, 201);
+    // An event type's subscribers may include room-7: refused too.
+    let mut typed = cleanup();
+    typed.as_object_mut().unwrap().remove("subscriber_id");
+    typed["event_type"] = json!("room.cleanup");
+    expect_fields(&put(&app, "typed", &typed).await, 422, &["event_id"]);
+    // The schedule itself may be put again.
+    expect_json(&put(&app, "first", &cleanup()).await, 200);
 }

@@ -460,6 +460,13 @@ impl Store for Outage {
         self.check()?;
         self.inner.advance_schedule(id, seen, advance).await
     }
+    async fn schedule_sharing_template(
+        &self,
+        definition: &ScheduleDefinition,
+    ) -> Result<Option<String>, StoreError> {
+        self.check()?;
+        self.inner.schedule_sharing_template(definition).await
+    }
     async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
         self.check()?;
         self.inner.record_schedule_run(id, run).await

@@ -658,6 +658,13 @@ impl Store for PostgresStore {
         shared::schedules::advance(&self.db, id, seen, advance).await
     }
 
+    async fn schedule_sharing_template(
+        &self,
+        definition: &ScheduleDefinition,
+    ) -> Result<Option<String>, StoreError> {
+        shared::schedules::sharing_template(&self.db, definition).await
+    }
+
     async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
         shared::schedules::record_run(&self.db, id, run).await
     }

@@ -71,6 +71,11 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = $4::BIGINT, leased_unt
     WHERE id = $1 AND cursor_version = $2 \
       AND next_period IS NOT DISTINCT FROM $3::BIGINT";
 
+/// Another schedule with template `$1` that could take the same keys.
+const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = $1 AND id <> $2 \
+    AND (subscriber_id = $3::TEXT OR $3::TEXT IS NULL OR event_type IS NOT NULL) \
+    ORDER BY id LIMIT 1";
+
 /// Records a manual run.
 const RECORD_RUN: &str = "UPDATE schedules SET last_period = $2, last_event_id = $3, \
     last_job_id = $4, last_jobs = $5, last_error = NULL \
@@ -84,5 +89,6 @@ impl ScheduleStatements for PgPool {
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }

@@ -68,6 +68,11 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = ?4, leased_until = NUL
     last_error = CASE WHEN ?10 IS NOT NULL THEN ?10 WHEN ?5 THEN NULL ELSE last_error END \
     WHERE id = ?1 AND cursor_version = ?2 AND next_period IS ?3";
 
+/// Another schedule with template `?1` that could take the same keys.
+const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = ?1 AND id <> ?2 \
+    AND (subscriber_id = ?3 OR ?3 IS NULL OR event_type IS NOT NULL) \
+    ORDER BY id LIMIT 1";
+
 /// Records a manual run.
 const RECORD_RUN: &str = "UPDATE schedules SET last_period = ?2, last_event_id = ?3, \
     last_job_id = ?4, last_jobs = ?5, last_error = NULL \
@@ -81,5 +86,6 @@ impl ScheduleStatements for Pools {
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }
