@@ -84,7 +84,7 @@ impl Scheduler {
     /// running (at most [`PASSES_AT_ONCE`]): a schedule whose period fans out to
     /// thousands of subscribers is held by the pass making it, and the next passes make
     /// the other schedules' periods meanwhile. A failed pass is logged and the next one
-    /// tries again. Stopping waits for the passes running.
+    /// tries again. Stopping ends the passes running.
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(
             poll_ms = POLL.as_millis() as u64,
@@ -110,6 +110,9 @@ impl Scheduler {
                 }
             });
         }
+        // A pass stopped mid-way loses nothing: its cursor has not moved, so its
+        // periods are made again (to the same jobs) by the next pass of any instance.
+        passes.abort_all();
         while passes.join_next().await.is_some() {}
     }
 
