@@ -35,9 +35,11 @@ const AT_ONCE: usize = 8;
 pub const PASSES_AT_ONCE: usize = 4;
 
 /// How long a scheduler holds a schedule it makes periods for: other instances pass it
-/// by meanwhile, and take it over once this has passed (its scheduler died), in
-/// milliseconds.
-pub const HOLD_MS: u64 = 30_000;
+/// by meanwhile, and take it over once this has passed (its scheduler died; a period
+/// made later than [`LEAD_MS`] after its start then counts as missed), in
+/// milliseconds. Longer than a 10,000-job period takes to write; a hold that runs out
+/// mid-way only lets a second instance make the same jobs.
+pub const HOLD_MS: u64 = 10_000;
 
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,7 +86,7 @@ impl Scheduler {
     /// running (at most [`PASSES_AT_ONCE`]): a schedule whose period fans out to
     /// thousands of subscribers is held by the pass making it, and the next passes make
     /// the other schedules' periods meanwhile. A failed pass is logged and the next one
-    /// tries again. Stopping ends the passes running.
+    /// tries again. Stopping waits for the passes running.
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(
             poll_ms = POLL.as_millis() as u64,
@@ -110,9 +112,8 @@ impl Scheduler {
                 }
             });
         }
-        // A pass stopped mid-way loses nothing: its cursor has not moved, so its
-        // periods are made again (to the same jobs) by the next pass of any instance.
-        passes.abort_all();
+        // The passes running finish (each releases the schedules it holds), so a
+        // restart finds no schedule held by a pass that no longer runs.
         while passes.join_next().await.is_some() {}
     }
 
