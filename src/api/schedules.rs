@@ -25,7 +25,7 @@ use crate::domain::Timestamp;
 use crate::domain::recurrence::period_text;
 use crate::domain::validate;
 use crate::scheduler::period::{PeriodError, create_period, recurrence_of};
-use crate::store::{PageRequest, SchedulePut, ScheduleTarget};
+use crate::store::{PageRequest, Schedule, SchedulePut, ScheduleTarget};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -33,6 +33,20 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(put_schedule, get_schedule, delete_schedule))
         .routes(routes!(list_schedules))
         .routes(routes!(run_schedule))
+}
+
+/// The 404 of a schedule that does not exist.
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("schedule `{id}` does not exist"))
+}
+
+/// Schedule `id` as stored, or its 404.
+async fn stored(state: &AppState, id: &str) -> Result<Schedule, ApiError> {
+    state
+        .store
+        .get_schedule(id)
+        .await?
+        .ok_or_else(|| not_found(id))
 }
 
 /// Checks a `schedule_id` path parameter (422 naming it).
@@ -143,11 +157,7 @@ pub async fn get_schedule(
 ) -> Result<Json<ScheduleView>, ApiError> {
     schedule_id(&id)?;
     let now = state.clock.now();
-    let schedule = state
-        .store
-        .get_schedule(&id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("schedule `{id}` does not exist")))?;
+    let schedule = stored(&state, &id).await?;
     Ok(Json(full_view(&state, schedule, now).await?))
 }
 
@@ -172,9 +182,7 @@ pub async fn delete_schedule(
     if state.store.delete_schedule(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ApiError::NotFound(format!(
-            "schedule `{id}` does not exist"
-        )))
+        Err(not_found(&id))
     }
 }
 
@@ -265,11 +273,7 @@ pub async fn run_schedule(
 ) -> Result<Response, ApiError> {
     schedule_id(&id)?;
     let now = state.clock.now();
-    let schedule = state
-        .store
-        .get_schedule(&id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("schedule `{id}` does not exist")))?;
+    let schedule = stored(&state, &id).await?;
     let definition = &schedule.definition;
     let recurrence = recurrence_of(definition).map_err(ApiError::Conflict)?;
     let Some(start) = recurrence.latest_at_or_before(now) else {
