@@ -25,6 +25,7 @@ use crate::domain::circuit::CircuitPolicy;
 use crate::domain::destination_state::{
     DEFAULT_DESTINATION_MAX_IN_FLIGHT, DestinationPolicy, MAX_DESTINATION_IN_FLIGHT,
 };
+use crate::domain::endpoint::EndpointPolicy;
 use crate::domain::job_template::JobLimits;
 use crate::domain::policy::BackoffPolicy;
 use crate::domain::replay_plan::ReplayLimits;
@@ -173,8 +174,9 @@ pub struct ServeArgs {
           default_value_t = DEFAULT_DESTINATION_MAX_IN_FLIGHT,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_DESTINATION_IN_FLIGHT)))]
     pub destination_max_in_flight: u32,
-    /// Consecutive attempts that say a destination's host is unwell (connection
-    /// refused or failed, timeout, 502, 503, 504) before its circuit breaker opens.
+    /// Consecutive connection failures (refused, reset, TLS, DNS) at a destination's
+    /// host before its circuit breaker opens. Timeouts and HTTP answers are the
+    /// endpoint's (its own breaker judges them), not the host's.
     #[arg(long, env = "DEFERHOOK_CIRCUIT_FAILURE_THRESHOLD", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub circuit_failure_threshold: u32,
@@ -187,6 +189,27 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_CIRCUIT_MAX_COOLDOWN_MS", default_value_t = 300_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub circuit_max_cooldown_ms: u64,
+    /// The window over which an endpoint's (a subscriber's) failure rate is measured,
+    /// in milliseconds.
+    #[arg(long, env = "DEFERHOOK_ENDPOINT_WINDOW_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=86_400_000))]
+    pub endpoint_window_ms: u64,
+    /// Results an endpoint needs in its window before its failure rate may open its
+    /// circuit.
+    #[arg(long, env = "DEFERHOOK_ENDPOINT_MIN_RESULTS", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub endpoint_min_results: u32,
+    /// The failure rate of an endpoint's window, in percent, at or above which its
+    /// circuit opens.
+    #[arg(long, env = "DEFERHOOK_ENDPOINT_FAILURE_PERCENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub endpoint_failure_percent: u32,
+    /// An endpoint whose typical attempt takes at least this long, in milliseconds, is
+    /// long-running: together such endpoints hold at most half of a destination's
+    /// places while quick ones use it too.
+    #[arg(long, env = "DEFERHOOK_LONG_ATTEMPT_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub long_attempt_ms: u64,
     /// The eligible → delivered objective behind `deferhook_jobs_past_slo`, in
     /// milliseconds.
     #[arg(long, env = "DEFERHOOK_DELIVERY_SLO_MS", default_value_t = 60_000)]
@@ -356,6 +379,12 @@ impl ServeArgs {
                 failure_threshold: self.circuit_failure_threshold,
                 cooldown_ms: self.circuit_cooldown_ms,
                 max_cooldown_ms: self.circuit_max_cooldown_ms.max(self.circuit_cooldown_ms),
+            },
+            endpoint: EndpointPolicy {
+                window_ms: self.endpoint_window_ms,
+                min_results: self.endpoint_min_results,
+                failure_percent: self.endpoint_failure_percent,
+                long_attempt_ms: self.long_attempt_ms,
             },
         }
     }

@@ -258,6 +258,8 @@ mod tests {
             last_started_at: None,
             destination_hold: destination,
             destination_hold_until: retry.map(Timestamp::from_millis),
+            endpoint_hold: None,
+            endpoint_hold_until: None,
         }
     }
 

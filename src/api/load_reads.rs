@@ -147,6 +147,8 @@ mod tests {
                         last_started_at: None,
                         destination_hold: None,
                         destination_hold_until: None,
+                        endpoint_hold: None,
+                        endpoint_hold_until: None,
                     })),
                 }
             }

@@ -312,6 +312,8 @@ pub(crate) fn job_facts(
         last_status: job.last_error.as_ref().and_then(|e| e.status),
         due_at: job.next_attempt_at(),
         circuit_retry_at: load.and_then(|l| l.destination_hold_until),
+        endpoint_hold: load.and_then(|l| l.endpoint_hold),
+        endpoint_hold_until: load.and_then(|l| l.endpoint_hold_until),
     }
 }
 

@@ -63,6 +63,20 @@ pub struct Args {
     /// 8000 for `incident`; 12000 for `on-call`, beyond the attempt timeout].
     #[arg(long)]
     pub slow_ms: Option<u64>,
+    /// `incident`: issue #33's shape instead of #14's: every group on one `host:port`,
+    /// told apart by path (`--slow` time out, `--failing` answer 500, `--gone` answer
+    /// 410, the rest answer 200), three fan-outs, the servers' attempt timeout 5 s; its
+    /// control answers 200 on every path.
+    #[arg(long)]
+    pub shared_host: bool,
+    /// The jobs' time to live, in milliseconds [default: `incident` 30 s (issue #14's
+    /// shape) or 90 s (`--shared-host`); otherwise the server's default].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl_ms: Option<u64>,
+    /// The servers' `--attempt-timeout-ms` [default: 5 s with `--shared-host`;
+    /// otherwise the server's default].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub attempt_timeout_ms: Option<u64>,
     /// Longest wait for every job to arrive (`incident`: every healthy job), in seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -147,6 +161,17 @@ impl Args {
         if self.scenario == Scenario::Incident && self.slow >= self.jobs() {
             anyhow::bail!("--slow must be below --jobs (the subscribers): some must be healthy");
         }
+        if self.shared_host && self.scenario != Scenario::Incident {
+            anyhow::bail!("--shared-host is a shape of --scenario incident");
+        }
+        if (self.shared_host || matches!(self.scenario, Scenario::OnCall | Scenario::Console))
+            && self.slow + self.failing + self.gone >= self.jobs()
+        {
+            anyhow::bail!(
+                "--slow, --failing and --gone together must be below --jobs (the \
+                 subscribers): some must be healthy"
+            );
+        }
         if matches!(self.scenario, Scenario::OnCall | Scenario::Console)
             && self.slow + self.failing + self.gone >= self.jobs()
         {
@@ -172,6 +197,28 @@ impl Args {
             Scenario::Fanout | Scenario::Incident | Scenario::OnCall => 2_000,
             Scenario::Console => 1_000,
         })
+    }
+
+    /// `--ttl-ms`, or the scenario's default (`None`: the server's).
+    pub fn ttl_ms(&self) -> Option<u64> {
+        match (self.ttl_ms, self.scenario) {
+            (Some(ttl), _) => Some(ttl),
+            (None, Scenario::Incident) if self.shared_host => Some(90_000),
+            (None, Scenario::Incident) => Some(30_000),
+            (None, _) => None,
+        }
+    }
+
+    /// The flags every server of the run gets beyond the bench's own: the attempt
+    /// timeout (`--attempt-timeout-ms`, 5 s by default with `--shared-host`).
+    pub fn server_flags(&self) -> Vec<String> {
+        let timeout = self
+            .attempt_timeout_ms
+            .or(self.shared_host.then_some(5_000));
+        match timeout {
+            Some(ms) => vec!["--attempt-timeout-ms".to_owned(), ms.to_string()],
+            None => Vec::new(),
+        }
     }
 
     /// `--slow-ms`, or the scenario's default: 8 s for `incident` (the slow endpoint of
@@ -212,6 +259,28 @@ mod tests {
         assert!(given.check().is_ok());
         let more_ports = parse(&["--subscribers", "2", "--destinations", "3"]);
         assert!(more_ports.check().is_err());
+    }
+
+    #[test]
+    fn the_shared_host_shape_sets_its_timeout_and_ttl() {
+        let shared = parse(&["--scenario", "incident", "--shared-host"]);
+        assert!(shared.check().is_ok());
+        assert_eq!(shared.ttl_ms(), Some(90_000));
+        assert_eq!(shared.server_flags(), ["--attempt-timeout-ms", "5000"]);
+        let across = parse(&["--scenario", "incident"]);
+        assert_eq!(
+            (across.ttl_ms(), across.server_flags().len()),
+            (Some(30_000), 0)
+        );
+        let given = parse(&["--scenario", "incident", "--shared-host", "--ttl-ms", "5"]);
+        assert_eq!(given.ttl_ms(), Some(5));
+        assert!(
+            parse(&["--scenario", "burst", "--shared-host"])
+                .check()
+                .is_err()
+        );
+        let crowded = ["--scenario", "incident", "--shared-host", "--jobs", "400"];
+        assert!(parse(&crowded).check().is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::args::Args;
 use super::arrivals;
-use super::incident::{FANOUTS, Run, event_id};
+use super::incident::{Run, event_id};
 use super::load::Created;
 use super::receiver::Arrival;
 use super::report::{compact, settings};
@@ -124,8 +124,12 @@ pub fn compare(incident: &Deliveries, control: &Deliveries) -> Vec<Comparison> {
 pub struct RunFigures {
     /// Subscribers on the healthy destination.
     pub healthy_subscribers: u64,
-    /// Subscribers on the slow destination.
+    /// Subscribers that answer slowly.
     pub slow_subscribers: u64,
+    /// Subscribers answering 500 (shared host only).
+    pub failing_subscribers: u64,
+    /// Subscribers answering 410 (shared host only).
+    pub gone_subscribers: u64,
     /// Jobs the slow subscribers got.
     pub slow_jobs: usize,
     /// The healthy deliveries.
@@ -144,10 +148,12 @@ pub struct RunFigures {
 
 impl RunFigures {
     fn new(run: &Run) -> Self {
-        let events: Vec<String> = (0..FANOUTS).map(event_id).collect();
+        let events: Vec<String> = (0..run.fanouts).map(event_id).collect();
         RunFigures {
             healthy_subscribers: run.healthy_subscribers,
             slow_subscribers: run.slow_subscribers,
+            failing_subscribers: run.failing_subscribers,
+            gone_subscribers: run.gone_subscribers,
             slow_jobs: run.slow_jobs,
             healthy: Deliveries::of(&events, &run.healthy_jobs, &run.healthy_arrivals),
             slow_received: run.slow_received,
@@ -229,8 +235,14 @@ impl IncidentReport {
         table.load_style(comfy_table::presets::ASCII_MARKDOWN);
         table.set_header(["figure", "incident", "control"]);
         let rows: [Row; 7] = [
-            ("subscribers healthy + slow", |r| {
-                format!("{} + {}", r.healthy_subscribers, r.slow_subscribers)
+            ("subscribers healthy + slow + failing + gone", |r| {
+                format!(
+                    "{} + {} + {} + {}",
+                    r.healthy_subscribers,
+                    r.slow_subscribers,
+                    r.failing_subscribers,
+                    r.gone_subscribers
+                )
             }),
             ("healthy jobs delivered", |r| {
                 let (jobs, delivered) = r.healthy.totals();
@@ -242,12 +254,15 @@ impl IncidentReport {
             ("fan-out POST latency ms (each)", |r| {
                 list(&r.post_latency_ms, 0)
             }),
-            ("slow destination: jobs / requests / most open", |r| {
-                format!(
-                    "{} / {} / {}",
-                    r.slow_jobs, r.slow_received, r.slow_peak_open
-                )
-            }),
+            (
+                "unwell jobs / slow requests / most open (slow or shared host)",
+                |r| {
+                    format!(
+                        "{} / {} / {}",
+                        r.slow_jobs, r.slow_received, r.slow_peak_open
+                    )
+                },
+            ),
             ("server peak RSS MiB (per instance)", |r| {
                 list(&r.server_peak_rss_mib, 1)
             }),
@@ -396,6 +411,8 @@ mod tests {
         let figures = |arrivals: &[Arrival]| RunFigures {
             healthy_subscribers: 1,
             slow_subscribers: 0,
+            failing_subscribers: 0,
+            gone_subscribers: 0,
             slow_jobs: 0,
             healthy: Deliveries::of(&events(), &[job("a", "e1", 0)], arrivals),
             slow_received: 0,

@@ -144,19 +144,24 @@ impl Api {
         })
     }
 
-    /// Posts event `event_id` for `subscribers` to server `n % servers`; returns the
-    /// jobs it created (all with the request's latency and the time its 2xx arrived).
+    /// Posts event `event_id` for `subscribers` to server `n % servers`, with the jobs'
+    /// `ttl_ms` when given (else the server's default); returns the jobs it created (all
+    /// with the request's latency and the time its 2xx arrived).
     pub async fn post_event(
         &self,
         n: u64,
         event_id: &str,
         subscribers: &[String],
+        ttl_ms: Option<u64>,
     ) -> anyhow::Result<Vec<Created>> {
-        let body = json!({
+        let mut body = json!({
             "event_id": event_id,
             "payload": { "fan": "out" },
             "subscriber_ids": subscribers,
         });
+        if let Some(ttl) = ttl_ms {
+            body["ttl_ms"] = json!(ttl);
+        }
         let (answer, latency_ms) = self
             .call(n, Method::POST, "/v1/events", Some(&body))
             .await?;

@@ -216,7 +216,14 @@ pub fn settings(args: &Args) -> Value {
             settings["slow"] = json!(args.slow);
             settings["slow_ms"] = json!(args.slow_ms());
             if args.scenario == Scenario::Incident {
-                settings["fanouts"] = json!(super::incident::FANOUTS);
+                settings["fanouts"] = json!(super::incident::fanouts(args));
+                settings["shared_host"] = json!(args.shared_host);
+                settings["ttl_ms"] = json!(args.ttl_ms());
+                settings["server_flags"] = json!(args.server_flags());
+                if args.shared_host {
+                    settings["failing"] = json!(args.failing);
+                    settings["gone"] = json!(args.gone);
+                }
             }
             if args.scenario == Scenario::OnCall {
                 settings["failing"] = json!(args.failing);

@@ -23,7 +23,7 @@ const SUBSCRIBER: &str = "bench";
 const WIDE_OPEN: u32 = 10_000;
 /// How long the receiver keeps listening after the last expected arrival, so late
 /// duplicates are counted.
-const SETTLE: Duration = Duration::from_secs(1);
+pub const SETTLE: Duration = Duration::from_secs(1);
 /// API calls the `backlog` scenario times while the jobs wait.
 const PROBES: u64 = 200;
 
@@ -86,7 +86,7 @@ async fn start_then<T>(
     work: impl AsyncFnOnce(&Api) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     for _ in 0..args.instances {
-        servers.push(Server::start(binary, database_url)?);
+        servers.push(Server::start(binary, database_url, &args.server_flags())?);
     }
     let api = Api::new(servers.iter().map(|s| s.base.clone()).collect())?;
     work(&api).await
@@ -220,7 +220,7 @@ async fn fanout(args: &Args, api: &Api, receiver: &Receiver) -> anyhow::Result<L
     api.put_subscribers(args.concurrency, subscribers, Some(16))
         .await?;
     let started_ms = now_ms();
-    let created = api.post_event(0, "fanout", &ids).await?;
+    let created = api.post_event(0, "fanout", &ids, None).await?;
     Ok((started_ms, created))
 }
 

@@ -55,8 +55,9 @@ fn server_log() -> String {
 }
 
 impl Server {
-    /// Starts `binary serve` on `database_url` and waits for its API address.
-    pub fn start(binary: &PathBuf, database_url: &str) -> anyhow::Result<Self> {
+    /// Starts `binary serve` on `database_url` with the extra `flags` and waits for its
+    /// API address.
+    pub fn start(binary: &PathBuf, database_url: &str, flags: &[String]) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
         // SAFETY: `prctl` is async-signal-safe; it only sets a flag of the child.
         unsafe {
@@ -72,6 +73,7 @@ impl Server {
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
             .arg(database_url)
             .args(["--api-token", TOKEN, "--allow-private-targets"])
+            .args(flags)
             // Only the startup line: a log line per request would cost what is measured.
             // DEFERHOOK_BENCH_SERVER_LOG adds directives, for profiling (e.g.
             // `sqlx::query=debug` logs each statement with its time).

@@ -14,7 +14,7 @@ use super::settings::DeliverySettings;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::job::{Transition, transition};
 use crate::domain::policy::TransportFailure;
-use crate::domain::policy::pauses_subscriber;
+use crate::domain::policy::{parse_retry_after, pauses_subscriber};
 use crate::domain::{Clock, JobEvent};
 use crate::metrics;
 use crate::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord, SharedStore};
@@ -209,15 +209,26 @@ pub async fn execute(
         tracing::warn!(subscriber_id = %job.subscriber_id,
             "the receiver answered 410 Gone; pausing the subscriber");
     }
+    let retry_after = match &answer {
+        Ok(Sent {
+            received: Received::Response { retry_after, .. },
+            ..
+        }) => retry_after
+            .as_deref()
+            .and_then(|value| parse_retry_after(value, finished_at)),
+        _ => None,
+    };
     Some(Executed {
         event_id: job.event_id,
         subscriber_id: job.subscriber_id.to_string(),
         record: OutcomeRecord {
             lease,
+            subscriber_id: job.subscriber_id,
             attempt: job.attempt,
             started_at: now,
             finished_at,
             result,
+            retry_after,
             transition,
             pause_subscriber,
         },

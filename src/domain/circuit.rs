@@ -1,7 +1,12 @@
-//! The circuit breaker of a destination (docs/DESIGN.md §15): after N consecutive
-//! attempts whose failure says the host itself is unwell, the destination's jobs wait
-//! (no attempt spent) for a cool-down; then one probe goes out, one across the whole
-//! cluster, and its result closes the circuit or opens it again for a longer cool-down.
+//! The circuit breaker of a destination, a `host:port` (docs/DESIGN.md §15): it opens
+//! only on evidence about the host itself — `--circuit-failure-threshold` consecutive
+//! connection, TLS or DNS failures, or failures spread over most of the distinct
+//! subscribers it served lately (the store decides that from the endpoint breakers,
+//! [`super::endpoint`], and calls [`Circuit::trip`]). While open, the destination's jobs
+//! wait (no attempt spent) for a cool-down; then one probe goes out, one across the
+//! whole cluster, and its result closes the circuit or opens it again for a longer
+//! cool-down. One subscriber's timeouts, 5xx answers or back-pressure are that
+//! subscriber's (its endpoint breaker's), never the host's.
 //!
 //! This module holds the rules as a pure state machine; the store keeps one
 //! [`Circuit`] per destination and applies results to it in the transaction that
@@ -50,33 +55,43 @@ super::names::wire_names!(ForcedCircuit, "Every override." {
 /// What an attempt's result says about its destination's host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostVerdict {
-    /// The host is unwell: the connection failed, the attempt timed out, or it answered
-    /// 502, 503 or 504 (a gateway or the server itself says it cannot serve now).
+    /// The host could not be reached: the connection, TLS or DNS failed.
     Unwell,
-    /// The host answered something else: it is up, whatever the answer means for the
-    /// subscriber (a 500 or a 4xx is the subscriber's own failure).
+    /// The host took the request but no answer came within the attempt timeout: the
+    /// endpoint's failure (its breaker counts it), no evidence against the host while
+    /// the circuit is closed; a probe that times out failed.
+    Slow,
+    /// The host answered with a failure worth a retry (a 5xx, 408 or 425): the
+    /// endpoint's failure while the circuit is closed (the host is reachable: it resets
+    /// the count of connection failures), but a probe that gets it failed: the host
+    /// does not serve yet.
+    Erring,
+    /// The host answered something else (a 2xx, 3xx or another 4xx), whatever it means
+    /// for the subscriber.
     Well,
 }
 
 impl HostVerdict {
     /// The verdict of an attempt that ended with `error_class` (none when delivered)
     /// and HTTP `status`; `None` when nothing reached the host (blocked by the target
-    /// policy, or the signing secret unreadable).
+    /// policy, the signing secret unreadable) or the outcome is unknown.
     pub fn of(error_class: Option<ErrorClass>, status: Option<u16>) -> Option<HostVerdict> {
-        match error_class {
-            Some(ErrorClass::Connect | ErrorClass::Timeout) => Some(HostVerdict::Unwell),
-            Some(ErrorClass::Blocked | ErrorClass::SecretUnreadable) => None,
-            _ if matches!(status, Some(502..=504)) => Some(HostVerdict::Unwell),
-            _ => Some(HostVerdict::Well),
+        match (error_class, status) {
+            (Some(ErrorClass::Connect), _) => Some(HostVerdict::Unwell),
+            (Some(ErrorClass::Timeout), _) => Some(HostVerdict::Slow),
+            (Some(ErrorClass::Blocked | ErrorClass::SecretUnreadable), _) => None,
+            (_, Some(500..=599 | 408 | 425)) => Some(HostVerdict::Erring),
+            (_, Some(_)) => Some(HostVerdict::Well),
+            (_, None) => None,
         }
     }
 }
 
-/// The breaker's settings (flags `--circuit-failure-threshold`, `--circuit-cooldown-ms`,
-/// `--circuit-max-cooldown-ms`).
+/// The breakers' settings (flags `--circuit-failure-threshold`, `--circuit-cooldown-ms`,
+/// `--circuit-max-cooldown-ms`); the cool-downs serve the endpoint breakers too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CircuitPolicy {
-    /// Consecutive host failures that open a closed circuit (at least 1).
+    /// Consecutive connection failures that open a closed circuit (at least 1).
     pub failure_threshold: u32,
     /// The first cool-down, in milliseconds; it doubles after each failed probe.
     pub cooldown_ms: u64,
@@ -215,14 +230,15 @@ impl Circuit {
     /// Applies the result of `attempt` at `now` (`verdict` `None`: the attempt reached
     /// no host); returns whether the circuit changed.
     ///
-    /// - Closed: a host failure counts; the `failure_threshold`-th in a row opens the
-    ///   circuit for `cooldown_ms`. Any other answer resets the count. Attempts started
-    ///   before the circuit last closed count for nothing: their answers describe the
-    ///   host as it was.
+    /// - Closed: a connection failure counts; the `failure_threshold`-th in a row opens
+    ///   the circuit for `cooldown_ms`. An answer resets the count; a timeout neither
+    ///   counts nor resets. Attempts started before the circuit last closed count for
+    ///   nothing: their answers describe the host as it was.
     /// - Open: results of attempts sent before it opened change nothing.
-    /// - Half-open: only the probe's result counts. Another answer closes the circuit;
-    ///   another host failure opens it again for twice the cool-down (at most
-    ///   `max_cooldown_ms`); a probe that reached no host is replaced at once.
+    /// - Half-open: only the probe's result counts. A [`HostVerdict::Well`] answer
+    ///   closes the circuit; a connection failure, a timeout or an erring answer (5xx,
+    ///   408, 425) opens it again for twice the cool-down (at most `max_cooldown_ms`);
+    ///   a probe that reached no host is replaced at once.
     pub fn record(
         &mut self,
         verdict: Option<HostVerdict>,
@@ -234,7 +250,9 @@ impl Circuit {
         match (self.state, verdict) {
             (CircuitState::Closed, _)
                 if self.changed_at.is_some_and(|at| attempt.started_at < at) => {}
-            (CircuitState::Closed, Some(HostVerdict::Well)) => self.failures = 0,
+            (CircuitState::Closed, Some(HostVerdict::Well | HostVerdict::Erring)) => {
+                self.failures = 0;
+            }
             (CircuitState::Closed, Some(HostVerdict::Unwell)) => {
                 self.failures = self.failures.saturating_add(1);
                 if self.failures >= policy.failure_threshold.max(1) {
@@ -244,7 +262,10 @@ impl Circuit {
             (CircuitState::Closed | CircuitState::Open, _) => {}
             (CircuitState::HalfOpen, _) if !self.is_probe(attempt) => {}
             (CircuitState::HalfOpen, Some(HostVerdict::Well)) => *self = Circuit::closed_at(now),
-            (CircuitState::HalfOpen, Some(HostVerdict::Unwell)) => {
+            (
+                CircuitState::HalfOpen,
+                Some(HostVerdict::Unwell | HostVerdict::Slow | HostVerdict::Erring),
+            ) => {
                 self.failures = self.failures.saturating_add(1);
                 let longer = self.cooldown_ms.saturating_mul(2);
                 self.open(longer.min(policy.max_cooldown_ms), now);
@@ -255,6 +276,17 @@ impl Circuit {
             }
         }
         *self != before
+    }
+
+    /// Opens a closed circuit at `now` for `cooldown_ms` on evidence gathered
+    /// elsewhere (failures spread over most of the destination's subscribers, §15);
+    /// returns whether it changed. An open or half-open circuit is left as it is.
+    pub fn trip(&mut self, now: Timestamp, policy: &CircuitPolicy) -> bool {
+        if self.state != CircuitState::Closed {
+            return false;
+        }
+        self.open(policy.cooldown_ms, now);
+        true
     }
 
     fn is_probe(&self, attempt: AttemptRef<'_>) -> bool {
@@ -320,17 +352,27 @@ mod tests {
         );
         assert_eq!(
             HostVerdict::of(Some(Timeout), None),
-            Some(HostVerdict::Unwell)
+            Some(HostVerdict::Slow)
         );
-        for status in [502, 503, 504] {
-            let verdict = HostVerdict::of(Some(Http5xx), Some(status));
-            assert_eq!(verdict, Some(HostVerdict::Unwell), "{status}");
-        }
+        // A gateway's 502–504 is an answer that errs: the endpoint breaker judges it;
+        // only a probe is failed by it.
         for (class, status) in [
+            (Http5xx, 502),
+            (Http5xx, 503),
+            (Http5xx, 504),
             (Http5xx, 500),
             (Http5xx, 501),
+            (Http4xx, 408),
+            (Http4xx, 425),
+        ] {
+            let verdict = HostVerdict::of(Some(class), Some(status));
+            assert_eq!(verdict, Some(HostVerdict::Erring), "{status}");
+        }
+        for (class, status) in [
             (Http4xx, 404),
+            (Http4xx, 410),
             (Http429, 429),
+            (Http3xx, 301),
         ] {
             let verdict = HostVerdict::of(Some(class), Some(status));
             assert_eq!(verdict, Some(HostVerdict::Well), "{status}");
@@ -338,6 +380,66 @@ mod tests {
         assert_eq!(HostVerdict::of(None, Some(200)), Some(HostVerdict::Well));
         assert_eq!(HostVerdict::of(Some(Blocked), None), None);
         assert_eq!(HostVerdict::of(Some(SecretUnreadable), None), None);
+        assert_eq!(HostVerdict::of(None, None), None);
+    }
+
+    #[test]
+    fn timeouts_neither_open_nor_reset_a_closed_circuit_but_fail_a_probe() {
+        let mut circuit = Circuit::closed();
+        fail(&mut circuit, NOW);
+        fail(&mut circuit, NOW);
+        for _ in 0..10 {
+            let slow = Some(HostVerdict::Slow);
+            assert!(!circuit.record(slow, attempt("j", 1), NOW, &POLICY));
+        }
+        assert_eq!((circuit.state, circuit.failures), (CircuitState::Closed, 2));
+        fail(&mut circuit, NOW);
+        assert_eq!(circuit.state, CircuitState::Open);
+        let later = NOW.plus_ms(1_000);
+        let probe = Probe {
+            job_id: "p".into(),
+            token: 1,
+        };
+        circuit.probing(probe, later.plus_ms(30_000));
+        assert!(circuit.record(Some(HostVerdict::Slow), attempt("p", 1), later, &POLICY));
+        assert_eq!(
+            (circuit.state, circuit.cooldown_ms),
+            (CircuitState::Open, 2_000)
+        );
+    }
+
+    #[test]
+    fn an_erring_answer_resets_a_closed_count_but_fails_a_probe() {
+        let mut circuit = Circuit::closed();
+        fail(&mut circuit, NOW);
+        fail(&mut circuit, NOW);
+        let erring = Some(HostVerdict::Erring);
+        assert!(circuit.record(erring, attempt("j", 1), NOW, &POLICY));
+        assert_eq!((circuit.state, circuit.failures), (CircuitState::Closed, 0));
+        for _ in 0..3 {
+            fail(&mut circuit, NOW);
+        }
+        let later = NOW.plus_ms(1_000);
+        let probe = Probe {
+            job_id: "p".into(),
+            token: 1,
+        };
+        circuit.probing(probe, later.plus_ms(30_000));
+        assert!(circuit.record(erring, attempt("p", 1), later, &POLICY));
+        assert_eq!(
+            (circuit.state, circuit.cooldown_ms),
+            (CircuitState::Open, 2_000)
+        );
+    }
+
+    #[test]
+    fn a_trip_opens_only_a_closed_circuit() {
+        let mut circuit = Circuit::closed();
+        assert!(circuit.trip(NOW, &POLICY));
+        assert_eq!(circuit.state, CircuitState::Open);
+        assert_eq!(circuit.retry_at, Some(NOW.plus_ms(1_000)));
+        assert!(!circuit.trip(NOW.plus_ms(5), &POLICY));
+        assert_eq!(circuit.opened_at, Some(NOW));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! may take, or why they wait.
 
 use super::circuit::{Circuit, CircuitPolicy, ForcedCircuit, Passage};
+use super::endpoint::EndpointPolicy;
 use super::time::Timestamp;
 use super::waiting::WaitingReason;
 
@@ -17,8 +18,11 @@ pub struct DestinationPolicy {
     /// Requests open at once to one destination, across all instances, unless an
     /// operator set its own.
     pub default_max_in_flight: u32,
-    /// The circuit breaker's settings.
+    /// The circuit breakers' settings (the destinations', and the cool-downs of the
+    /// endpoints').
     pub circuit: CircuitPolicy,
+    /// The endpoint breakers' settings and what makes an endpoint long-running.
+    pub endpoint: EndpointPolicy,
 }
 
 /// The default `--destination-max-in-flight` (see BENCHMARKS.md, issue #14).
@@ -29,6 +33,7 @@ impl Default for DestinationPolicy {
         DestinationPolicy {
             default_max_in_flight: DEFAULT_DESTINATION_MAX_IN_FLIGHT,
             circuit: CircuitPolicy::default(),
+            endpoint: EndpointPolicy::default(),
         }
     }
 }
@@ -86,6 +91,21 @@ impl DestinationState {
     }
 }
 
+/// How many of a destination's places long-running endpoints may still take
+/// (docs/DESIGN.md §15.2): while a quick endpoint uses the destination (had a result
+/// there within the endpoint window), long-running endpoints together hold at most half
+/// of its `limit` (rounded up), so the other half keeps turning over at the quick
+/// endpoints' pace; with no quick endpoint there, all of it. `long_in_flight` is what
+/// they hold now, across all instances.
+pub fn long_running_room(limit: u32, long_in_flight: u32, quick_active: bool) -> u32 {
+    let cap = if quick_active {
+        limit.div_ceil(2)
+    } else {
+        limit
+    };
+    cap.saturating_sub(long_in_flight)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +128,17 @@ mod tests {
             ..DestinationState::default()
         };
         assert_eq!(own.admission(3, NOW, &policy), Admission::Take(1));
+    }
+
+    #[test]
+    fn long_running_endpoints_keep_half_the_places_for_quick_ones() {
+        assert_eq!(long_running_room(512, 0, true), 256);
+        assert_eq!(long_running_room(512, 200, true), 56);
+        assert_eq!(long_running_room(512, 300, true), 0);
+        assert_eq!(long_running_room(5, 0, true), 3);
+        // No quick endpoint uses the destination: all of it.
+        assert_eq!(long_running_room(512, 300, false), 212);
+        assert_eq!(long_running_room(1, 0, true), 1);
     }
 
     #[test]

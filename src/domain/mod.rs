@@ -6,6 +6,7 @@ pub mod circuit;
 pub mod clock_offset;
 pub mod destination;
 pub mod destination_state;
+pub mod endpoint;
 pub mod event_type;
 pub mod field_error;
 pub mod health;

@@ -104,6 +104,11 @@ pub struct JobFacts {
     pub due_at: Option<Timestamp>,
     /// When its destination's circuit lets the next probe out, when it is open.
     pub circuit_retry_at: Option<Timestamp>,
+    /// Why its subscriber's endpoint circuit holds its due jobs back at the instant
+    /// read (open, or the receiver's `Retry-After`), whether or not the job is due.
+    pub endpoint_hold: Option<WaitingReason>,
+    /// When that hold ends by itself, when known.
+    pub endpoint_hold_until: Option<Timestamp>,
     /// Its subscriber is paused (read whether or not the job is due).
     pub subscriber_paused: bool,
     /// Why its destination holds all its work back at the instant read (paused, its
@@ -144,7 +149,7 @@ pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
         JobState::Scheduled | JobState::Retrying => {
             if let Some(held) = facts
                 .waiting_reason
-                .and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+                .and_then(|reason| for_hold(reason, facts.hold_until(reason)))
             {
                 return Some(held);
             }
@@ -155,14 +160,19 @@ pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
             let lasting = if facts.subscriber_paused {
                 Some(WaitingReason::SubscriberPaused)
             } else {
-                facts.destination_hold.filter(|reason| {
-                    matches!(
-                        reason,
-                        WaitingReason::DestinationPaused | WaitingReason::DestinationCircuitOpen
-                    )
-                })
+                facts
+                    .destination_hold
+                    .filter(|reason| {
+                        matches!(
+                            reason,
+                            WaitingReason::DestinationPaused
+                                | WaitingReason::DestinationCircuitOpen
+                        )
+                    })
+                    .or(facts.endpoint_hold)
             };
-            if let Some(held) = lasting.and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+            if let Some(held) =
+                lasting.and_then(|reason| for_hold(reason, facts.hold_until(reason)))
             {
                 return Some(held);
             }
@@ -179,6 +189,19 @@ pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
     }
 }
 
+impl JobFacts {
+    /// When the hold `reason` ends by itself, when known: the destination circuit's
+    /// next probe, or the end of the endpoint's cool-down or `Retry-After`.
+    fn hold_until(&self, reason: WaitingReason) -> Option<Timestamp> {
+        match reason {
+            WaitingReason::SubscriberCircuitOpen | WaitingReason::SubscriberRetryAfter => {
+                self.endpoint_hold_until
+            }
+            _ => self.circuit_retry_at,
+        }
+    }
+}
+
 /// What the advice on a failing or paused subscriber is drawn from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscriberFacts {
@@ -188,6 +211,11 @@ pub struct SubscriberFacts {
     pub destination_hold: Option<WaitingReason>,
     /// When its destination's circuit lets the next probe out, when it is open.
     pub circuit_retry_at: Option<Timestamp>,
+    /// Why its endpoint circuit holds its jobs back (open, or its receiver's
+    /// `Retry-After`), if it does.
+    pub endpoint_hold: Option<WaitingReason>,
+    /// When that hold ends by itself, when known.
+    pub endpoint_hold_until: Option<Timestamp>,
     /// Its last attempt's error class, when that attempt failed.
     pub last_error_class: Option<ErrorClass>,
     /// Its last attempt's HTTP status, when that attempt failed with one.
@@ -210,7 +238,15 @@ pub fn for_subscriber(facts: &SubscriberFacts) -> Option<RetryAdvice> {
     }
     if let Some(held) = facts
         .destination_hold
-        .and_then(|reason| for_hold(reason, facts.circuit_retry_at))
+        .filter(|reason| *reason != WaitingReason::DestinationAtLimit)
+        .map(|reason| (reason, facts.circuit_retry_at))
+        .or(facts
+            .endpoint_hold
+            .map(|reason| (reason, facts.endpoint_hold_until)))
+        .or(facts
+            .destination_hold
+            .map(|reason| (reason, facts.circuit_retry_at)))
+        .and_then(|(reason, until)| for_hold(reason, until))
     {
         return Some(held);
     }
@@ -308,7 +344,7 @@ fn deleted() -> RetryAdvice {
 
 /// The advice for a job or subscriber held back for `reason`; `None` for the reasons
 /// that are not holds (not yet due, backing off, in flight).
-fn for_hold(reason: WaitingReason, circuit_retry_at: Option<Timestamp>) -> Option<RetryAdvice> {
+fn for_hold(reason: WaitingReason, until: Option<Timestamp>) -> Option<RetryAdvice> {
     let (verdict, text, at) = match reason {
         WaitingReason::SubscriberPaused => (
             RetryVerdict::AfterResume,
@@ -318,12 +354,24 @@ fn for_hold(reason: WaitingReason, circuit_retry_at: Option<Timestamp>) -> Optio
         WaitingReason::DestinationCircuitOpen => (
             RetryVerdict::NotBefore,
             "its destination's circuit is open: nothing but the probe is sent before `at`",
-            circuit_retry_at,
+            until,
         ),
         WaitingReason::DestinationPaused => (
             RetryVerdict::NotBefore,
             "an operator paused its destination: nothing is sent until it is unpaused",
             None,
+        ),
+        WaitingReason::SubscriberCircuitOpen => (
+            RetryVerdict::NotBefore,
+            "its subscriber's endpoint circuit is open (most of its recent attempts \
+             failed): nothing but one probe is sent before `at`, the end of its cool-down",
+            until,
+        ),
+        WaitingReason::SubscriberRetryAfter => (
+            RetryVerdict::NotBefore,
+            "its subscriber's receiver asked to wait (429, or 503 with Retry-After): \
+             nothing is sent to it before `at`",
+            until,
         ),
         WaitingReason::DestinationAtLimit => (
             RetryVerdict::NotBefore,
@@ -400,6 +448,8 @@ mod tests {
             last_status: None,
             due_at: None,
             circuit_retry_at: None,
+            endpoint_hold: None,
+            endpoint_hold_until: None,
             subscriber_paused: false,
             destination_hold: None,
             deadline_passed: false,
@@ -488,6 +538,21 @@ mod tests {
             ..backing_off
         };
         assert_eq!(verdict(at_limit), Some(RetryVerdict::Yes));
+        // Its subscriber's own endpoint circuit is open: brought forward it would wait
+        // for the end of the cool-down.
+        let own = for_job(&JobFacts {
+            endpoint_hold: Some(WaitingReason::SubscriberCircuitOpen),
+            endpoint_hold_until: Some(Timestamp::from_millis(70_000)),
+            ..backing_off
+        })
+        .unwrap();
+        assert_eq!(
+            (own.verdict, own.at),
+            (
+                RetryVerdict::NotBefore,
+                Some(Timestamp::from_millis(70_000))
+            )
+        );
         // A scheduled job that never failed gets no advice, whatever its destination.
         let future = JobFacts {
             waiting_reason: Some(WaitingReason::Scheduled),
@@ -521,6 +586,22 @@ mod tests {
             let advice = for_job(&held(reason)).unwrap();
             assert_eq!(advice.verdict, RetryVerdict::NotBefore, "{reason}");
             assert_eq!(advice.at, None, "only a circuit knows when: {reason}");
+        }
+        // The endpoint's holds know when they end: the cool-down, the Retry-After.
+        for reason in [
+            WaitingReason::SubscriberCircuitOpen,
+            WaitingReason::SubscriberRetryAfter,
+        ] {
+            let until = AT.plus_ms(1_234);
+            let advice = for_job(&JobFacts {
+                endpoint_hold_until: Some(until),
+                ..held(reason)
+            })
+            .unwrap();
+            assert_eq!(
+                (advice.verdict, advice.at),
+                (RetryVerdict::NotBefore, Some(until))
+            );
         }
         // A scheduled job that never failed, held by a paused subscriber.
         let paused = JobFacts {
@@ -603,6 +684,8 @@ mod tests {
             paused: false,
             destination_hold: None,
             circuit_retry_at: None,
+            endpoint_hold: None,
+            endpoint_hold_until: None,
             last_error_class: None,
             last_status: None,
             retrying_jobs: 0,
@@ -634,6 +717,24 @@ mod tests {
         })
         .unwrap();
         assert_eq!((open.verdict, open.at), (RetryVerdict::NotBefore, Some(AT)));
+        // Its own endpoint circuit: not before the end of its cool-down, which comes
+        // before a destination merely at its limit.
+        let later = AT.plus_ms(5_000);
+        let own = for_subscriber(&SubscriberFacts {
+            destination_hold: Some(WaitingReason::DestinationAtLimit),
+            endpoint_hold: Some(WaitingReason::SubscriberCircuitOpen),
+            endpoint_hold_until: Some(later),
+            last_error_class: Some(ErrorClass::Http5xx),
+            last_status: Some(500),
+            retrying_jobs: 3,
+            ..base
+        })
+        .unwrap();
+        assert_eq!(
+            (own.verdict, own.at),
+            (RetryVerdict::NotBefore, Some(later))
+        );
+        assert!(own.reason.contains("endpoint circuit"), "{}", own.reason);
         assert_eq!(
             v(SubscriberFacts {
                 last_error_class: Some(ErrorClass::Http4xx),

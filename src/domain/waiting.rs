@@ -21,6 +21,12 @@ pub enum WaitingReason {
     SubscriberRateLimited,
     /// Its subscriber is paused (`enabled = false`).
     SubscriberPaused,
+    /// Its subscriber's endpoint circuit is open (its own recent failure rate), or
+    /// half-open with its probe out (docs/DESIGN.md §15.1).
+    SubscriberCircuitOpen,
+    /// Its subscriber's receiver asked to wait (`429`, or `503` with `Retry-After`)
+    /// until an instant that has not come (docs/DESIGN.md §15.1).
+    SubscriberRetryAfter,
     /// Its destination (`host:port`) has its `max_in_flight` requests open, across all
     /// instances.
     DestinationAtLimit,
@@ -38,6 +44,8 @@ wire_names!(WaitingReason, "Every reason." {
     SubscriberAtLimit => "subscriber_at_limit",
     SubscriberRateLimited => "subscriber_rate_limited",
     SubscriberPaused => "subscriber_paused",
+    SubscriberCircuitOpen => "subscriber_circuit_open",
+    SubscriberRetryAfter => "subscriber_retry_after",
     DestinationAtLimit => "destination_at_limit",
     DestinationCircuitOpen => "destination_circuit_open",
     DestinationPaused => "destination_paused",
@@ -93,13 +101,21 @@ pub struct SubscriberLoad {
     pub destination_hold: Option<WaitingReason>,
     /// When that hold ends by itself, when known: an open circuit's next probe.
     pub destination_hold_until: Option<Timestamp>,
+    /// Why its own endpoint circuit holds its due jobs back at the instant read
+    /// ([`WaitingReason::SubscriberCircuitOpen`] or
+    /// [`WaitingReason::SubscriberRetryAfter`]), if it does (see
+    /// [`super::endpoint::endpoint_hold`]).
+    pub endpoint_hold: Option<WaitingReason>,
+    /// When that hold ends by itself, when known (none while its probe is out).
+    pub endpoint_hold_until: Option<Timestamp>,
 }
 
 impl SubscriberLoad {
     /// Why a due job of this subscriber is held back at `now`, if it is: the same rules
     /// as the claim (for a rate r, bursts of max(1, r/10) at most every max(1, r/10)/r s
     /// and at most r in the last second). A paused destination or an open circuit
-    /// comes first, then the subscriber's own limits, then the destination's limit.
+    /// comes first, then the subscriber's endpoint circuit or back-pressure, then its
+    /// own limits, then the destination's limit.
     pub fn holds_back(&self, now: Timestamp) -> Option<WaitingReason> {
         let destination = self.destination_hold;
         if let Some(
@@ -108,7 +124,9 @@ impl SubscriberLoad {
         {
             return Some(reason);
         }
-        self.own_limits(now).or(destination)
+        self.endpoint_hold
+            .or_else(|| self.own_limits(now))
+            .or(destination)
     }
 
     fn own_limits(&self, now: Timestamp) -> Option<WaitingReason> {
@@ -206,6 +224,8 @@ mod tests {
             last_started_at: None,
             destination_hold: None,
             destination_hold_until: None,
+            endpoint_hold: None,
+            endpoint_hold_until: None,
         };
         let w =
             |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);
@@ -247,6 +267,19 @@ mod tests {
             w(held(WaitingReason::DestinationAtLimit)),
             Some(WaitingReason::SubscriberAtLimit)
         );
+        // The subscriber's own endpoint circuit comes after the destination's hold,
+        // before its limits.
+        let endpoint = SubscriberLoad {
+            endpoint_hold: Some(WaitingReason::SubscriberCircuitOpen),
+            ..load(2, 0)
+        };
+        assert_eq!(w(endpoint), Some(WaitingReason::SubscriberCircuitOpen));
+        let both = SubscriberLoad {
+            destination_hold: Some(WaitingReason::DestinationCircuitOpen),
+            endpoint_hold: Some(WaitingReason::SubscriberRetryAfter),
+            ..load(0, 0)
+        };
+        assert_eq!(w(both), Some(WaitingReason::DestinationCircuitOpen));
         let at_limit = SubscriberLoad {
             destination_hold: Some(WaitingReason::DestinationAtLimit),
             destination_hold_until: None,

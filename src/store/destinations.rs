@@ -6,7 +6,7 @@
 //! open to it are the jobs `in_flight` under a live lease whose `destination` (written
 //! by the claim from the subscriber's URL of that moment) is its key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use url::Url;
 
@@ -15,7 +15,10 @@ use crate::domain::circuit::{
     AttemptRef, Circuit, CircuitPolicy, CircuitState, HostVerdict, Probe,
 };
 use crate::domain::destination::Destination;
-use crate::domain::destination_state::{Admission, DestinationPolicy, DestinationState};
+use crate::domain::destination_state::{
+    Admission, DestinationPolicy, DestinationState, long_running_room,
+};
+use crate::domain::endpoint::EndpointPolicy;
 use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::WaitingReason;
 use crate::store::StoreError;
@@ -211,6 +214,9 @@ pub(crate) trait DestinationStatements: Transactions {
     /// `last_error_at` `$12`, `last_error_class` `$13`, `last_error_status` `$14`,
     /// `last_error_reason` `$15`, `updated_at` `$16`, `changed_at` `$17`.
     const WRITE: &'static str;
+    /// Of destination `$1`'s subscribers with an endpoint result since `$2`: how many
+    /// (`served`) and how many of them have their endpoint circuit open (`failing`).
+    const SPREAD: &'static str;
 }
 
 /// Assigns subscriber `id` with `url` to its destination in `tx` at `now`, creating
@@ -425,13 +431,21 @@ struct Verdict<'a> {
 }
 
 /// Feeds the results of `records` to their destinations' breakers in `tx` at `now`
-/// (after their transitions were applied). Results that change no breaker cost one
-/// read; the destinations that change are then held (in key order) and written.
+/// (after their transitions were applied, and after their endpoint breakers, of which
+/// those of the subscribers `opened` just opened). Results that change no breaker cost
+/// one read; the destinations that change are then held (in key order) and written.
+///
+/// A destination where an endpoint breaker opened is judged by the spread of its
+/// failures: when at least two of the subscribers it served in the endpoint window,
+/// and at least three quarters of them, have their endpoint circuit open, the host
+/// itself is taken to be unwell and its circuit opens ([`Circuit::trip`]).
 pub(crate) async fn record_results<S: DestinationStatements>(
     tx: &mut S::Tx,
     records: &[OutcomeRecord],
+    opened: &BTreeSet<String>,
     now: Timestamp,
     policy: &CircuitPolicy,
+    endpoint: &EndpointPolicy,
 ) -> Result<(), StoreError> {
     let verdicts: Vec<Verdict> = records
         .iter()
@@ -450,9 +464,10 @@ pub(crate) async fn record_results<S: DestinationStatements>(
         .iter()
         .map(|r| (r.job_id.as_str(), r.row.key.as_str()))
         .collect();
+    let trips = spread_trips::<S>(tx, &verdicts, &keys, opened, now, endpoint).await?;
     let seen: HashMap<&str, &DestinationRow> =
         rows.iter().map(|r| (r.row.key.as_str(), &r.row)).collect();
-    let changed = apply(&verdicts, &keys, &seen, now, policy)?;
+    let changed = apply(&verdicts, &keys, &seen, &trips, now, policy)?;
     if changed.is_empty() {
         return Ok(());
     }
@@ -461,7 +476,7 @@ pub(crate) async fn record_results<S: DestinationStatements>(
     let held: Vec<DestinationRow> =
         S::fetch_all(tx, Query::new(S::HOLD_ALL).text(held_keys)).await?;
     let fresh: HashMap<&str, &DestinationRow> = held.iter().map(|r| (r.key.as_str(), r)).collect();
-    for (key, (state, last_error)) in apply(&verdicts, &keys, &fresh, now, policy)? {
+    for (key, (state, last_error)) in apply(&verdicts, &keys, &fresh, &trips, now, policy)? {
         let Some(row) = fresh.get(key) else {
             continue;
         };
@@ -476,6 +491,52 @@ pub(crate) async fn record_results<S: DestinationStatements>(
         write::<S>(tx, &row, &state, now).await?;
     }
     Ok(())
+}
+
+/// The destinations (of `keys`, by job) where a subscriber's endpoint breaker just
+/// opened and whose failures are spread over most of the subscribers they served in
+/// the endpoint window, each with the failure to record as its last error.
+async fn spread_trips<'k, S: DestinationStatements>(
+    tx: &mut S::Tx,
+    verdicts: &[Verdict<'_>],
+    keys: &HashMap<&str, &'k str>,
+    opened: &BTreeSet<String>,
+    now: Timestamp,
+    endpoint: &EndpointPolicy,
+) -> Result<BTreeMap<&'k str, DestinationError>, StoreError> {
+    let mut candidates: BTreeMap<&'k str, &OutcomeRecord> = BTreeMap::new();
+    for verdict in verdicts {
+        if !opened.contains(&verdict.record.subscriber_id) {
+            continue;
+        }
+        if let Some(&key) = keys.get(verdict.job_id.as_str()) {
+            candidates.insert(key, verdict.record);
+        }
+    }
+    let since = now.minus_ms(endpoint.window_ms);
+    let mut trips = BTreeMap::new();
+    for (key, record) in candidates {
+        let query = Query::new(S::SPREAD).text(key).int(since.as_millis());
+        let (served, failing): (i64, i64) = S::fetch_one(tx, query).await?;
+        if failing < 2 || failing * 4 < served * 3 {
+            continue;
+        }
+        let result = &record.result;
+        trips.insert(
+            key,
+            DestinationError {
+                at: record.finished_at,
+                class: result.error_class.unwrap_or(ErrorClass::Http5xx),
+                status: result.status,
+                reason: Some(format!(
+                    "failures spread over {failing} of the {served} subscribers served in the \
+                     last {} s",
+                    endpoint.window_ms / 1000
+                )),
+            },
+        );
+    }
+    Ok(trips)
 }
 
 /// Logs a circuit opening (a warning: a host is down) or closing.
@@ -496,11 +557,13 @@ fn log_transition(key: &str, before: &Circuit, after: &Circuit) {
     }
 }
 
-/// The destinations whose breaker (or last error) `verdicts` change, from `rows`.
+/// The destinations whose breaker (or last error) `verdicts` and `trips` change, from
+/// `rows`.
 fn apply<'k>(
     verdicts: &[Verdict],
     keys: &HashMap<&str, &'k str>,
     rows: &HashMap<&str, &DestinationRow>,
+    trips: &BTreeMap<&'k str, DestinationError>,
     now: Timestamp,
     policy: &CircuitPolicy,
 ) -> Result<BTreeMap<&'k str, (DestinationState, Option<DestinationError>)>, StoreError> {
@@ -522,14 +585,13 @@ fn apply<'k>(
             token: verdict.record.lease.token,
             started_at: verdict.record.started_at,
         };
-        if entry
+        let changed = entry
             .0
             .circuit
-            .record(verdict.verdict, attempt, now, policy)
-        {
-            entry.2 = true;
-        }
-        if verdict.verdict == Some(HostVerdict::Unwell) {
+            .record(verdict.verdict, attempt, now, policy);
+        entry.2 |= changed;
+        let reopened = changed && entry.0.circuit.state == CircuitState::Open;
+        if reopened || verdict.verdict == Some(HostVerdict::Unwell) {
             let result = &verdict.record.result;
             entry.1 = Some(DestinationError {
                 at: verdict.record.finished_at,
@@ -537,6 +599,19 @@ fn apply<'k>(
                 status: result.status,
                 reason: result.reason.clone(),
             });
+            entry.2 = true;
+        }
+    }
+    for (&key, error) in trips {
+        let Some(row) = rows.get(key) else {
+            continue;
+        };
+        if !states.contains_key(key) {
+            states.insert(key, (row.state()?, None, false));
+        }
+        let entry = states.get_mut(key).expect("inserted above");
+        if entry.0.circuit.trip(now, policy) {
+            entry.1 = Some(error.clone());
             entry.2 = true;
         }
     }
@@ -566,12 +641,38 @@ pub(crate) fn hold_until(
     })
 }
 
+/// A destination with due work, as a claim (and the next wake-up) reads it: its
+/// [`CountedRow`], and what the time-fair share needs (docs/DESIGN.md §15.2): the
+/// requests open to it for long-running endpoints, and whether a quick endpoint had a
+/// result there within the endpoint window.
+#[derive(sqlx::FromRow)]
+pub struct LoadedRow {
+    #[sqlx(flatten)]
+    counted: CountedRow,
+    long_in_flight: i64,
+    quick_active: bool,
+}
+crate::store::sqlite::direct::rows::lite_row!(LoadedRow { long_in_flight, quick_active; counted });
+
+/// What a claim may take from one destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Opening {
+    /// The destination.
+    pub key: String,
+    /// How many jobs (a probe takes 1).
+    pub room: u32,
+    /// Of those, how many may go to long-running endpoints.
+    pub long_room: u32,
+    /// The one job is its circuit's probe.
+    pub probe: bool,
+}
+
 /// The admissions of destinations with due work at `now`: each one's key and what a
-/// claim may take (a probe takes 1), and the earliest instant a held one lets work go
-/// by itself (a cool-down ending).
+/// claim may take, and the earliest instant a held one lets work go by itself (a
+/// cool-down ending).
 pub(crate) struct Admissions {
-    /// (key, how many, is the probe) of each destination that lets work go.
-    pub open: Vec<(String, u32, bool)>,
+    /// The destinations that let work go.
+    pub open: Vec<Opening>,
     /// The earliest end of a cool-down among the held.
     pub next_change: Option<Timestamp>,
 }
@@ -579,7 +680,7 @@ pub(crate) struct Admissions {
 impl Admissions {
     /// Reads `rows` at `now`.
     pub fn of(
-        rows: &[CountedRow],
+        rows: &[LoadedRow],
         now: Timestamp,
         policy: &DestinationPolicy,
     ) -> Result<Admissions, StoreError> {
@@ -587,38 +688,55 @@ impl Admissions {
             open: Vec::new(),
             next_change: None,
         };
-        for row in rows {
-            match row.admission(now, policy)? {
-                Admission::Take(n) => admissions.open.push((row.key().to_owned(), n, false)),
-                Admission::Probe => admissions.open.push((row.key().to_owned(), 1, true)),
+        for loaded in rows {
+            let row = &loaded.counted;
+            let (room, probe) = match row.admission(now, policy)? {
+                Admission::Take(n) => (n, false),
+                Admission::Probe => (1, true),
                 Admission::Held(_, until) => {
                     admissions.next_change = admissions.next_change.into_iter().chain(until).min();
+                    continue;
                 }
-            }
+            };
+            let limit = row.row.state()?.limit(policy);
+            let long_in_flight = u32::try_from(loaded.long_in_flight.max(0)).unwrap_or(u32::MAX);
+            let long_room = long_running_room(limit, long_in_flight, loaded.quick_active);
+            admissions.open.push(Opening {
+                key: row.key().to_owned(),
+                room,
+                long_room: long_room.min(room),
+                probe,
+            });
         }
         Ok(admissions)
     }
 
     /// The rows (from `rows`) of the destinations whose next claim sends a probe.
-    pub fn probes<'r>(&self, rows: &'r [CountedRow]) -> HashMap<&'r str, &'r DestinationRow> {
+    pub fn probes<'r>(&self, rows: &'r [LoadedRow]) -> HashMap<&'r str, &'r DestinationRow> {
         let probing: Vec<&str> = self
             .open
             .iter()
-            .filter(|(_, _, probe)| *probe)
-            .map(|(key, ..)| key.as_str())
+            .filter(|open| open.probe)
+            .map(|open| open.key.as_str())
             .collect();
         rows.iter()
-            .filter(|row| probing.contains(&row.key()))
-            .map(|row| (row.key(), &row.row))
+            .filter(|row| probing.contains(&row.counted.key()))
+            .map(|row| (row.counted.key(), &row.counted.row))
             .collect()
     }
 
-    /// The open destinations as a JSON object `{key: allowed}` (SQLite's `json_each`).
+    /// The open destinations as a JSON object `{key: [room, long_room]}` (SQLite's
+    /// `json_each`).
     pub fn json_object(&self) -> Result<String, StoreError> {
         let map: serde_json::Map<String, serde_json::Value> = self
             .open
             .iter()
-            .map(|(key, n, _)| (key.clone(), serde_json::Value::from(*n)))
+            .map(|open| {
+                (
+                    open.key.clone(),
+                    serde_json::json!([open.room, open.long_room]),
+                )
+            })
             .collect();
         serde_json::to_string(&map).map_err(|e| StoreError::Internal(e.to_string()))
     }

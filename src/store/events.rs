@@ -15,7 +15,7 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, CountedRow};
 use crate::store::dialect::{Query, Value};
-use crate::store::figures::FigureStatements;
+use crate::store::figures::{self, FigureStatements};
 use crate::store::jobs::JobRow;
 use crate::store::records::{AffectedEvent, EventJob, EventJobs, Job, JobCounts, PageRequest};
 use uuid::Uuid;
@@ -82,21 +82,10 @@ crate::store::sqlite::direct::rows::lite_row!(EventJobRow { last_error_at; job }
 pub struct LoadRow {
     subscriber_id: String,
     destination: Option<String>,
-    max_in_flight: i64,
-    rate_limit_per_second: Option<i64>,
-    open_attempts: i64,
-    started_last_second: i64,
-    last_started_at: Option<i64>,
+    #[sqlx(flatten)]
+    load: figures::LoadRow,
 }
-crate::store::sqlite::direct::rows::lite_row!(LoadRow {
-    subscriber_id,
-    destination,
-    max_in_flight,
-    rate_limit_per_second,
-    open_attempts,
-    started_last_second,
-    last_started_at
-});
+crate::store::sqlite::direct::rows::lite_row!(LoadRow { subscriber_id, destination; load });
 
 /// The statements of the event reads, in the backend's dialect.
 pub(crate) trait EventStatements: FigureStatements {
@@ -189,27 +178,18 @@ pub(crate) async fn event_jobs<S: EventStatements>(
         .into_iter()
         .map(|row| {
             let admission = row.destination.as_ref().and_then(|d| admissions.get(d));
-            (row.subscriber_id.clone(), hold_of(&row, admission))
+            (row.subscriber_id.clone(), hold_of(&row, admission, now))
         })
         .collect();
     Ok(Some(EventJobs { jobs, holds }))
 }
 
-/// The load of the subscriber of `row` against its limits, its destination admitting
-/// `admission`.
-fn hold_of(row: &LoadRow, admission: Option<&Admission>) -> SubscriberLoad {
-    let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-    let (destination_hold, destination_hold_until) = match admission {
-        Some(Admission::Held(reason, until)) => (Some(*reason), *until),
-        _ => (None, None),
+/// The load of the subscriber of `row` against its limits at `now`, its destination
+/// admitting `admission`.
+fn hold_of(row: &LoadRow, admission: Option<&Admission>, now: Timestamp) -> SubscriberLoad {
+    let hold = match admission {
+        Some(Admission::Held(reason, until)) => Some((*reason, *until)),
+        _ => None,
     };
-    SubscriberLoad {
-        open_attempts: count(row.open_attempts),
-        max_in_flight: count(row.max_in_flight),
-        started_last_second: count(row.started_last_second),
-        rate_limit_per_second: row.rate_limit_per_second.map(count),
-        last_started_at: decode::opt_ts(row.last_started_at),
-        destination_hold,
-        destination_hold_until,
-    }
+    row.load.load(hold, now)
 }

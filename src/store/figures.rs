@@ -5,11 +5,12 @@ use std::future::Future;
 
 use crate::domain::circuit::CircuitState;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::waiting::SubscriberLoad;
+use crate::domain::endpoint::endpoint_hold;
+use crate::domain::waiting::{SubscriberLoad, WaitingReason};
 use crate::domain::{DeadReason, JobState, Timestamp, tombstone};
 use crate::store::StoreError;
 use crate::store::decode;
-use crate::store::destinations::{self, Admissions, CountedRow};
+use crate::store::destinations::{self, Admissions, CountedRow, LoadedRow};
 use crate::store::dialect::Query;
 use crate::store::records::{AttemptFailure, JobCounts, StoreGauges, SubscriberStats};
 use crate::store::replays::ReplayStatements;
@@ -66,14 +67,51 @@ pub struct LoadRow {
     open_attempts: i64,
     started_last_second: i64,
     last_started_at: Option<i64>,
+    endpoint_circuit: Option<String>,
+    endpoint_retry_at: Option<i64>,
+    endpoint_hold_until: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     max_in_flight,
     rate_limit_per_second,
     open_attempts,
     started_last_second,
-    last_started_at
+    last_started_at,
+    endpoint_circuit,
+    endpoint_retry_at,
+    endpoint_hold_until
 });
+
+impl LoadRow {
+    /// The subscriber's load at `now`, its destination holding its work back for
+    /// `destination_hold` (the reason, and until when if known), if it does.
+    pub fn load(
+        &self,
+        destination_hold: Option<(WaitingReason, Option<Timestamp>)>,
+        now: Timestamp,
+    ) -> SubscriberLoad {
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        let open_attempts = count(self.open_attempts);
+        let endpoint = endpoint_hold(
+            self.endpoint_circuit.as_deref() == Some(CircuitState::Open.as_str()),
+            decode::opt_ts(self.endpoint_retry_at),
+            decode::opt_ts(self.endpoint_hold_until),
+            open_attempts,
+            now,
+        );
+        SubscriberLoad {
+            open_attempts,
+            max_in_flight: count(self.max_in_flight),
+            started_last_second: count(self.started_last_second),
+            rate_limit_per_second: self.rate_limit_per_second.map(count),
+            last_started_at: decode::opt_ts(self.last_started_at),
+            destination_hold: destination_hold.map(|(reason, _)| reason),
+            destination_hold_until: destination_hold.and_then(|(_, until)| until),
+            endpoint_hold: endpoint.map(|(reason, _)| reason),
+            endpoint_hold_until: endpoint.and_then(|(_, until)| until),
+        }
+    }
+}
 
 /// A subscriber's oldest eligible job and latest delivery.
 #[derive(sqlx::FromRow)]
@@ -133,7 +171,7 @@ pub(crate) trait FigureStatements: Transactions {
     /// ([`CountedRow`]).
     const SUBSCRIBER_DESTINATION: &'static str;
     /// The destinations with due work at `$1`, with their requests open then
-    /// ([`CountedRow`]), read without holding them.
+    /// ([`LoadedRow`], quick endpoints active since `$2`), read without holding them.
     const DUE_DESTINATIONS: &'static str;
     /// The destinations the gauges describe at `$1` ([`CountedRow`]): those with
     /// requests open, and those paused or whose circuit is not plainly closed.
@@ -236,9 +274,11 @@ pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     now: Timestamp,
     policy: &DestinationPolicy,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let due: Vec<CountedRow> = db
-        .read_all(Query::new(S::DUE_DESTINATIONS).int(now.as_millis()))
-        .await?;
+    let since = now.minus_ms(policy.endpoint.window_ms);
+    let query = Query::new(S::DUE_DESTINATIONS)
+        .int(now.as_millis())
+        .int(since.as_millis());
+    let due: Vec<LoadedRow> = db.read_all(query).await?;
     let admissions = Admissions::of(&due, now, policy)?;
     let jobs = db.next_job_wake(now, admissions.json_object()?).await?;
     let replay = crate::store::replays::next_at(db).await?;
@@ -259,7 +299,6 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
     if tombstone::is_tombstone(id) {
         return Ok(None);
     }
-    let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
     let query = Query::new(S::LOAD).text(id).int(now.as_millis());
     let row: Option<LoadRow> = db.read_optional(query).await?;
     let query = Query::new(S::SUBSCRIBER_DESTINATION)
@@ -270,15 +309,7 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
         Some(row) => destinations::hold_until(row, now, policy)?,
         None => None,
     };
-    Ok(row.map(|row| SubscriberLoad {
-        destination_hold: hold.map(|(reason, _)| reason),
-        destination_hold_until: hold.and_then(|(_, until)| until),
-        open_attempts: count(row.open_attempts),
-        max_in_flight: count(row.max_in_flight),
-        started_last_second: count(row.started_last_second),
-        rate_limit_per_second: row.rate_limit_per_second.map(count),
-        last_started_at: decode::opt_ts(row.last_started_at),
-    }))
+    Ok(row.map(|row| row.load(hold, now)))
 }
 
 /// The figures of subscriber `id` at `now`, read in one snapshot (see

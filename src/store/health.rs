@@ -17,7 +17,9 @@
 use std::collections::HashMap;
 
 use crate::domain::Timestamp;
+use crate::domain::circuit::CircuitState;
 use crate::domain::destination_state::DestinationPolicy;
+use crate::domain::endpoint::endpoint_hold;
 use crate::domain::health::HealthStatus;
 use crate::store::StoreError;
 use crate::store::decode;
@@ -66,6 +68,9 @@ pub struct AttemptsRow {
     failure_status: Option<i64>,
     failure_reason: Option<String>,
     first_failure_at: Option<i64>,
+    endpoint_circuit: Option<String>,
+    endpoint_retry_at: Option<i64>,
+    endpoint_hold_until: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     id,
@@ -76,7 +81,10 @@ crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     failure_class,
     failure_status,
     failure_reason,
-    first_failure_at
+    first_failure_at,
+    endpoint_circuit,
+    endpoint_retry_at,
+    endpoint_hold_until
 });
 
 /// The statements of the health figures, in the backend's dialect. The subscribers
@@ -126,6 +134,7 @@ pub(crate) async fn figures<S: HealthStatements>(
         }
     }
     let mut figures = HashMap::with_capacity(rows.len());
+    let mut endpoints = HashMap::with_capacity(rows.len());
     for row in rows {
         let hold = row.destination.as_deref().and_then(|key| holds.get(key));
         let last_failure = match row.failure_at {
@@ -138,6 +147,14 @@ pub(crate) async fn figures<S: HealthStatements>(
             }),
             None => None,
         };
+        endpoints.insert(
+            row.id.clone(),
+            (
+                row.endpoint_circuit.as_deref() == Some(CircuitState::Open.as_str()),
+                decode::opt_ts(row.endpoint_retry_at),
+                decode::opt_ts(row.endpoint_hold_until),
+            ),
+        );
         let entry = HealthFigures {
             last_success_at: decode::opt_ts(row.last_success_at),
             last_failure,
@@ -159,6 +176,14 @@ pub(crate) async fn figures<S: HealthStatements>(
     for row in dead {
         if let Some(entry) = figures.get_mut(&row.subscriber_id) {
             entry.dead_last_hour = decode::count(row.n);
+        }
+    }
+    for (id, (open, retry_at, hold_until)) in endpoints {
+        if let Some(entry) = figures.get_mut(&id) {
+            let open_attempts = u32::try_from(entry.in_flight).unwrap_or(u32::MAX);
+            let hold = endpoint_hold(open, retry_at, hold_until, open_attempts, now);
+            entry.endpoint_hold = hold.map(|(reason, _)| reason);
+            entry.endpoint_hold_until = hold.and_then(|(_, until)| until);
         }
     }
     Ok(figures)

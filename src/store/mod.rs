@@ -24,6 +24,7 @@ mod decode;
 mod deletions;
 mod destinations;
 pub mod dialect;
+mod endpoints;
 mod error;
 mod event_types;
 mod events;

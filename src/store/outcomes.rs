@@ -9,11 +9,12 @@
 
 use std::collections::HashSet;
 
-use crate::domain::circuit::CircuitPolicy;
+use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::Query;
+use crate::store::endpoints::{self, EndpointStatements};
 use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
 use crate::store::records::{Fenced, OutcomeRecord};
 use crate::store::transactions::Transactions;
@@ -22,7 +23,9 @@ use crate::store::transactions::Transactions;
 pub const MAX_OUTCOME_GROUP: usize = 256;
 
 /// The statements of a batch of outcomes, in the backend's dialect.
-pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
+pub(crate) trait OutcomeStatements:
+    Transactions + DestinationStatements + EndpointStatements
+{
     /// Holds, before anything is written, the subscribers of the jobs in JSON array
     /// `$1` (job ids) in ascending id order; `None` where writes do not take row locks
     /// (SQLite: one writer). Run only when an outcome pauses its subscriber.
@@ -30,7 +33,8 @@ pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
     /// Holds the jobs of batch `$1` whose lease still holds, in ascending id order,
     /// before any attempt row is touched; `None` where writes do not take row locks.
     /// With it, every transaction that waits on row locks takes them subscribers →
-    /// jobs (by id) → attempts → destinations (by key), so outcome groups, sweeps,
+    /// jobs (by id) → attempts → endpoint circuits (by subscriber) → destinations (by
+    /// key), so outcome groups, sweeps,
     /// reclaiming claims, renewals and deletions cannot deadlock (docs/DESIGN.md §3).
     const LOCK_JOBS: Option<&'static str>;
     /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
@@ -47,17 +51,18 @@ pub(crate) trait OutcomeStatements: Transactions + DestinationStatements {
 /// Records `records` at `now` in one write transaction (see
 /// [`crate::store::Store::record_outcomes`]).
 ///
-/// The results also feed their destinations' circuit breakers (docs/DESIGN.md §15),
-/// late ones included: an answer is a fact about the host, whoever holds the lease.
+/// The results also feed their subscribers' endpoint breakers and their destinations'
+/// breakers (docs/DESIGN.md §15), late ones included: an answer is a fact about the
+/// endpoint and the host, whoever holds the lease.
 pub(crate) async fn record<S: OutcomeStatements>(
     db: &S,
     records: &[OutcomeRecord],
     now: Timestamp,
-    circuit: &CircuitPolicy,
+    policy: &DestinationPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     check(records)?;
-    let (records, circuit) = (records.to_vec(), *circuit);
-    db.transaction(move |tx| Box::pin(record_in::<S>(tx, records, now, circuit)))
+    let (records, policy) = (records.to_vec(), *policy);
+    db.transaction(move |tx| Box::pin(record_in::<S>(tx, records, now, policy)))
         .await
 }
 
@@ -66,7 +71,7 @@ async fn record_in<S: OutcomeStatements>(
     tx: &mut S::Tx,
     records: Vec<OutcomeRecord>,
     now: Timestamp,
-    circuit: CircuitPolicy,
+    policy: DestinationPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     let batch = to_json(&records, now);
     lock_in_order::<S>(tx, &records, &batch).await?;
@@ -79,7 +84,9 @@ async fn record_in<S: OutcomeStatements>(
             .int(now.as_millis());
         S::execute(tx, query).await?;
     }
-    destinations::record_results::<S>(tx, &records, now, &circuit).await?;
+    let (circuit, endpoint) = (&policy.circuit, &policy.endpoint);
+    let opened = endpoints::record_results::<S>(tx, &records, now, endpoint, circuit).await?;
+    destinations::record_results::<S>(tx, &records, &opened, now, circuit, endpoint).await?;
     Ok(fenced_in_order(&records, applied.into_iter().collect()))
 }
 
@@ -111,7 +118,7 @@ async fn lock_in_order<S: OutcomeStatements>(
 /// written; the latest is the instant of the write).
 pub(crate) fn spawn<S: OutcomeStatements>(
     db: S,
-    circuit: CircuitPolicy,
+    policy: DestinationPolicy,
 ) -> GroupCommit<(OutcomeRecord, Timestamp), Fenced> {
     let limits = GroupLimits {
         max_weight: MAX_OUTCOME_GROUP,
@@ -129,7 +136,7 @@ pub(crate) fn spawn<S: OutcomeStatements>(
                 let Some(now) = now else {
                     return Vec::new();
                 };
-                match record(&db, &records, now, &circuit).await {
+                match record(&db, &records, now, &policy).await {
                     Ok(results) => results.into_iter().map(Ok).collect(),
                     Err(error) => records.iter().map(|_| Err(same_kind(&error))).collect(),
                 }

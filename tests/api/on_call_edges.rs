@@ -161,6 +161,7 @@ async fn a_late_410_after_delete_and_recreate_leaves_the_new_subscriber_alone(db
             job_id: claimed.job_id,
             token: claimed.lease_token,
         },
+        subscriber_id: claimed.subscriber_id.clone(),
         attempt: claimed.attempt,
         started_at: now,
         finished_at: now,
@@ -172,6 +173,7 @@ async fn a_late_410_after_delete_and_recreate_leaves_the_new_subscriber_alone(db
             body_excerpt: None,
             resent: false,
         },
+        retry_after: None,
         transition: transition(
             &claimed.snapshot,
             JobEvent::TerminalFailure {

@@ -520,6 +520,7 @@ fn fail_for_an_hour(served: &crate::app::BlockingApp) {
                 job_id: claimed.job_id,
                 token: claimed.lease_token,
             },
+            subscriber_id: claimed.subscriber_id.clone(),
             attempt: claimed.attempt,
             started_at: now,
             finished_at: now,
@@ -531,6 +532,7 @@ fn fail_for_an_hour(served: &crate::app::BlockingApp) {
                 body_excerpt: None,
                 resent: false,
             },
+            retry_after: None,
             transition: transition(&claimed.snapshot, event, now).unwrap(),
             pause_subscriber: false,
         };

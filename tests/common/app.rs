@@ -474,10 +474,12 @@ impl TestApp {
                 job_id: claimed.job_id,
                 token: claimed.lease_token,
             },
+            subscriber_id: claimed.subscriber_id.clone(),
             attempt: claimed.attempt,
             started_at: now,
             finished_at: now,
             result,
+            retry_after: None,
             transition: transition(&claimed.snapshot, event, now).expect("a legal transition"),
             pause_subscriber: false,
         };

@@ -108,6 +108,8 @@ impl Recorded {
 #[derive(Default)]
 struct Shared {
     script: Vec<Reply>,
+    /// Fixed replies by path, before the script.
+    by_path: HashMap<String, Reply>,
     requests: Vec<Recorded>,
     open: HashMap<String, usize>,
     max_open_per_id: usize,
@@ -177,6 +179,13 @@ impl Receiver {
     /// Answers every later request with `reply` (the script is replaced).
     pub fn reply_from_now(&self, reply: Reply) {
         self.shared.lock().unwrap().script = vec![reply];
+    }
+
+    /// Answers every later request to `path` with `reply`, whatever the script says:
+    /// many subscribers on one `host:port`, told apart by path.
+    pub fn reply_on(&self, path: &str, reply: Reply) {
+        let mut shared = self.shared.lock().unwrap();
+        shared.by_path.insert(path.to_owned(), reply);
     }
 
     /// Connections open now that have carried a request (answered or not): a request
@@ -288,7 +297,10 @@ async fn answer(
     let (reply, release) = {
         let mut s = shared.lock().unwrap();
         let index = s.requests.len().min(s.script.len() - 1);
-        let reply = s.script[index].clone();
+        let reply = match s.by_path.get(uri.path()) {
+            Some(reply) => reply.clone(),
+            None => s.script[index].clone(),
+        };
         s.requests.push(Recorded {
             path: uri.path().to_owned(),
             at: Instant::now(),

@@ -39,15 +39,22 @@ pub fn instance_on(database_url: &str) -> AppBuilder {
         .allow_private_targets()
 }
 
-/// When the job next needs the worker: its next attempt, or its deadline (the sweep).
+/// When the job next needs the worker: its next attempt (or, when a hold with a known
+/// end keeps it back, that end: `retry_advice.at` of a `not_before` advice), or its
+/// deadline (the sweep), whichever comes first.
 pub fn next_due(job: &Value) -> Timestamp {
-    let at = |field: &str| {
-        job[field]
+    let parse = |value: &Value| {
+        value
             .as_str()
             .map(|text| Timestamp::parse_rfc3339(text).unwrap())
     };
-    let deadline = at("deadline").expect("a deadline");
-    at("next_attempt_at").map_or(deadline, |next| next.min(deadline))
+    let deadline = parse(&job["deadline"]).expect("a deadline");
+    let held_until = Some(&job["retry_advice"])
+        .filter(|advice| advice["verdict"] == "not_before")
+        .and_then(|advice| parse(&advice["at"]));
+    parse(&job["next_attempt_at"])
+        .map(|next| held_until.map_or(next, |until| next.max(until)))
+        .map_or(deadline, |next| next.min(deadline))
 }
 
 /// Steps the worker until `job` is in `state`: runs what is pending, then moves the

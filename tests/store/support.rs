@@ -281,10 +281,12 @@ pub fn outcome(
 ) -> OutcomeRecord {
     OutcomeRecord {
         lease: lease(claimed),
+        subscriber_id: claimed.subscriber_id.clone(),
         attempt: claimed.attempt,
         started_at: claimed.lease_expires_at.minus_ms(LEASE_MS),
         finished_at,
         result,
+        retry_after: None,
         transition: transition(&claimed.snapshot, event, finished_at)
             .expect("the state machine allows the event"),
         pause_subscriber: false,

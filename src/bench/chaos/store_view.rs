@@ -338,7 +338,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("store_view_{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let url = format!("sqlite://{}", dir.join("db").display());
-        let server = super::super::super::server::Server::start(&binary, &url).expect("server");
+        let server =
+            super::super::super::server::Server::start(&binary, &url, &[]).expect("server");
         let api = super::super::super::load::Api::new(vec![server.base.clone()]).expect("api");
         // Nothing listens on port 9: its jobs fail to connect and retry.
         api.put_subscriber("fast-0", "http://127.0.0.1:9/fast-0", None)

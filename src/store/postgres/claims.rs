@@ -12,45 +12,64 @@ use crate::domain::circuit::Probe;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, LEASE_EXPIRED_REASON, MarkedRow, TargetRow};
-use crate::store::destinations::{self, Admissions, CountedRow};
+use crate::store::destinations::{self, Admissions, LoadedRow};
 use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::{Sealer, StoreError};
 
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
-/// work and room under their limits, among those of the destinations `$3` that let work
-/// go (`$4`: how many each may take): round-robin across destinations (each one's
-/// subscribers in oldest-due order, never more of them than its room), the destination
-/// with more room first, then the oldest due work. So a destination with an old
-/// backlog and little room cannot fill a claim's `$2` places with subscribers it may not
-/// use, and when places are scarce the least busy destination goes first. Holding
+/// work and room under their limits, not held by their endpoint circuit (open, or the
+/// receiver's `Retry-After`; half-open only with none of their attempts open), among
+/// those of the destinations `$3` that let work go (`$4`: how many each may take, `$5`:
+/// how many of those long-running endpoints may take): within each destination in the
+/// order of the time-fair share (fewest open requests first, then quick before
+/// long-running, healthy before failing, oldest due), never more of them than its
+/// room and never more long-running ones than their room; round-robin across
+/// destinations, the destination with more room first. So a destination with an old
+/// backlog and little room cannot fill a claim's `$2` places with subscribers it may
+/// not use, and when places are scarce the least busy destination goes first. Holding
 /// these locks, a claim's count of a subscriber's open attempts cannot race another
 /// instance's claim: a subscriber locked elsewhere is skipped this time. Each
 /// subscriber costs a few index probes (its oldest due job from `jobs_subscriber_due`,
-/// its open leases, and its last second of attempts only when it has a rate limit),
-/// whatever the backlog.
+/// its open leases, its endpoint circuit, and its last second of attempts only when it
+/// has a rate limit), whatever the backlog.
 const LOCK_SUBSCRIBERS: &str = "\
     SELECT s.id FROM subscribers s JOIN ( \
-      SELECT c.id, a.room, d.oldest, ROW_NUMBER() OVER ( \
-        PARTITION BY c.destination ORDER BY d.oldest, c.id) AS rank \
-      FROM subscribers c \
-      JOIN UNNEST($3::text[], $4::bigint[]) AS a(destination, room) \
-        ON a.destination = c.destination \
-      CROSS JOIN LATERAL ( \
-        SELECT j.due_at AS oldest FROM jobs j \
-        WHERE j.subscriber_id = c.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
-          AND j.due_at <= $1 AND j.deadline > $1 \
-          AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
-                   AND j.attempts >= j.max_attempts) \
-        ORDER BY j.due_at LIMIT 1 \
-      ) d \
-      WHERE c.enabled \
-        AND c.max_in_flight > (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = c.id \
-                               AND o.state = 'in_flight' AND o.due_at > $1) \
-        AND CASE WHEN c.rate_limit_per_second IS NULL THEN true ELSE ( \
-          SELECT c.rate_limit_per_second > COUNT(*) \
-            AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
-                 * GREATEST(1, c.rate_limit_per_second / 10) / c.rate_limit_per_second) \
-          FROM attempts a WHERE a.subscriber_id = c.id AND a.started_at > $1 - 1000) END \
+      SELECT f.id, f.room, f.oldest, ROW_NUMBER() OVER (PARTITION BY f.destination \
+        ORDER BY f.open, f.long_running, f.health, f.oldest, f.id) AS rank \
+      FROM ( \
+        SELECT g.*, ROW_NUMBER() OVER (PARTITION BY g.destination, g.long_running \
+          ORDER BY g.open, g.health, g.oldest, g.id) AS ln \
+        FROM ( \
+          SELECT c.id, c.destination, a.room, a.long_room, d.oldest, o.open, \
+            COALESCE(e.long_running, false) AS long_running, \
+            CASE WHEN e.circuit = 'open' THEN 2 \
+                 WHEN e.failures + e.previous_failures > 0 THEN 1 ELSE 0 END AS health \
+          FROM subscribers c \
+          JOIN UNNEST($3::text[], $4::bigint[], $5::bigint[]) AS a(destination, room, long_room) \
+            ON a.destination = c.destination \
+          LEFT JOIN endpoint_circuits e ON e.subscriber_id = c.id \
+          CROSS JOIN LATERAL ( \
+            SELECT j.due_at AS oldest FROM jobs j \
+            WHERE j.subscriber_id = c.id AND j.state IN ('scheduled', 'retrying', 'in_flight') \
+              AND j.due_at <= $1 AND j.deadline > $1 \
+              AND NOT (j.state = 'in_flight' AND j.max_attempts IS NOT NULL \
+                       AND j.attempts >= j.max_attempts) \
+            ORDER BY j.due_at LIMIT 1 \
+          ) d \
+          CROSS JOIN LATERAL ( \
+            SELECT COUNT(*) AS open FROM jobs o WHERE o.subscriber_id = c.id \
+              AND o.state = 'in_flight' AND o.due_at > $1 \
+          ) o \
+          WHERE c.enabled AND c.max_in_flight > o.open \
+            AND (e.hold_until IS NULL OR e.hold_until <= $1) \
+            AND (e.circuit IS NULL OR e.circuit = 'closed' OR (e.retry_at <= $1 AND o.open = 0)) \
+            AND CASE WHEN c.rate_limit_per_second IS NULL THEN true ELSE ( \
+              SELECT c.rate_limit_per_second > COUNT(*) \
+                AND (MAX(a.started_at) IS NULL OR MAX(a.started_at) <= $1 - 1000 \
+                     * GREATEST(1, c.rate_limit_per_second / 10) / c.rate_limit_per_second) \
+              FROM attempts a WHERE a.subscriber_id = c.id AND a.started_at > $1 - 1000) END \
+        ) g \
+      ) f WHERE NOT f.long_running OR f.ln <= f.long_room \
     ) p ON p.id = s.id \
     WHERE p.rank <= p.room \
     ORDER BY p.rank, p.room DESC, p.oldest, s.id LIMIT $2 \
@@ -59,11 +78,14 @@ const LOCK_SUBSCRIBERS: &str = "\
 /// Claims, among the locked subscribers `$6`, the due jobs within each one's allowance
 /// (`max_in_flight` minus its live leases; for `rate_limit_per_second` r, bursts of
 /// max(1, r/10) at most every max(1, r/10)/r s and never more than r in the last
-/// second, as the SQLite store) and within each destination's room (`$7` keys, `$8`
-/// how many each may take), round-robin across destinations and within one across its
-/// subscribers, at most `$2`; marks them in flight at their destination, records an
-/// expired lease's attempt as unknown, starts the new attempts, and returns the batch
-/// with each subscriber's target.
+/// second, as the SQLite store; nothing while its endpoint circuit holds it, one probe
+/// while half-open) and within each destination's room (`$7` keys, `$8` how many each
+/// may take, `$9` how many of those may go to long-running endpoints), placed by the
+/// time-fair share of docs/DESIGN.md §15.2 within a destination (the lowest `open + n`
+/// first, as the SQLite store) and round-robin across destinations, at most `$2`;
+/// marks them in flight at their destination, records an expired lease's attempt as
+/// unknown, starts the new attempts, and returns the batch with each subscriber's
+/// target.
 ///
 /// `load` and `allowance` are `MATERIALIZED`: inlined, each subscriber's counts were
 /// computed again for every candidate row of it (10,000 times for a claim of 100 jobs
@@ -77,6 +99,11 @@ const LOCK_SUBSCRIBERS: &str = "\
 const CLAIM: &str = "\
     WITH load AS MATERIALIZED ( \
       SELECT s.id, s.destination, s.max_in_flight, s.rate_limit_per_second AS rate, \
+        COALESCE(e.long_running, false) AS long_running, \
+        CASE WHEN e.circuit = 'open' THEN 2 \
+             WHEN e.failures + e.previous_failures > 0 THEN 1 ELSE 0 END AS health, \
+        COALESCE(e.circuit = 'open', false) AS probing, \
+        COALESCE(e.hold_until > $1 OR (e.circuit = 'open' AND e.retry_at > $1), false) AS held, \
         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
          AND o.state = 'in_flight' AND o.due_at > $1) AS open, \
         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
@@ -85,18 +112,23 @@ const CLAIM: &str = "\
         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
          AND a.started_at > $1 - 1000) END AS last \
-      FROM subscribers s WHERE s.id = ANY($6) \
+      FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+      WHERE s.id = ANY($6) \
     ), admitted AS ( \
-      SELECT * FROM UNNEST($7::text[], $8::bigint[]) AS a(destination, room) \
+      SELECT * FROM UNNEST($7::text[], $8::bigint[], $9::bigint[]) \
+        AS a(destination, room, long_room) \
     ), allowance AS MATERIALIZED ( \
-      SELECT l.id AS subscriber_id, a.destination, a.room, \
-        GREATEST(0, LEAST(l.max_in_flight - l.open, \
+      SELECT l.id AS subscriber_id, a.destination, a.room, a.long_room, l.long_running, \
+        l.health, l.open, \
+        CASE WHEN l.held THEN 0 ELSE GREATEST(0, LEAST(l.max_in_flight - l.open, \
+        CASE WHEN l.probing THEN 1 - l.open ELSE 2147483647 END, \
         CASE WHEN l.rate IS NULL THEN 2147483647 \
              WHEN l.last > $1 - 1000 * GREATEST(1, l.rate / 10) / l.rate THEN 0 \
-             ELSE LEAST(GREATEST(1, l.rate / 10), l.rate - l.recent) END)) AS allowed \
+             ELSE LEAST(GREATEST(1, l.rate / 10), l.rate - l.recent) END)) END AS allowed \
       FROM load l JOIN admitted a ON a.destination = l.destination \
     ), ranked AS ( \
       SELECT j.id, j.old_state, j.due_since, al.allowed, al.destination, al.room, \
+        al.long_room, al.long_running, al.health, al.open, \
         ROW_NUMBER() OVER (PARTITION BY al.subscriber_id ORDER BY j.due_since, j.id) AS rn \
       FROM allowance al CROSS JOIN LATERAL ( \
         SELECT d.id, d.state AS old_state, d.due_at AS due_since FROM jobs d \
@@ -107,10 +139,15 @@ const CLAIM: &str = "\
                    AND d.attempts >= d.max_attempts) \
         ORDER BY d.due_at, d.id LIMIT LEAST(al.allowed, al.room, $2) \
       ) j \
-    ), spread AS ( \
-      SELECT r.*, ROW_NUMBER() OVER (PARTITION BY r.destination \
-        ORDER BY r.rn, r.due_since, r.id) AS dn \
+    ), capped AS ( \
+      SELECT r.*, r.open + r.rn AS level, ROW_NUMBER() OVER ( \
+        PARTITION BY r.destination, r.long_running \
+        ORDER BY r.open + r.rn, r.health, r.due_since, r.id) AS ln \
       FROM ranked r WHERE r.rn <= r.allowed \
+    ), spread AS ( \
+      SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.destination \
+        ORDER BY c.level, c.long_running, c.health, c.due_since, c.id) AS dn \
+      FROM capped c WHERE NOT c.long_running OR c.ln <= c.long_room \
     ), candidates AS ( \
       SELECT j.id, r.old_state, r.due_since, r.dn AS rn, r.destination \
       FROM spread r JOIN jobs j ON j.id = r.id \
@@ -179,21 +216,19 @@ pub async fn claim(
         return Ok(Vec::new());
     }
     // A second statement: its snapshot sees every claim committed before the locks.
-    let due: Vec<CountedRow> = sqlx::query_as(HELD_LOADS)
+    let due: Vec<LoadedRow> = sqlx::query_as(HELD_LOADS)
         .bind(now.as_millis())
         .bind(&held)
+        .bind(now.minus_ms(policy.endpoint.window_ms).as_millis())
         .fetch_all(&mut *tx)
         .await?;
     let admissions = Admissions::of(&due, now, policy)?;
-    let keys: Vec<&str> = admissions
+    let keys: Vec<&str> = admissions.open.iter().map(|o| o.key.as_str()).collect();
+    let rooms: Vec<i64> = admissions.open.iter().map(|o| i64::from(o.room)).collect();
+    let long_rooms: Vec<i64> = admissions
         .open
         .iter()
-        .map(|(key, ..)| key.as_str())
-        .collect();
-    let rooms: Vec<i64> = admissions
-        .open
-        .iter()
-        .map(|(_, n, _)| i64::from(*n))
+        .map(|o| i64::from(o.long_room))
         .collect();
     if keys.is_empty() {
         tx.commit().await?;
@@ -204,6 +239,7 @@ pub async fn claim(
         .bind(i64::from(request.limit))
         .bind(&keys)
         .bind(&rooms)
+        .bind(&long_rooms)
         .fetch_all(&mut *tx)
         .await?;
     if subscribers.is_empty() {
@@ -220,6 +256,7 @@ pub async fn claim(
         .bind(&subscribers)
         .bind(&keys)
         .bind(&rooms)
+        .bind(&long_rooms)
         .fetch_all(&mut *tx)
         .await?;
     let mut probes = admissions.probes(&due);

@@ -38,10 +38,16 @@ impl DestinationStatements for PgPool {
         retry_at = $9, probe_job_id = $10, probe_token = $11, last_error_at = $12, \
         last_error_class = $13, last_error_status = $14, last_error_reason = $15, \
         updated_at = $16, changed_at = $17 WHERE key = $1";
+    const SPREAD: &'static str = "SELECT COUNT(*)::BIGINT AS served, \
+        (COUNT(*) FILTER (WHERE e.circuit = 'open'))::BIGINT AS failing \
+        FROM subscribers s JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+        WHERE s.destination = $1 AND e.last_result_at > $2";
 }
 
 /// The destinations with due work at `$1` (of enabled subscribers), each with its
-/// requests open at `$1`, read without holding them (the next wake-up's read).
+/// requests open at `$1`, those for long-running endpoints, and whether a quick
+/// endpoint had a result there since `$2`, read without holding them (the next
+/// wake-up's read).
 ///
 /// Here, in [`HOLD_DUE`] and in the next wake-up's read, `OFFSET 0` keeps each
 /// subscriber's `EXISTS` one probe of `jobs_subscriber_due`: turned into a semi-join,
@@ -51,7 +57,14 @@ impl DestinationStatements for PgPool {
 pub(super) const DUE: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
      AND o.due_at > $1) AS in_flight, \
-    0::BIGINT AS subscribers FROM destinations d WHERE d.key IN ( \
+    0::BIGINT AS subscribers, \
+    (SELECT COUNT(*) FROM jobs o JOIN endpoint_circuits e ON e.subscriber_id = o.subscriber_id \
+     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > $1 \
+       AND e.long_running) AS long_in_flight, \
+    EXISTS (SELECT 1 FROM subscribers q JOIN endpoint_circuits e ON e.subscriber_id = q.id \
+     WHERE q.destination = d.key AND NOT e.long_running AND e.last_result_at > $2) \
+     AS quick_active \
+    FROM destinations d WHERE d.key IN ( \
       SELECT s.destination FROM subscribers s WHERE s.enabled AND EXISTS ( \
         SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
@@ -67,9 +80,18 @@ pub(super) const HOLD_DUE: &str = "SELECT d.key FROM destinations d WHERE d.key 
           AND j.deadline > $1 OFFSET 0)) \
     ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED";
 
-/// Destinations `$2` (keys) with their requests open at `$1`, read after they are
-/// held (a later statement's snapshot sees every claim committed before).
+/// Destinations `$2` (keys) with their requests open at `$1`, those for
+/// long-running endpoints, and whether a quick endpoint had a result there since `$3`,
+/// read after they are held (a later statement's snapshot sees every claim committed
+/// before).
 pub(super) const HELD_LOADS: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
      AND o.due_at > $1) AS in_flight, \
-    0::BIGINT AS subscribers FROM destinations d WHERE d.key = ANY($2)";
+    0::BIGINT AS subscribers, \
+    (SELECT COUNT(*) FROM jobs o JOIN endpoint_circuits e ON e.subscriber_id = o.subscriber_id \
+     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > $1 \
+       AND e.long_running) AS long_in_flight, \
+    EXISTS (SELECT 1 FROM subscribers q JOIN endpoint_circuits e ON e.subscriber_id = q.id \
+     WHERE q.destination = d.key AND NOT e.long_running AND e.last_result_at > $3) \
+     AS quick_active \
+    FROM destinations d WHERE d.key = ANY($2)";

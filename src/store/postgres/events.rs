@@ -70,8 +70,11 @@ const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_fligh
           AND a.started_at > $2 - 1000) END AS started_last_second, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > $2 - 1000) END AS last_started_at \
-    FROM subscribers s WHERE s.enabled AND s.id IN ( \
+          AND a.started_at > $2 - 1000) END AS last_started_at, \
+         e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+         e.hold_until AS endpoint_hold_until \
+    FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+    WHERE s.enabled AND s.id IN ( \
       SELECT j.subscriber_id FROM jobs j WHERE j.event_id = $1 \
         AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= $2))";
 

@@ -16,6 +16,11 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
                 WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
                 THEN NULL \
+              WHEN GREATEST(e.hold_until, CASE WHEN e.circuit = 'open' THEN e.retry_at END) > $1 \
+                THEN GREATEST(e.hold_until, CASE WHEN e.circuit = 'open' THEN e.retry_at END) \
+              WHEN e.circuit = 'open' AND EXISTS (SELECT 1 FROM jobs o \
+                WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
+                THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN $1 \
               ELSE (SELECT CASE \
                 WHEN MAX(a.started_at) > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
@@ -26,7 +31,8 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
                 ELSE $1 END \
                 FROM attempts a \
                 WHERE a.subscriber_id = s.id AND a.started_at > $1 - 1000) END) \
-            FROM subscribers s WHERE s.enabled \
+            FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+            WHERE s.enabled \
               AND s.destination IN (SELECT jsonb_object_keys($2::jsonb)) AND EXISTS ( \
               SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
                 AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $1 \
@@ -74,8 +80,11 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
           AND a.started_at > $2 - 1000) END AS started_last_second, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > $2 - 1000) END AS last_started_at \
-         FROM subscribers s WHERE s.id = $1 AND s.deleted_at IS NULL";
+          AND a.started_at > $2 - 1000) END AS last_started_at, \
+         e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+         e.hold_until AS endpoint_hold_until \
+         FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+         WHERE s.id = $1 AND s.deleted_at IS NULL";
 
 /// Jobs `in_flight` whose lease has expired at `$1` (read as `retrying`).
 const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \

@@ -32,8 +32,11 @@ const DEAD_SINCE: &str = "SELECT subscriber_id, COUNT(*) AS n FROM jobs \
 const ATTEMPTS: &str = "SELECT s.id, s.destination, ls.last_success_at, \
     f.finished_at AS failure_at, f.outcome AS failure_outcome, \
     f.error_class AS failure_class, f.status::BIGINT AS failure_status, \
-    f.reason AS failure_reason, ff.first_failure_at \
+    f.reason AS failure_reason, ff.first_failure_at, \
+    e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+    e.hold_until AS endpoint_hold_until \
     FROM subscribers s \
+    LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
     LEFT JOIN LATERAL (SELECT a.finished_at AS last_success_at FROM attempts a \
       WHERE a.subscriber_id = s.id AND a.outcome = 'delivered' \
       ORDER BY a.finished_at DESC LIMIT 1) ls ON TRUE \

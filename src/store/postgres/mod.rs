@@ -25,6 +25,7 @@ mod creates;
 mod dead_letters;
 mod deletions;
 mod destinations;
+mod endpoints;
 mod event_types;
 mod events;
 mod figures;
@@ -211,7 +212,7 @@ impl PostgresStore {
         let wake = Wake::new();
         Ok(PostgresStore {
             creates: shared::creates::spawn(db.clone(), CREATE_GROUPS_AT_ONCE, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone(), policy.circuit),
+            outcomes: shared::outcomes::spawn(db.clone(), policy),
             db,
             sealer,
             policy,
@@ -335,7 +336,7 @@ impl Store for PostgresStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now, &self.policy.circuit).await
+        shared::outcomes::record(&self.db, records, now, &self.policy).await
     }
 
     async fn record_outcome(

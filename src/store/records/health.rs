@@ -35,6 +35,11 @@ pub struct HealthFigures {
     pub destination_hold: Option<WaitingReason>,
     /// When that hold ends by itself, when known (an open circuit's next probe).
     pub destination_hold_until: Option<Timestamp>,
+    /// Why its own endpoint circuit holds its due jobs back at `now` (open, or its
+    /// receiver's `Retry-After`), if it does.
+    pub endpoint_hold: Option<WaitingReason>,
+    /// When that hold ends by itself, when known.
+    pub endpoint_hold_until: Option<Timestamp>,
 }
 
 impl HealthFigures {
@@ -86,6 +91,8 @@ impl SubscriberHealth {
             paused: !self.subscriber.enabled,
             destination_hold: self.figures.destination_hold,
             circuit_retry_at: self.figures.destination_hold_until,
+            endpoint_hold: self.figures.endpoint_hold,
+            endpoint_hold_until: self.figures.endpoint_hold_until,
             last_error_class: failed.and_then(|f| f.class),
             last_status: failed.and_then(|f| f.status),
             retrying_jobs: self.figures.retrying,

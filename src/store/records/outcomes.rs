@@ -29,6 +29,9 @@ pub struct AttemptResult {
 pub struct OutcomeRecord {
     /// The lease the writer holds.
     pub lease: LeaseRef,
+    /// The job's subscriber, whose endpoint breaker the result feeds
+    /// (docs/DESIGN.md §15.1).
+    pub subscriber_id: String,
     /// The attempt's number.
     pub attempt: u32,
     /// When the attempt started (its request was about to be sent): a destination's
@@ -38,6 +41,9 @@ pub struct OutcomeRecord {
     pub finished_at: Timestamp,
     /// What it came to.
     pub result: AttemptResult,
+    /// The instant the receiver's `Retry-After` asked for (RFC 9110 §10.2.3), if it
+    /// sent a readable one: a `429` or `503` with it holds the subscriber until then.
+    pub retry_after: Option<Timestamp>,
     /// What the state machine decided (out of `in_flight`).
     pub transition: Transition,
     /// The receiver answered `410 Gone`: pause its subscriber (`enabled = false`) until

@@ -13,7 +13,7 @@ use crate::domain::circuit::Probe;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
-use crate::store::destinations::{self, Admissions, CountedRow};
+use crate::store::destinations::{self, Admissions, LoadedRow};
 use crate::store::dialect::Query;
 use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::sqlite::direct::rows::lite_row;
@@ -24,39 +24,57 @@ use crate::store::{Sealer, StoreError};
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
 /// has come, `in_flight` whose lease expired, unless that was its last allowed
 /// attempt), before the deadline, of enabled subscribers whose destination lets work go
-/// (`?3`, a JSON object of destination key → how many it may take now), and within each
+/// (`?3`, a JSON object of destination key → `[room, long_room]`: how many it may take
+/// now, and how many of those may go to long-running endpoints), and within each
 /// subscriber's allowance (docs/DESIGN.md §3):
 /// - `max_in_flight` minus its live leases;
 /// - for `rate_limit_per_second` r: attempts start in bursts of b = max(1, r/10), at
 ///   most one burst per b/r seconds and never more than r in the last second, so a
 ///   receiver sees an even pace (5/s is one every 200 ms) rather than r at once;
+/// - its endpoint circuit (§15.1): nothing while it is open or the receiver's
+///   `Retry-After` holds it; once half-open, one probe when none of its attempts is
+///   open;
 ///
 /// and within each destination's allowance (docs/DESIGN.md §15).
 ///
-/// Jobs are taken round-robin across destinations, and within one across its
-/// subscribers (each one's oldest first), so neither a large backlog nor a destination
-/// with many subscribers can starve the others; in each round the destination with
-/// more room goes first, so when a claim has few places (the instance's slots nearly
-/// all taken) the least busy destination gets them, not the one with the oldest
-/// backlog. The work is bounded by the subscribers
-/// with due work, not by the backlog: each one's oldest `?2` due jobs at most are read,
-/// from `jobs_subscriber_due` (a whole-backlog ranking cost 28 ms per claim at 10,000
-/// due jobs; this reads them in under 1 ms).
+/// Within a destination, places go by the time-fair share of §15.2: each candidate job
+/// gets the level `open + n` (its subscriber's open requests plus its rank among the
+/// subscriber's due jobs), and the lowest levels go first, so a subscriber that holds
+/// more places (a slow one, whose attempts hold them longer) gets its next one only
+/// after the others there have caught up; at equal levels, quick endpoints before
+/// long-running ones, healthy before failing, then the oldest due. Long-running
+/// endpoints take at most `long_room`. Across destinations, jobs are taken
+/// round-robin (the first of each destination's order, then the second, …); in each
+/// round the destination with more room goes first, so when a claim has few places
+/// (the instance's slots nearly all taken) the least busy destination gets them. The
+/// work is bounded by the subscribers with due work, not by the backlog: each one's
+/// oldest `?2` due jobs at most are read, from `jobs_subscriber_due` (a whole-backlog
+/// ranking cost 28 ms per claim at 10,000 due jobs; this reads them in under 1 ms).
 pub(super) const CLAIM_CANDIDATES: &str = "\
     WITH admitted AS ( \
-      SELECT key AS destination, value AS room FROM json_each(?3) \
+      SELECT key AS destination, json_extract(value, '$[0]') AS room, \
+        json_extract(value, '$[1]') AS long_room FROM json_each(?3) \
     ), active AS ( \
-      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, a.destination, a.room \
+      SELECT s.id, s.max_in_flight, s.rate_limit_per_second AS rate, a.destination, a.room, \
+        a.long_room, COALESCE(e.long_running, 0) AS long_running, \
+        CASE WHEN e.circuit = 'open' THEN 2 \
+             WHEN e.failures + e.previous_failures > 0 THEN 1 ELSE 0 END AS health, \
+        COALESCE(e.circuit = 'open', 0) AS probing, \
+        (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_subscriber \
+          WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > ?1) AS open \
       FROM admitted a JOIN subscribers s INDEXED BY subscribers_destination \
         ON s.destination = a.destination \
-      WHERE s.enabled = 1 AND EXISTS ( \
+      LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+      WHERE s.enabled = 1 AND (e.hold_until IS NULL OR e.hold_until <= ?1) \
+        AND (e.circuit IS NULL OR e.circuit = 'closed' OR e.retry_at <= ?1) AND EXISTS ( \
         SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = s.id AND d.state IN ('scheduled', 'retrying', 'in_flight') \
           AND d.due_at <= ?1) \
     ), allowance AS ( \
-      SELECT a.id AS subscriber_id, a.destination, a.room, MIN( \
-        a.max_in_flight - (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_subscriber \
-          WHERE o.subscriber_id = a.id AND o.state = 'in_flight' AND o.due_at > ?1), \
+      SELECT a.id AS subscriber_id, a.destination, a.room, a.long_room, a.long_running, \
+        a.health, a.open, MIN( \
+        a.max_in_flight - a.open, \
+        CASE WHEN a.probing THEN 1 - a.open ELSE 2147483647 END, \
         CASE WHEN a.rate IS NULL THEN 2147483647 ELSE ( \
           SELECT CASE WHEN MAX(r.started_at) > ?1 - 1000 * MAX(1, a.rate / 10) / a.rate THEN 0 \
                       ELSE MIN(MAX(1, a.rate / 10), a.rate - COUNT(*)) END \
@@ -65,7 +83,8 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
       ) AS allowed \
       FROM active a \
     ), candidates AS ( \
-      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.allowed \
+      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.long_room, \
+        al.long_running, al.health, al.open, al.allowed \
       FROM allowance al CROSS JOIN jobs j ON j.id IN ( \
         SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = al.subscriber_id \
@@ -76,13 +95,16 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
         ORDER BY d.due_at, d.id LIMIT CAST(?2 AS INTEGER)) \
       WHERE al.allowed > 0 \
     ), ranked AS ( \
-      SELECT id, state, due_at, destination, room, \
-        ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn, allowed \
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn \
       FROM candidates \
-    ), spread AS ( \
-      SELECT id, state, due_at, destination, room, \
-        ROW_NUMBER() OVER (PARTITION BY destination ORDER BY rn, due_at, id) AS dn \
+    ), capped AS ( \
+      SELECT *, open + rn AS level, ROW_NUMBER() OVER (PARTITION BY destination, long_running \
+        ORDER BY open + rn, health, due_at, id) AS ln \
       FROM ranked WHERE rn <= allowed \
+    ), spread AS ( \
+      SELECT id, state, due_at, destination, room, ROW_NUMBER() OVER ( \
+        PARTITION BY destination ORDER BY level, long_running, health, due_at, id) AS dn \
+      FROM capped WHERE long_running = 0 OR ln <= long_room \
     ) \
     SELECT id, state, due_at, destination FROM spread WHERE dn <= room \
     ORDER BY dn, room DESC, due_at, id LIMIT CAST(?2 AS INTEGER)";
@@ -150,7 +172,9 @@ async fn claim_in(
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     destinations::assign_missing::<Pools>(tx, now).await?;
-    let due: Vec<CountedRow> = Pools::fetch_all(tx, Query::new(DUE).int(now.as_millis())).await?;
+    let since = now.minus_ms(policy.endpoint.window_ms);
+    let query = Query::new(DUE).int(now.as_millis()).int(since.as_millis());
+    let due: Vec<LoadedRow> = Pools::fetch_all(tx, query).await?;
     let admissions = Admissions::of(&due, now, &policy)?;
     if admissions.open.is_empty() {
         return Ok(Vec::new());

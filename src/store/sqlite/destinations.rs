@@ -38,14 +38,32 @@ impl DestinationStatements for Pools {
         retry_at = ?9, probe_job_id = ?10, probe_token = ?11, last_error_at = ?12, \
         last_error_class = ?13, last_error_status = ?14, last_error_reason = ?15, \
         updated_at = ?16, changed_at = ?17 WHERE key = ?1";
+    const SPREAD: &'static str = "SELECT COUNT(*) AS served, \
+        COALESCE(SUM(e.circuit = 'open'), 0) AS failing \
+        FROM subscribers s INDEXED BY subscribers_destination \
+        JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+        WHERE s.destination = ?1 AND e.last_result_at > ?2";
 }
 
 /// The destinations with due work at `?1` (of enabled subscribers), each with its
-/// requests open at `?1`: a claim's first read, and the next wake-up's.
+/// requests open at `?1`, those of them for long-running endpoints, and whether a
+/// quick endpoint had a result there since `?2` ([`LoadedRow`]): a claim's first read,
+/// and the next wake-up's.
+///
+/// [`LoadedRow`]: crate::store::destinations::LoadedRow
 pub(super) const DUE: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
      WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?1) AS in_flight, \
-    0 AS subscribers FROM destinations d WHERE d.key IN ( \
+    0 AS subscribers, \
+    (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
+     JOIN endpoint_circuits e ON e.subscriber_id = o.subscriber_id \
+     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?1 \
+       AND e.long_running = 1) AS long_in_flight, \
+    EXISTS (SELECT 1 FROM subscribers q INDEXED BY subscribers_destination \
+     JOIN endpoint_circuits e ON e.subscriber_id = q.id \
+     WHERE q.destination = d.key AND e.long_running = 0 AND e.last_result_at > ?2) \
+     AS quick_active \
+    FROM destinations d WHERE d.key IN ( \
       SELECT s.destination FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
         SELECT 1 FROM jobs j INDEXED BY jobs_subscriber_due WHERE j.subscriber_id = s.id \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \

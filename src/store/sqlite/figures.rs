@@ -15,8 +15,10 @@ use crate::store::figures::FigureStatements;
 /// subscribers); for each enabled subscriber with due work whose destination lets work
 /// go (`?2`, a JSON object keyed by those destinations), the moment its limits next
 /// let a claim take some (now when they already do; none while it is at
-/// `max_in_flight`: a finished attempt frees it, and this instance's worker wakes on
-/// its own attempts, the poll on other instances'); the next lease to expire (one
+/// `max_in_flight` or its half-open endpoint circuit has its probe out: a finished
+/// attempt frees it, and this instance's worker wakes on its own attempts, the poll on
+/// other instances'; the end of its endpoint circuit's cool-down or of its receiver's
+/// `Retry-After` while they hold it); the next lease to expire (one
 /// already expired counts through its subscriber's due work, so a lease no claim can
 /// take over now, its destination full or its circuit open, is no reason to wake); the
 /// next
@@ -25,6 +27,13 @@ use crate::store::figures::FigureStatements;
 const NEXT_WAKE: &str = "SELECT \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
+                INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
+                AND o.state = 'in_flight' AND o.due_at > ?1) THEN NULL \
+              WHEN MAX(COALESCE(e.hold_until, ?1), CASE WHEN e.circuit = 'open' \
+                THEN COALESCE(e.retry_at, ?1) ELSE ?1 END) > ?1 \
+                THEN MAX(COALESCE(e.hold_until, ?1), CASE WHEN e.circuit = 'open' \
+                  THEN COALESCE(e.retry_at, ?1) ELSE ?1 END) \
+              WHEN e.circuit = 'open' AND EXISTS (SELECT 1 FROM jobs o \
                 INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
                 AND o.state = 'in_flight' AND o.due_at > ?1) THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN ?1 \
@@ -37,7 +46,8 @@ const NEXT_WAKE: &str = "SELECT \
                 ELSE ?1 END \
                 FROM attempts a INDEXED BY attempts_subscriber_started \
                 WHERE a.subscriber_id = s.id AND a.started_at > ?1 - 1000) END) \
-            FROM subscribers s WHERE s.enabled = 1 \
+            FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+            WHERE s.enabled = 1 \
               AND s.destination IN (SELECT key FROM json_each(?2)) AND EXISTS ( \
               SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
               WHERE d.subscriber_id = s.id \
@@ -88,8 +98,11 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
           AND a.started_at > ?2 - 1000) END AS started_last_second, \
          CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) END AS last_started_at \
-         FROM subscribers s WHERE s.id = ?1 AND s.deleted_at IS NULL";
+          AND a.started_at > ?2 - 1000) END AS last_started_at, \
+         e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+         e.hold_until AS endpoint_hold_until \
+         FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+         WHERE s.id = ?1 AND s.deleted_at IS NULL";
 
 /// Jobs `in_flight` whose lease has expired at `?1` (read as `retrying`).
 pub(super) const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \

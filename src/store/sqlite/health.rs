@@ -33,6 +33,8 @@ const ATTEMPTS: &str = "SELECT h.id, h.destination, h.last_success_at, \
     f.finished_at AS failure_at, f.outcome AS failure_outcome, \
     f.error_class AS failure_class, f.status AS failure_status, \
     f.reason AS failure_reason, \
+    e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+    e.hold_until AS endpoint_hold_until, \
     (SELECT a.finished_at FROM attempts a INDEXED BY attempts_subscriber_failure \
      WHERE a.subscriber_id = h.id AND a.outcome IN ('retryable', 'terminal', 'blocked') \
        AND a.finished_at > COALESCE(h.last_success_at, -1) \
@@ -47,6 +49,7 @@ const ATTEMPTS: &str = "SELECT h.id, h.destination, h.last_success_at, \
       FROM subscribers s \
       WHERE s.id IN (SELECT value FROM json_each(?1))) h \
     LEFT JOIN attempts f ON f.rowid = h.failure_row \
+    LEFT JOIN endpoint_circuits e ON e.subscriber_id = h.id \
     ORDER BY h.id";
 
 impl HealthStatements for Pools {

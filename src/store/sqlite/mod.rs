@@ -18,6 +18,7 @@ mod dead_letters;
 mod deletions;
 mod destinations;
 pub(crate) mod direct;
+mod endpoints;
 mod event_types;
 mod events;
 mod figures;
@@ -285,7 +286,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             // One group at a time: SQLite has one writer.
             creates: shared::creates::spawn(db.clone(), 1, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone(), policy.circuit),
+            outcomes: shared::outcomes::spawn(db.clone(), policy),
             db,
             sealer,
             policy,
@@ -473,7 +474,7 @@ impl Store for SqliteStore {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now, &self.policy.circuit).await
+        shared::outcomes::record(&self.db, records, now, &self.policy).await
     }
 
     async fn record_outcome(

@@ -126,6 +126,7 @@ mod tests {
                     job_id: job.job_id,
                     token: job.lease_token,
                 },
+                subscriber_id: job.subscriber_id.clone(),
                 attempt: job.attempt,
                 started_at: START,
                 finished_at: finished,
@@ -137,6 +138,7 @@ mod tests {
                     body_excerpt: None,
                     resent: false,
                 },
+                retry_after: None,
                 transition: job::transition(&job.snapshot, JobEvent::Delivered, finished).unwrap(),
                 pause_subscriber: false,
             }

@@ -1,8 +1,9 @@
 //! Destinations (docs/DESIGN.md §15): subscribers whose URLs share `host:port` share a
 //! limit on the requests open to that server, claims are fair across destinations, and
-//! a circuit breaker holds a failing host's jobs (no attempt spent) until one probe
+//! a circuit breaker holds an unreachable host's jobs (no attempt spent) until one probe
 //! says it answers again. Every store here runs the default policy: the default limit, a
-//! breaker opening on the 5th consecutive host failure, cooling down 5 s, then 10 s.
+//! breaker opening on the 5th consecutive connection failure, cooling down 5 s, then
+//! 10 s. The endpoint breakers and the time-fair share are in `endpoints.rs`.
 
 use deferhook::domain::attempt::AttemptOutcome;
 use deferhook::domain::circuit::{CircuitState, ForcedCircuit};
@@ -15,7 +16,7 @@ use deferhook::store::{
     SubscriberPut,
 };
 
-use crate::support::{Backend, at, claim, create, new_job, outcome, subscriber_put};
+use crate::support::{Backend, at, claim, create, failed, new_job, outcome, subscriber_put};
 
 /// The destination every `on_shared` subscriber sends to.
 const SHARED: &str = "shared.example.test:443";
@@ -86,9 +87,30 @@ fn answered(status: u16) -> AttemptResult {
     }
 }
 
+/// A connection that could not be made: evidence against the host.
+pub fn unreachable() -> AttemptResult {
+    AttemptResult {
+        outcome: AttemptOutcome::Retryable,
+        status: None,
+        error_class: Some(ErrorClass::Connect),
+        reason: Some("connection refused".into()),
+        body_excerpt: None,
+        resent: false,
+    }
+}
+
+/// Records that `claimed`'s attempt could not connect at `now` (retried 1 s later).
+pub async fn refuse(store: &SharedStore, claimed: &ClaimedJob, now: Timestamp) {
+    let event = JobEvent::RetryableFailure {
+        retry_at: now.plus_ms(1_000),
+    };
+    let record = outcome(claimed, event, unreachable(), now);
+    store.record_outcomes(&[record], now).await.unwrap();
+}
+
 /// Records `claimed`'s attempt as answered `status` at `now` (a failure retries 1 s
 /// later).
-async fn answer(store: &SharedStore, claimed: &ClaimedJob, status: u16, now: Timestamp) {
+pub async fn answer(store: &SharedStore, claimed: &ClaimedJob, status: u16, now: Timestamp) {
     let event = if status < 300 {
         JobEvent::Delivered
     } else {
@@ -264,9 +286,9 @@ store_case!(
     }
 );
 
-// Five 503s in a row open the circuit; while open nothing is claimed (no attempt
-// spent); after 5 s one probe goes; a failed probe reopens it for 10 s; a good one
-// closes it and the backlog drains.
+// Five connection failures in a row open the circuit; while open nothing is claimed (no
+// attempt spent); after 5 s one probe goes; a failed probe reopens it for 10 s; a good
+// one closes it and the backlog drains.
 store_case!(
     a_circuit_opens_on_host_failures_and_one_probe_decides,
     async |store: SharedStore| {
@@ -278,7 +300,7 @@ store_case!(
         let first = claim(&store, at(0), 100).await;
         assert_eq!(first.len(), 8);
         for job in &first[..5] {
-            answer(&store, job, 503, at(10)).await;
+            refuse(&store, job, at(10)).await;
         }
         let open = destination(&store, SHARED, at(10)).await;
         assert_eq!(open.circuit.state, CircuitState::Open);
@@ -287,13 +309,10 @@ store_case!(
         let gauges = store.gauges(at(10), 60_000).await.unwrap();
         assert_eq!((gauges.circuits_open, gauges.circuits_half_open), (1, 0));
         let error = open.last_error.expect("the last host failure");
-        assert_eq!(
-            (error.class, error.status),
-            (ErrorClass::Http5xx, Some(503))
-        );
+        assert_eq!((error.class, error.status), (ErrorClass::Connect, None));
         // Results of attempts sent before it opened change nothing.
         for job in &first[5..] {
-            answer(&store, job, 503, at(20)).await;
+            refuse(&store, job, at(20)).await;
         }
         assert_eq!(
             destination(&store, SHARED, at(20)).await.circuit.retry_at,
@@ -316,7 +335,7 @@ store_case!(
             CircuitState::HalfOpen
         );
 
-        answer(&store, &probe[0], 503, at(5_100)).await;
+        refuse(&store, &probe[0], at(5_100)).await;
         let reopened = destination(&store, SHARED, at(5_100)).await;
         assert_eq!(reopened.circuit.state, CircuitState::Open);
         assert_eq!(reopened.circuit.cooldown_ms, 10_000);
@@ -336,21 +355,45 @@ store_case!(
     }
 );
 
-// A 500 is the subscriber's own failure: it never opens its destination's circuit,
-// and resets the count of host failures.
+// An answer is the subscriber's own business, whatever it says: 5xx, 502–504 included.
+// It never counts against the host, and resets the count of connection failures; a
+// timeout neither counts nor resets it.
 store_case!(
     other_failures_do_not_open_the_circuit,
     async |store: SharedStore| {
-        on_shared(&store, "a").await;
-        due_jobs(&store, "a", 10).await;
+        for id in ["a", "b", "c", "d"] {
+            on_shared(&store, id).await;
+            due_jobs(&store, id, 3).await;
+        }
         let claimed = claim(&store, at(0), 100).await;
-        for (n, job) in claimed.iter().enumerate() {
-            let status = if n % 4 == 3 { 500 } else { 503 };
+        assert_eq!(claimed.len(), 12);
+        for (n, job) in claimed.iter().take(8).enumerate() {
+            let status = [500, 502, 503, 504][n % 4];
             answer(&store, job, status, at(10)).await;
         }
         let view = destination(&store, SHARED, at(10)).await;
         assert_eq!(view.circuit.state, CircuitState::Closed);
+        assert_eq!(view.circuit.consecutive_failures, 0);
+        assert_eq!(view.last_error, None, "no failure of the host");
+        refuse(&store, &claimed[8], at(20)).await;
+        refuse(&store, &claimed[9], at(20)).await;
+        let timeout = failed(
+            AttemptOutcome::Retryable,
+            ErrorClass::Timeout,
+            None,
+            "timed out",
+            None,
+        );
+        let retry = JobEvent::RetryableFailure {
+            retry_at: at(2_000),
+        };
+        let record = outcome(&claimed[10], retry, timeout, at(30));
+        store.record_outcomes(&[record], at(30)).await.unwrap();
+        let view = destination(&store, SHARED, at(30)).await;
         assert_eq!(view.circuit.consecutive_failures, 2);
+        answer(&store, &claimed[11], 500, at(40)).await;
+        let view = destination(&store, SHARED, at(40)).await;
+        assert_eq!(view.circuit.consecutive_failures, 0);
     }
 );
 
@@ -376,13 +419,13 @@ store_case!(
         let claimed = claim(&store, at(3), 10).await;
         assert_eq!(claimed.len(), 3);
         for job in &claimed {
-            answer(&store, job, 503, at(4)).await;
+            refuse(&store, job, at(4)).await;
         }
         // Held closed: failures never stop it (6 in a row here).
         let claimed_again = claim(&store, at(1_004), 10).await;
         assert_eq!(claimed_again.len(), 3);
         for job in &claimed_again {
-            answer(&store, job, 503, at(1_005)).await;
+            refuse(&store, job, at(1_005)).await;
         }
         assert_eq!(claim(&store, at(2_005), 10).await.len(), 3);
 
@@ -461,14 +504,14 @@ store_case!(
         let first = claim(&store, at(0), 100).await;
         assert_eq!(first.len(), 9);
         for job in &first[..5] {
-            answer(&store, job, 503, at(10)).await;
+            refuse(&store, job, at(10)).await;
         }
         // Three old requests stay out; one job waits for the probe.
         let probe = claim(&store, at(5_010), 100).await;
         assert_eq!(probe.len(), 1);
         answer(&store, &probe[0], 200, at(5_100)).await;
         for job in &first[5..8] {
-            answer(&store, job, 503, at(6_000)).await;
+            refuse(&store, job, at(6_000)).await;
         }
         let view = destination(&store, SHARED, at(6_000)).await;
         assert_eq!(view.circuit.state, CircuitState::Closed);
@@ -487,7 +530,7 @@ store_case!(
         let claimed = claim(&store, at(0), 100).await;
         assert_eq!(claimed.len(), 6);
         for job in &claimed[..5] {
-            answer(&store, job, 503, at(29_000)).await;
+            refuse(&store, job, at(29_000)).await;
         }
         // The sixth lease expired at 30 s; the circuit stays open until 34 s.
         let now = at(crate::support::LEASE_MS as i64 + 1);

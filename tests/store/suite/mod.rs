@@ -10,6 +10,7 @@ pub mod control;
 pub mod deadlines;
 pub mod deletions;
 pub mod destinations;
+pub mod endpoints;
 pub mod event_types;
 pub mod events;
 pub mod expired_leases;

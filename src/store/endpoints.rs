@@ -1,0 +1,207 @@
+//! Endpoint circuits, for both backends (docs/DESIGN.md §15.1): the row of one
+//! subscriber's breaker, and the results of an outcome group applied to the breakers of
+//! their subscribers in the transaction that records them.
+//!
+//! A row appears with the first result of a subscriber's attempt; no row reads as a
+//! closed breaker with an empty window. Claims read the rows (never lock them): an
+//! open breaker or the receiver's back-pressure holds the subscriber's due jobs, a
+//! half-open one lets one probe go when none of its attempts is open, and
+//! `long_running` feeds the time-fair share of its destination's places (§15.2).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::domain::Timestamp;
+use crate::domain::circuit::CircuitPolicy;
+use crate::domain::endpoint::{
+    Counts, EndpointChange, EndpointCircuit, EndpointPolicy, EndpointResult, EndpointVerdict,
+};
+use crate::store::StoreError;
+use crate::store::decode;
+use crate::store::dialect::Query;
+use crate::store::records::OutcomeRecord;
+use crate::store::transactions::Transactions;
+
+/// The columns of `endpoint_circuits` but `long_running` (derived from
+/// `duration_ms` when the row is written).
+#[derive(sqlx::FromRow, Clone, Debug)]
+pub struct EndpointRow {
+    subscriber_id: String,
+    circuit: String,
+    window_start: i64,
+    results: i64,
+    failures: i64,
+    timeouts: i64,
+    previous_results: i64,
+    previous_failures: i64,
+    previous_timeouts: i64,
+    opened_at: Option<i64>,
+    retry_at: Option<i64>,
+    cooldown_ms: i64,
+    changed_at: Option<i64>,
+    hold_until: Option<i64>,
+    duration_ms: Option<i64>,
+    last_result_at: i64,
+}
+crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
+    subscriber_id,
+    circuit,
+    window_start,
+    results,
+    failures,
+    timeouts,
+    previous_results,
+    previous_failures,
+    previous_timeouts,
+    opened_at,
+    retry_at,
+    cooldown_ms,
+    changed_at,
+    hold_until,
+    duration_ms,
+    last_result_at
+});
+
+impl EndpointRow {
+    /// The breaker.
+    pub fn circuit(&self) -> Result<EndpointCircuit, StoreError> {
+        let counts = |results, failures, timeouts| -> Result<Counts, StoreError> {
+            Ok(Counts {
+                results: decode::num("results", results)?,
+                failures: decode::num("failures", failures)?,
+                timeouts: decode::num("timeouts", timeouts)?,
+            })
+        };
+        Ok(EndpointCircuit {
+            state: decode::named("circuit", &self.circuit)?,
+            window_start: Timestamp::from_millis(self.window_start),
+            current: counts(self.results, self.failures, self.timeouts)?,
+            previous: counts(
+                self.previous_results,
+                self.previous_failures,
+                self.previous_timeouts,
+            )?,
+            opened_at: decode::opt_ts(self.opened_at),
+            retry_at: decode::opt_ts(self.retry_at),
+            cooldown_ms: decode::num("cooldown_ms", self.cooldown_ms)?,
+            changed_at: decode::opt_ts(self.changed_at),
+            hold_until: decode::opt_ts(self.hold_until),
+            duration_ms: decode::opt_num("duration_ms", self.duration_ms)?,
+            last_result_at: Timestamp::from_millis(self.last_result_at),
+        })
+    }
+}
+
+/// The statements of endpoint circuits, in the backend's dialect.
+pub(crate) trait EndpointStatements: Transactions {
+    /// Creates, at `$2`, the rows of subscribers `$1` (a JSON array of ids, ascending)
+    /// that have none.
+    const ENSURE: &'static str;
+    /// The rows of subscribers `$1` (a JSON array of ids) in ascending id order
+    /// ([`EndpointRow`]'s columns), held for this transaction (PostgreSQL: `FOR
+    /// UPDATE`).
+    const HOLD: &'static str;
+    /// Writes each row of `$1`, a JSON array of objects with every column of
+    /// [`EndpointRow`] (`long_running` as a boolean).
+    const WRITE: &'static str;
+}
+
+/// Applies the results of `records` at `now` to their subscribers' endpoint breakers in
+/// `tx` (late results included: an answer is a fact about the endpoint); returns the
+/// subscribers whose breaker opened. Costs three statements whatever the group's size:
+/// create the missing rows, hold them in subscriber order, write them back.
+pub(crate) async fn record_results<S: EndpointStatements>(
+    tx: &mut S::Tx,
+    records: &[OutcomeRecord],
+    now: Timestamp,
+    policy: &EndpointPolicy,
+    circuit: &CircuitPolicy,
+) -> Result<BTreeSet<String>, StoreError> {
+    let results: Vec<(&str, EndpointResult)> = records
+        .iter()
+        .filter_map(|record| {
+            let result = &record.result;
+            let verdict =
+                EndpointVerdict::of(result.error_class, result.status, record.retry_after)?;
+            let read = EndpointResult {
+                verdict,
+                started_at: record.started_at,
+                finished_at: record.finished_at,
+            };
+            Some((record.subscriber_id.as_str(), read))
+        })
+        .collect();
+    if results.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let subscribers: BTreeSet<&str> = results.iter().map(|(id, _)| *id).collect();
+    let ids = serde_json::to_string(&subscribers).map_err(internal)?;
+    let query = Query::new(S::ENSURE).text(ids.clone()).int(now.as_millis());
+    S::execute(tx, query).await?;
+    let rows: Vec<EndpointRow> = S::fetch_all(tx, Query::new(S::HOLD).text(ids)).await?;
+    let mut circuits: BTreeMap<String, EndpointCircuit> = BTreeMap::new();
+    for row in &rows {
+        circuits.insert(row.subscriber_id.clone(), row.circuit()?);
+    }
+    let mut opened = BTreeSet::new();
+    for (subscriber, result) in results {
+        let Some(breaker) = circuits.get_mut(subscriber) else {
+            continue;
+        };
+        match breaker.record(result, now, policy, circuit) {
+            EndpointChange::Opened => {
+                tracing::warn!(
+                    subscriber_id = subscriber,
+                    cooldown_ms = breaker.cooldown_ms,
+                    "endpoint circuit opened: the subscriber's jobs wait until a probe succeeds"
+                );
+                opened.insert(subscriber.to_owned());
+            }
+            EndpointChange::Closed => {
+                tracing::info!(
+                    subscriber_id = subscriber,
+                    "endpoint circuit closed: the probe succeeded"
+                );
+            }
+            EndpointChange::None => {}
+        }
+    }
+    let written: Vec<serde_json::Value> = circuits
+        .iter()
+        .map(|(id, breaker)| to_json(id, breaker, policy))
+        .collect();
+    let query = Query::new(S::WRITE).text(serde_json::Value::Array(written).to_string());
+    S::execute(tx, query).await?;
+    Ok(opened)
+}
+
+/// One row of [`EndpointStatements::WRITE`]'s batch.
+fn to_json(
+    subscriber_id: &str,
+    breaker: &EndpointCircuit,
+    policy: &EndpointPolicy,
+) -> serde_json::Value {
+    let ms = |t: Option<Timestamp>| t.map(Timestamp::as_millis);
+    serde_json::json!({
+        "subscriber_id": subscriber_id,
+        "circuit": breaker.state.as_str(),
+        "window_start": breaker.window_start.as_millis(),
+        "results": breaker.current.results,
+        "failures": breaker.current.failures,
+        "timeouts": breaker.current.timeouts,
+        "previous_results": breaker.previous.results,
+        "previous_failures": breaker.previous.failures,
+        "previous_timeouts": breaker.previous.timeouts,
+        "opened_at": ms(breaker.opened_at),
+        "retry_at": ms(breaker.retry_at),
+        "cooldown_ms": breaker.cooldown_ms,
+        "changed_at": ms(breaker.changed_at),
+        "hold_until": ms(breaker.hold_until),
+        "duration_ms": breaker.duration_ms,
+        "long_running": breaker.long_running(policy),
+        "last_result_at": breaker.last_result_at.as_millis(),
+    })
+}
+
+fn internal(error: serde_json::Error) -> StoreError {
+    StoreError::Internal(error.to_string())
+}

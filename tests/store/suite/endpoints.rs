@@ -1,0 +1,364 @@
+//! Endpoint circuits and the time-fair share of a destination's places
+//! (docs/DESIGN.md §15.1, §15.2): one subscriber's timeouts or back-pressure hold only
+//! that subscriber, a host's circuit opens only on evidence about the host, its probe
+//! goes to a healthy subscriber, and long-running endpoints never take the places the
+//! quick ones on the same `host:port` need. Every store here runs the default policy:
+//! a 60 s endpoint window, 5 results at 50 % failures, a 5 s cool-down, long-running
+//! from 1 s, the destination breaker on 5 connection failures.
+
+use deferhook::domain::attempt::AttemptOutcome;
+use deferhook::domain::circuit::CircuitState;
+use deferhook::domain::policy::ErrorClass;
+use deferhook::domain::waiting::WaitingReason;
+use deferhook::domain::{JobEvent, Timestamp};
+use deferhook::store::{ClaimedJob, DestinationPut, SharedStore, SubscriberPut};
+
+use super::destinations::{answer, refuse};
+use crate::support::{at, claim, create, failed, new_job, outcome, subscriber_put};
+
+/// The destination every subscriber here sends to.
+const HOST: &str = "hooks.example.test:443";
+
+/// Creates subscriber `id` on [`HOST`] with `max_in_flight` 100.
+async fn on_host(store: &SharedStore, id: &str) {
+    let put = SubscriberPut {
+        url: format!("https://hooks.example.test/{id}"),
+        max_in_flight: Some(100),
+        ..subscriber_put(id)
+    };
+    store.put_subscriber(put, at(0)).await.unwrap();
+}
+
+/// `n` jobs of `subscriber` due at `due` (one ms apart), an hour to their deadline.
+async fn jobs_due(store: &SharedStore, subscriber: &str, n: i64, due: Timestamp) {
+    let jobs = (0..n)
+        .map(|k| {
+            new_job(
+                subscriber,
+                &format!("{subscriber}-{}-{k}", due.as_millis()),
+                due.plus_ms(k as u64),
+                at(3_600_000),
+            )
+        })
+        .collect();
+    create(store, jobs).await;
+}
+
+/// Records that `claimed`'s attempt timed out at `now` (retried 1 s later).
+async fn time_out(store: &SharedStore, claimed: &ClaimedJob, now: Timestamp) {
+    let result = failed(
+        AttemptOutcome::Retryable,
+        ErrorClass::Timeout,
+        None,
+        "no answer within the attempt timeout",
+        None,
+    );
+    let event = JobEvent::RetryableFailure {
+        retry_at: now.plus_ms(1_000),
+    };
+    let record = outcome(claimed, event, result, now);
+    store.record_outcomes(&[record], now).await.unwrap();
+}
+
+/// Why `subscriber`'s due jobs wait at `now` as the claim judges it, in the order the
+/// job views read it.
+async fn waits(store: &SharedStore, subscriber: &str, now: Timestamp) -> Option<WaitingReason> {
+    let load = store
+        .subscriber_load(subscriber, now)
+        .await
+        .unwrap()
+        .expect("the subscriber exists");
+    load.holds_back(now)
+}
+
+fn of<'a>(claimed: &'a [ClaimedJob], subscriber: &str) -> Vec<&'a ClaimedJob> {
+    claimed
+        .iter()
+        .filter(|c| c.subscriber_id == subscriber)
+        .collect()
+}
+
+// A subscriber whose attempts time out opens its own circuit (5 results, all failed),
+// never its host's: the other subscriber there goes on. After the cool-down, one probe
+// goes once none of its attempts is open; the probe's answer closes it.
+store_case!(
+    a_failure_rate_opens_the_endpoints_own_circuit_only,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        on_host(&store, "ok").await;
+        jobs_due(&store, "slow", 6, at(-100)).await;
+        jobs_due(&store, "ok", 3, at(-50)).await;
+        let first = claim(&store, at(0), 100).await;
+        assert_eq!(first.len(), 9);
+        let slow = of(&first, "slow");
+        for job in &slow[..4] {
+            time_out(&store, job, at(5_000)).await;
+        }
+        assert_eq!(
+            waits(&store, "slow", at(5_000)).await,
+            None,
+            "4 results: too few"
+        );
+        time_out(&store, slow[4], at(5_000)).await;
+        assert_eq!(
+            waits(&store, "slow", at(5_000)).await,
+            Some(WaitingReason::SubscriberCircuitOpen)
+        );
+        let host = store
+            .get_destination(HOST, at(5_000))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(host.circuit.state, CircuitState::Closed);
+        assert_eq!(host.circuit.consecutive_failures, 0);
+        // ok's jobs fail too (500) but three results are below the minimum volume.
+        for job in of(&first, "ok") {
+            answer(&store, job, 500, at(5_000)).await;
+        }
+        // The backoff is over for both; only ok's jobs go.
+        let next = claim(&store, at(6_000), 100).await;
+        assert_eq!((next.len(), of(&next, "ok").len()), (3, 3));
+        // The worker sleeps until the cool-down's end, not on the 10 ms floor.
+        assert_eq!(
+            store.next_wake_at(at(6_000)).await.unwrap(),
+            Some(at(10_000))
+        );
+
+        // Half-open, but its sixth attempt (sent before it opened) is still out.
+        assert!(claim(&store, at(10_000), 100).await.is_empty());
+        assert_eq!(
+            waits(&store, "slow", at(10_000)).await,
+            Some(WaitingReason::SubscriberCircuitOpen)
+        );
+        // That attempt's result is not the probe's: it changes nothing.
+        time_out(&store, slow[5], at(10_500)).await;
+        let probe = claim(&store, at(11_600), 100).await;
+        assert_eq!(probe.len(), 1, "one probe though six are due");
+        assert_eq!(probe[0].subscriber_id, "slow");
+        assert!(claim(&store, at(11_700), 100).await.is_empty());
+        answer(&store, &probe[0], 200, at(11_800)).await;
+        assert_eq!(waits(&store, "slow", at(11_800)).await, None);
+        assert_eq!(claim(&store, at(11_900), 100).await.len(), 5, "closed");
+    }
+);
+
+// A failed probe opens the endpoint circuit again for twice the cool-down.
+store_case!(
+    a_failed_probe_doubles_the_endpoints_cool_down,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        jobs_due(&store, "slow", 5, at(-100)).await;
+        for job in &claim(&store, at(0), 100).await {
+            time_out(&store, job, at(5_000)).await;
+        }
+        let probe = claim(&store, at(10_000), 100).await;
+        assert_eq!(probe.len(), 1);
+        time_out(&store, &probe[0], at(15_000)).await;
+        assert!(claim(&store, at(24_999), 100).await.is_empty());
+        assert_eq!(
+            store.next_wake_at(at(16_000)).await.unwrap(),
+            Some(at(25_000))
+        );
+        assert_eq!(claim(&store, at(25_000), 100).await.len(), 1);
+    }
+);
+
+// A 503 with Retry-After, or a 429, is back-pressure: it holds that subscriber until
+// the time asked (no failure counted, nothing against the host); the others go on.
+store_case!(
+    back_pressure_holds_only_its_subscriber_until_its_time,
+    async |store: SharedStore| {
+        on_host(&store, "busy").await;
+        on_host(&store, "ok").await;
+        jobs_due(&store, "busy", 8, at(-100)).await;
+        jobs_due(&store, "ok", 2, at(-50)).await;
+        let first = claim(&store, at(0), 6).await;
+        let busy = of(&first, "busy");
+        let asked = at(4_000);
+        for (n, job) in busy.iter().enumerate() {
+            let (status, class) = if n % 2 == 0 {
+                (503, ErrorClass::Http5xx)
+            } else {
+                (429, ErrorClass::Http429)
+            };
+            let result = failed(AttemptOutcome::Retryable, class, Some(status), "busy", None);
+            let event = JobEvent::RetryableFailure { retry_at: asked };
+            let mut record = outcome(job, event, result, at(10));
+            record.retry_after = Some(asked);
+            store.record_outcomes(&[record], at(10)).await.unwrap();
+        }
+        assert_eq!(
+            waits(&store, "busy", at(20)).await,
+            Some(WaitingReason::SubscriberRetryAfter)
+        );
+        let rest = claim(&store, at(20), 100).await;
+        assert!(
+            of(&rest, "busy").is_empty(),
+            "busy's due jobs wait for its time"
+        );
+        assert_eq!(
+            store
+                .next_wake_at(at(20))
+                .await
+                .unwrap()
+                .map(|t| t <= asked),
+            Some(true)
+        );
+        let host = store.get_destination(HOST, at(20)).await.unwrap().unwrap();
+        assert_eq!(host.circuit.state, CircuitState::Closed);
+        // At its time it goes again, and its circuit never opened (4 back-pressures,
+        // no failure).
+        assert!(!of(&claim(&store, asked, 100).await, "busy").is_empty());
+    }
+);
+
+// A host's circuit opens when failures spread over most of the subscribers it served
+// in the endpoint window (here three of four endpoint circuits open), not before.
+store_case!(
+    failures_spread_over_most_subscribers_open_the_host_circuit,
+    async |store: SharedStore| {
+        for id in ["a", "b", "c", "d"] {
+            on_host(&store, id).await;
+            jobs_due(&store, id, 5, at(-100)).await;
+        }
+        let claimed = claim(&store, at(0), 100).await;
+        assert_eq!(claimed.len(), 20);
+        answer(&store, of(&claimed, "d")[0], 200, at(100)).await;
+        for (n, id) in ["a", "b", "c"].into_iter().enumerate() {
+            for job in of(&claimed, id) {
+                time_out(&store, job, at(5_000)).await;
+            }
+            let host = store
+                .get_destination(HOST, at(5_000))
+                .await
+                .unwrap()
+                .unwrap();
+            let want = if n < 2 {
+                CircuitState::Closed
+            } else {
+                CircuitState::Open
+            };
+            assert_eq!(host.circuit.state, want, "after {} endpoints opened", n + 1);
+        }
+        let host = store
+            .get_destination(HOST, at(5_000))
+            .await
+            .unwrap()
+            .unwrap();
+        let error = host.last_error.expect("the evidence is recorded");
+        assert_eq!(error.class, ErrorClass::Timeout);
+        let reason = error.reason.unwrap_or_default();
+        assert!(reason.contains("3 of the 4 subscribers"), "{reason}");
+        assert_eq!(
+            waits(&store, "d", at(5_100)).await,
+            Some(WaitingReason::DestinationCircuitOpen)
+        );
+    }
+);
+
+// When the host's circuit is half-open, its one probe goes to a subscriber whose own
+// results are healthy, though another's due jobs are older.
+store_case!(
+    the_hosts_probe_goes_to_a_healthy_subscriber,
+    async |store: SharedStore| {
+        on_host(&store, "flaky").await;
+        on_host(&store, "ok").await;
+        jobs_due(&store, "flaky", 5, at(-1_000)).await;
+        jobs_due(&store, "ok", 2, at(-500)).await;
+        let claimed = claim(&store, at(0), 100).await;
+        let (flaky, ok) = (of(&claimed, "flaky"), of(&claimed, "ok"));
+        answer(&store, flaky[0], 500, at(10)).await;
+        answer(&store, ok[0], 200, at(10)).await;
+        for job in &flaky[1..] {
+            refuse(&store, job, at(20)).await;
+        }
+        refuse(&store, ok[1], at(30)).await;
+        let host = store.get_destination(HOST, at(30)).await.unwrap().unwrap();
+        assert_eq!(host.circuit.state, CircuitState::Open);
+        let probe = claim(&store, at(5_030), 100).await;
+        assert_eq!(probe.len(), 1);
+        assert_eq!(
+            probe[0].subscriber_id, "ok",
+            "flaky's jobs are older but it failed"
+        );
+    }
+);
+
+/// Sets [`HOST`]'s limit to `n`.
+async fn limit(store: &SharedStore, n: u32) {
+    let put = DestinationPut {
+        max_in_flight: Some(Some(n)),
+        ..DestinationPut::default()
+    };
+    store.put_destination(HOST, put, at(0)).await.unwrap();
+}
+
+// While a quick endpoint uses the host, long-running endpoints together hold at most
+// half of its places: the quick one's due jobs find the rest free. Without a quick one
+// there, a long-running endpoint may use all of them.
+store_case!(
+    long_running_endpoints_hold_at_most_half_the_places,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        on_host(&store, "quick").await;
+        limit(&store, 4).await;
+        jobs_due(&store, "slow", 1, at(-100)).await;
+        jobs_due(&store, "quick", 1, at(-100)).await;
+        let first = claim(&store, at(0), 100).await;
+        answer(&store, of(&first, "quick")[0], 200, at(20)).await;
+        // 5 s for an answer: slow is long-running from now on.
+        answer(&store, of(&first, "slow")[0], 200, at(5_000)).await;
+
+        jobs_due(&store, "slow", 10, at(5_000)).await;
+        let slow = claim(&store, at(6_000), 100).await;
+        assert_eq!((slow.len(), of(&slow, "slow").len()), (2, 2), "half of 4");
+        assert!(claim(&store, at(6_001), 100).await.is_empty());
+        jobs_due(&store, "quick", 3, at(6_002)).await;
+        let quick = claim(&store, at(6_003), 100).await;
+        assert_eq!((quick.len(), of(&quick, "quick").len()), (2, 2));
+
+        // Alone on a host of its own, a long-running endpoint uses every place.
+        let lone = SubscriberPut {
+            url: "https://lone.example.test/".into(),
+            max_in_flight: Some(100),
+            ..subscriber_put("lone")
+        };
+        store.put_subscriber(lone, at(0)).await.unwrap();
+        let four = DestinationPut {
+            max_in_flight: Some(Some(4)),
+            ..DestinationPut::default()
+        };
+        store
+            .put_destination("lone.example.test:443", four, at(0))
+            .await
+            .unwrap();
+        jobs_due(&store, "lone", 1, at(6_000)).await;
+        let once = claim(&store, at(6_004), 100).await;
+        answer(&store, &once[0], 200, at(9_000)).await;
+        jobs_due(&store, "lone", 6, at(9_000)).await;
+        assert_eq!(claim(&store, at(9_010), 100).await.len(), 4);
+    }
+);
+
+// Within a destination's room, places go first to the subscribers holding fewest: one
+// that already holds two places waits while another holds none (a round-robin by
+// count would have split them).
+store_case!(
+    scarce_places_go_to_the_subscriber_holding_fewest,
+    async |store: SharedStore| {
+        on_host(&store, "busy").await;
+        on_host(&store, "idle").await;
+        limit(&store, 4).await;
+        jobs_due(&store, "busy", 2, at(-200)).await;
+        assert_eq!(claim(&store, at(0), 100).await.len(), 2);
+        jobs_due(&store, "busy", 5, at(-100)).await;
+        jobs_due(&store, "idle", 5, at(0)).await;
+        let next = claim(&store, at(10), 100).await;
+        assert_eq!(next.len(), 2);
+        assert_eq!(
+            of(&next, "idle").len(),
+            2,
+            "busy's jobs are older, but it holds 2"
+        );
+    }
+);
