@@ -14,8 +14,8 @@ use ipnet::IpNet;
 
 pub use crate::cli::command::{Cli, Command, LogFormat};
 
-use crate::api::ApiSettings;
 use crate::api::auth::{ApiToken, ApiTokens};
+use crate::api::{ApiSettings, AttemptTimeouts};
 use crate::clock_sync::ClockSyncSettings;
 use crate::delivery::DeliverySettings;
 use crate::delivery::resolve::Resolver;
@@ -307,6 +307,7 @@ impl ServeArgs {
         Ok(ApiSettings {
             tokens: ApiTokens::new(&self.api_tokens).map_err(anyhow::Error::msg)?,
             target_policy: self.target_policy(),
+            attempt_timeouts: AttemptTimeouts::new(self.attempt_timeout_ms, self.lease_ms),
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,

@@ -84,6 +84,8 @@ pub struct AppState {
     pub replay_limits: ReplayLimits,
     /// Which literal addresses subscriber URLs may name.
     pub target_policy: Arc<TargetPolicy>,
+    /// The attempt timeouts: the server's, and the most a subscriber may set.
+    pub attempt_timeouts: AttemptTimeouts,
     /// How long `DELETE /v1/subscribers/{id}` waits for its history to move before it
     /// answers (the move goes on after; docs/DESIGN.md §5.3.1).
     pub deletion_wait: Duration,
@@ -104,6 +106,39 @@ pub struct ApiSettings {
     pub replay_limits: ReplayLimits,
     /// Which literal addresses subscriber URLs may name (CASES C-08).
     pub target_policy: Arc<TargetPolicy>,
+    /// The attempt timeouts: the server's, and the most a subscriber may set.
+    pub attempt_timeouts: AttemptTimeouts,
+}
+
+/// The attempt timeouts a subscriber's `attempt_timeout_ms` is read against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptTimeouts {
+    /// The server's `--attempt-timeout-ms`: a subscriber without its own uses it.
+    pub default_ms: u64,
+    /// The most a subscriber may set: shorter than the lease by the margin an attempt
+    /// stops before an unrenewed lease expires (a tenth of `--lease-ms`, 10 ms–1 s), so
+    /// no attempt outlives its lease (CASES C-01).
+    pub max_ms: u64,
+}
+
+impl AttemptTimeouts {
+    /// The fewest milliseconds a subscriber may set.
+    pub const MIN_MS: u64 = 100;
+
+    /// The timeouts of a server with `--attempt-timeout-ms` `default_ms` and
+    /// `--lease-ms` `lease_ms`.
+    pub fn new(default_ms: u64, lease_ms: u64) -> Self {
+        let margin = crate::delivery::attempt::lease_margin_ms(lease_ms);
+        AttemptTimeouts {
+            default_ms,
+            max_ms: lease_ms.saturating_sub(margin).max(default_ms),
+        }
+    }
+
+    /// The timeout a subscriber with `own` (its `attempt_timeout_ms`) gets.
+    pub fn of(&self, own: Option<u64>) -> u64 {
+        own.unwrap_or(self.default_ms)
+    }
 }
 
 #[derive(OpenApi)]
@@ -166,6 +201,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         delivery_slo_ms: settings.delivery_slo_ms,
         replay_limits: settings.replay_limits,
         target_policy: settings.target_policy.clone(),
+        attempt_timeouts: settings.attempt_timeouts,
         deletion_wait: subscriber_deletion::wait(settings.request_timeout),
     };
     let recorder = audit::Recorder {

@@ -10,12 +10,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::extract::{AppJson, AppQuery};
 use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::subscriber_health;
 use super::views::SubscriberView;
+use super::{AppState, AttemptTimeouts};
 use crate::domain::health::HealthStatus;
 use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
@@ -65,6 +65,14 @@ pub struct PutSubscriberRequest {
     /// `event_type` fans out to every subscriber with a matching pattern.
     #[schema(max_items = 100, example = json!(["shipment.*", "invoice.paid"]))]
     pub event_types: Option<Vec<String>>,
+    /// Its own attempt timeout, in milliseconds: from 100 up to the server's maximum
+    /// (shorter than `--lease-ms` by a tenth of it, at most 1 s: 29,000 by default);
+    /// `null` or left out on create: the server's `--attempt-timeout-ms`. For a
+    /// receiver that is slow by design; each attempt is still cut at the job's
+    /// deadline.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>, minimum = 100)]
+    pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
 // By hand, so that `secret` never shows in a log or a panic.
@@ -77,6 +85,7 @@ impl std::fmt::Debug for PutSubscriberRequest {
             .field("rate_limit_per_second", &self.rate_limit_per_second)
             .field("enabled", &self.enabled)
             .field("event_types", &self.event_types)
+            .field("attempt_timeout_ms", &self.attempt_timeout_ms)
             .finish()
     }
 }
@@ -107,6 +116,11 @@ pub struct PatchSubscriberRequest {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Vec<String>>, max_items = 100)]
     pub event_types: Option<Option<Vec<String>>>,
+    /// Its own attempt timeout, in milliseconds, as for PUT; `null` returns it to the
+    /// server's.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>, minimum = 100)]
+    pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
 /// Most subscriber ids one resume names.
@@ -182,6 +196,29 @@ fn check_url(url: &str, targets: &TargetPolicy) -> Result<String, String> {
     Ok(url.to_string())
 }
 
+/// Checks an `attempt_timeout_ms` given: from [`AttemptTimeouts::MIN_MS`] to the
+/// server's maximum, or `null`.
+fn check_attempt_timeout(
+    timeout: Option<Option<u64>>,
+    timeouts: &AttemptTimeouts,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(Some(ms)) = timeout
+        && !(AttemptTimeouts::MIN_MS..=timeouts.max_ms).contains(&ms)
+    {
+        errors.push(FieldError::new(
+            "attempt_timeout_ms",
+            format!(
+                "must be from {} to {} (shorter than the lease, --lease-ms), or null for \
+                 the server's {} ms",
+                AttemptTimeouts::MIN_MS,
+                timeouts.max_ms,
+                timeouts.default_ms
+            ),
+        ));
+    }
+}
+
 /// Checks the limits given: `max_in_flight` 1–[`MAX_IN_FLIGHT_LIMIT`],
 /// `rate_limit_per_second` 1–[`MAX_RATE_LIMIT`] or `null`.
 fn check_limits(
@@ -212,6 +249,7 @@ fn validate_put(
     id: &str,
     body: &PutSubscriberRequest,
     targets: &TargetPolicy,
+    timeouts: &AttemptTimeouts,
 ) -> Result<(Option<SigningSecret>, String), ApiError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::subscriber_id(id) {
@@ -232,6 +270,7 @@ fn validate_put(
         }
     };
     check_limits(body.max_in_flight, body.rate_limit_per_second, &mut errors);
+    check_attempt_timeout(body.attempt_timeout_ms, timeouts, &mut errors);
     if let Some(types) = &body.event_types {
         errors.extend(event_type::pattern_list(types, "event_types"));
     }
@@ -264,7 +303,7 @@ pub async fn put_subscriber(
     Path(id): Path<String>,
     AppJson(body): AppJson<PutSubscriberRequest>,
 ) -> Result<Response, ApiError> {
-    let (secret, url) = validate_put(&id, &body, &state.target_policy)?;
+    let (secret, url) = validate_put(&id, &body, &state.target_policy, &state.attempt_timeouts)?;
     let put = SubscriberPut {
         id: id.clone(),
         url,
@@ -274,6 +313,7 @@ pub async fn put_subscriber(
         rate_limit_per_second: body.rate_limit_per_second,
         enabled: body.enabled,
         event_types: body.event_types,
+        attempt_timeout_ms: body.attempt_timeout_ms,
     };
     let outcome = state.store.put_subscriber(put, state.clock.now()).await?;
     let mut view = subscriber_health::view_now(&state, outcome.subscriber).await?;
@@ -292,6 +332,7 @@ pub async fn put_subscriber(
 fn validate_patch(
     body: PatchSubscriberRequest,
     targets: &TargetPolicy,
+    timeouts: &AttemptTimeouts,
 ) -> Result<SubscriberPatch, ApiError> {
     let mut errors = Vec::new();
     if body.url.is_none()
@@ -299,11 +340,12 @@ fn validate_patch(
         && body.rate_limit_per_second.is_none()
         && body.enabled.is_none()
         && body.event_types.is_none()
+        && body.attempt_timeout_ms.is_none()
     {
         return Err(ApiError::invalid(
             "body",
             "names no field to change (url, max_in_flight, rate_limit_per_second, enabled, \
-             event_types)",
+             event_types, attempt_timeout_ms)",
         ));
     }
     let mut not_null = |field: &str, given: bool| {
@@ -330,6 +372,7 @@ fn validate_patch(
         });
     let max_in_flight = body.max_in_flight.flatten();
     check_limits(max_in_flight, body.rate_limit_per_second, &mut errors);
+    check_attempt_timeout(body.attempt_timeout_ms, timeouts, &mut errors);
     if errors.is_empty() {
         Ok(SubscriberPatch {
             url,
@@ -337,6 +380,7 @@ fn validate_patch(
             rate_limit_per_second: body.rate_limit_per_second,
             enabled: body.enabled.flatten(),
             event_types: body.event_types.flatten(),
+            attempt_timeout_ms: body.attempt_timeout_ms,
         })
     } else {
         Err(ApiError::Invalid(errors))
@@ -364,7 +408,7 @@ pub async fn patch_subscriber(
     Path(id): Path<String>,
     AppJson(body): AppJson<PatchSubscriberRequest>,
 ) -> Result<Json<SubscriberView>, ApiError> {
-    let patch = validate_patch(body, &state.target_policy)?;
+    let patch = validate_patch(body, &state.target_policy, &state.attempt_timeouts)?;
     let enables = patch.enabled == Some(true);
     let subscriber = state
         .store
@@ -568,9 +612,33 @@ mod tests {
             rate_limit_per_second: None,
             enabled: None,
             event_types: None,
+            attempt_timeout_ms: None,
         };
         let shown = format!("{body:?}");
         assert!(!shown.contains("MfKQ9r8G"), "{shown}");
         assert!(shown.contains("https://example.com/hooks"), "{shown}");
+    }
+
+    #[test]
+    fn an_attempt_timeout_is_checked_against_the_lease() {
+        // --attempt-timeout-ms 10000, --lease-ms 30000: up to 29,000 ms.
+        let timeouts = AttemptTimeouts::new(10_000, 30_000);
+        assert_eq!(timeouts.max_ms, 29_000);
+        let errors = |ms| {
+            let mut errors = Vec::new();
+            check_attempt_timeout(Some(ms), &timeouts, &mut errors);
+            errors.len()
+        };
+        assert_eq!(errors(Some(29_000)), 0);
+        assert_eq!(errors(Some(100)), 0);
+        assert_eq!(errors(None), 0);
+        assert_eq!(errors(Some(29_001)), 1);
+        assert_eq!(errors(Some(99)), 1);
+        assert_eq!(errors(Some(0)), 1);
+        // A short lease: its margin is 10 ms at least; never below the server's own.
+        assert_eq!(AttemptTimeouts::new(2_000, 3_000).max_ms, 2_700);
+        assert_eq!(AttemptTimeouts::new(2_990, 3_000).max_ms, 2_990);
+        assert_eq!(timeouts.of(None), 10_000);
+        assert_eq!(timeouts.of(Some(7_000)), 7_000);
     }
 }

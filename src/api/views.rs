@@ -43,6 +43,9 @@ pub struct SubscriberView {
     pub updated_at: Timestamp,
     /// The event types it subscribes to: names, or prefixes ending in `*`.
     pub event_types: Vec<String>,
+    /// Its own attempt timeout, in milliseconds; `null`: the server's
+    /// `--attempt-timeout-ms`.
+    pub attempt_timeout_ms: Option<u64>,
     /// Its health at the instant read: healthy, failing or paused, since when, its last
     /// error, its jobs and whether a retry would help (docs/DESIGN.md §5.3).
     pub health: HealthView,
@@ -74,6 +77,7 @@ impl SubscriberView {
             created_at: s.created_at,
             updated_at: s.updated_at,
             event_types: s.event_types,
+            attempt_timeout_ms: s.attempt_timeout_ms,
             health,
             secret: None,
         }

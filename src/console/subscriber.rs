@@ -177,6 +177,7 @@ pub async fn set_enabled(
         rate_limit_per_second: None,
         enabled: Some(Some(enabled)),
         event_types: None,
+        attempt_timeout_ms: None,
     };
     let _ = patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
     let action =

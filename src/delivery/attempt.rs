@@ -60,7 +60,7 @@ enum Interrupted {
 
 /// How long before its lease expires an unrenewed attempt stops: a tenth of the lease,
 /// 10 ms to 1 s, room for clock differences between instances.
-fn lease_margin_ms(lease_ms: u64) -> u64 {
+pub fn lease_margin_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(10, 1_000)
 }
 
@@ -94,9 +94,11 @@ pub async fn execute(
         job.possible_duplicate,
         job.reclaimed_expired_lease,
     );
+    // The subscriber's own timeout, when it has one (checked against the lease when
+    // set, docs/DESIGN.md §3), else the worker's.
     let budget = time_budget(
         job.snapshot.deadline.millis_since(now),
-        ctx.settings.attempt_timeout,
+        job.attempt_timeout.unwrap_or(ctx.settings.attempt_timeout),
     );
     let answer = match (&job.secrets, budget) {
         // Claimed before its deadline but started at or after it (a stalled process, a

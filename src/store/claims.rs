@@ -62,16 +62,24 @@ pub struct TargetRow {
     secret: String,
     previous_secret: Option<String>,
     previous_secret_expires_at: Option<i64>,
+    attempt_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(TargetRow {
     url,
     secret,
     previous_secret,
-    previous_secret_expires_at
+    previous_secret_expires_at,
+    attempt_timeout_ms
 });
 
-/// A subscriber's URL and signing secrets, read (and opened) once per claim.
-pub type Target = (String, Result<SigningSecrets, UnreadableSecret>);
+/// A subscriber's URL, signing secrets and own attempt timeout, read (and opened) once
+/// per claim.
+#[derive(Clone)]
+pub struct Target {
+    url: String,
+    secrets: Result<SigningSecrets, UnreadableSecret>,
+    attempt_timeout_ms: Option<u64>,
+}
 
 impl TargetRow {
     /// The URL, and the secrets of `subscriber_id` opened by `sealer` at `now`.
@@ -83,7 +91,13 @@ impl TargetRow {
             decode::opt_ts(self.previous_secret_expires_at),
             now,
         );
-        (self.url, secrets)
+        Target {
+            url: self.url,
+            secrets,
+            attempt_timeout_ms: self
+                .attempt_timeout_ms
+                .and_then(|ms| u64::try_from(ms).ok()),
+        }
     }
 }
 
@@ -106,7 +120,11 @@ pub fn claimed_job(
 ) -> Result<ClaimedJob, StoreError> {
     let attempt = u32::try_from(row.attempts)
         .map_err(|_| StoreError::Internal(format!("attempts {}", row.attempts)))?;
-    let (url, secrets) = target;
+    let Target {
+        url,
+        secrets,
+        attempt_timeout_ms,
+    } = target;
     Ok(ClaimedJob {
         job_id: decode::uuid(&row.id)?,
         subscriber_id: row.subscriber_id,
@@ -115,6 +133,7 @@ pub fn claimed_job(
         event_type: row.event_type,
         url,
         secrets,
+        attempt_timeout: attempt_timeout_ms.map(std::time::Duration::from_millis),
         lease_token: row.lease_token,
         lease_expires_at: context.lease_until,
         attempt,

@@ -28,6 +28,7 @@ pub struct SubscriberRow {
     paused_reason: Option<String>,
     paused_at: Option<i64>,
     event_types: String,
+    attempt_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
     id,
@@ -39,7 +40,8 @@ crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
     updated_at,
     paused_reason,
     paused_at,
-    event_types
+    event_types,
+    attempt_timeout_ms
 });
 
 impl TryFrom<SubscriberRow> for Subscriber {
@@ -67,6 +69,7 @@ impl TryFrom<SubscriberRow> for Subscriber {
                 .transpose()?,
             paused_at: row.paused_at.map(Timestamp::from_millis),
             event_types: event_types::decode_list(&row.event_types)?,
+            attempt_timeout_ms: decode::opt_num("attempt_timeout_ms", row.attempt_timeout_ms)?,
         })
     }
 }
@@ -95,10 +98,26 @@ pub(crate) trait SubscriberStatements:
     const PATCH: &'static str;
     /// Enables subscriber `$1` at `$2` if it is paused (clearing its reason).
     const RESUME_ONE: &'static str;
+    /// Sets subscriber `$1`'s `attempt_timeout_ms` to `$2` (NULL: the server's).
+    const SET_ATTEMPT_TIMEOUT: &'static str;
     /// Whether subscriber `$1` exists (one row).
     const EXISTS: &'static str;
     /// Enables at `$2` every subscriber paused for reason `$1`.
     const RESUME_REASON: &'static str;
+}
+
+/// Sets subscriber `id`'s own attempt timeout in `tx` (`None`: the server's).
+pub(crate) async fn set_attempt_timeout<S: SubscriberStatements>(
+    tx: &mut S::Tx,
+    id: &str,
+    timeout_ms: Option<u64>,
+) -> Result<(), StoreError> {
+    let value = timeout_ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    let query = Query::new(S::SET_ATTEMPT_TIMEOUT)
+        .text(id)
+        .bind(Value::OptInt(value));
+    S::execute(tx, query).await?;
+    Ok(())
 }
 
 /// Applies `patch` to subscriber `id` at `now` in one write transaction (see
@@ -126,6 +145,9 @@ pub(crate) async fn patch<S: SubscriberStatements>(
                 .bind(Value::Bool(patch.enabled.is_some()))
                 .bind(Value::Bool(patch.enabled.unwrap_or(false)))
                 .int(now.as_millis());
+            if let Some(timeout) = patch.attempt_timeout_ms {
+                set_attempt_timeout::<S>(tx, &id, timeout).await?;
+            }
             let row: Option<SubscriberRow> = S::fetch_optional(tx, query).await?;
             let Some(row) = row else {
                 return Ok(None);

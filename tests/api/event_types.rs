@@ -208,6 +208,7 @@ async fn more_than_ten_thousand_subscribers_of_a_type_is_a_422() {
                     rate_limit_per_second: None,
                     enabled: None,
                     event_types: Some(vec!["bulk.*".into()]),
+                    attempt_timeout_ms: None,
                 };
                 store.put_subscriber(put, now).await.unwrap();
             }

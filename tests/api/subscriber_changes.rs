@@ -47,6 +47,7 @@ async fn patch_changes_only_the_fields_given(db: Db) {
             "created_at": at(0),
             "updated_at": at(1_000),
             "event_types": [],
+            "attempt_timeout_ms": null,
             "health": {
                 "status": "paused",
                 "since": at(1_000),

@@ -56,6 +56,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "created_at": START_TEXT,
             "updated_at": START_TEXT,
             "event_types": [],
+            "attempt_timeout_ms": null,
             "health": {
                 "status": "healthy", "since": null, "last_error": null,
                 "jobs": {"scheduled": 0, "in_flight": 0, "retrying": 0},
@@ -91,6 +92,7 @@ async fn put_creates_with_defaults_and_shows_the_secret_once() {
             "created_at": START_TEXT,
             "updated_at": at(1_000),
             "event_types": [],
+            "attempt_timeout_ms": null,
             "health": {
                 "status": "paused",
                 "since": at(1_000),
@@ -164,6 +166,39 @@ async fn update_keeps_omitted_fields_and_null_clears_the_rate_limit() {
     assert_eq!(cleared["max_in_flight"], 3);
     let read = expect_json(&app.get(path).await, 200);
     assert_eq!(read["rate_limit_per_second"], Value::Null);
+}
+
+#[tokio::test]
+async fn an_attempt_timeout_is_set_kept_patched_and_cleared() {
+    let app = spawn_app().await;
+    let path = "/v1/subscribers/slow";
+    let body = json!({"url": "https://example.com/s", "attempt_timeout_ms": 29_000});
+    let created = app.put_json(path, &body).await;
+    assert_eq!(expect_json(&created, 201)["attempt_timeout_ms"], 29_000);
+    let kept = app
+        .put_json(path, &json!({"url": "https://example.com/s"}))
+        .await;
+    assert_eq!(expect_json(&kept, 200)["attempt_timeout_ms"], 29_000);
+    let patched = app
+        .patch_json(path, &json!({"attempt_timeout_ms": 8_000}))
+        .await;
+    assert_eq!(expect_json(&patched, 200)["attempt_timeout_ms"], 8_000);
+    let refused = app
+        .patch_json(path, &json!({"attempt_timeout_ms": 60_000}))
+        .await;
+    expect_fields(&refused, 422, &["attempt_timeout_ms"]);
+    assert_eq!(
+        expect_json(&app.get(path).await, 200)["attempt_timeout_ms"],
+        8_000,
+        "nothing written"
+    );
+    let cleared = app
+        .patch_json(path, &json!({"attempt_timeout_ms": null}))
+        .await;
+    assert_eq!(
+        expect_json(&cleared, 200)["attempt_timeout_ms"],
+        Value::Null
+    );
 }
 
 #[tokio::test]
@@ -251,6 +286,22 @@ async fn each_invalid_field_is_named() {
             "rate_limit_per_second",
         ),
         ("ok-id", json!({"url": url, "enabled": "yes"}), "enabled"),
+        (
+            "ok-id",
+            json!({"url": url, "attempt_timeout_ms": 99}),
+            "attempt_timeout_ms",
+        ),
+        (
+            "ok-id",
+            // Past the lease (30 s) less its margin (1 s).
+            json!({"url": url, "attempt_timeout_ms": 29_001}),
+            "attempt_timeout_ms",
+        ),
+        (
+            "ok-id",
+            json!({"url": url, "attempt_timeout_ms": "5s"}),
+            "attempt_timeout_ms",
+        ),
         ("ok-id", json!({"secret": SECRET}), "url"),
         ("ok-id", json!({"url": url, "colour": "red"}), "colour"),
     ];

@@ -169,6 +169,34 @@ async fn a_timeout_is_retried_and_the_attempt_says_so(db: Db) {
     assert_eq!(receiver.max_open_per_id(), 1);
 }
 
+/// A subscriber's own `attempt_timeout_ms` (issue #33) bounds its attempts in place
+/// of the server's: 300 ms here against the server's 2 s, while another subscriber on
+/// the same receiver waits the server's.
+async fn a_subscribers_own_attempt_timeout_bounds_its_attempts(db: Db) {
+    let receiver =
+        Receiver::start(vec![Reply::status(200).after(Duration::from_millis(900))]).await;
+    let app = instance(db).start().await;
+    let quick = json!({"url": receiver.url("/quick"), "attempt_timeout_ms": 300});
+    let put = app.put_json("/v1/subscribers/quick", &quick).await;
+    assert_eq!(put.status, 201, "{}", put.text);
+    app.subscriber("patient", &receiver.url("/patient"), None)
+        .await;
+    let short = app.job("quick", "evt-short", json!({})).await;
+    let long = app.job("patient", "evt-long", json!({})).await;
+    let started = Instant::now();
+    assert_eq!(app.run_pending().await.attempted(), 2);
+    let short = app.job_now(&short).await;
+    assert_eq!(short["state"], "retrying", "{short}");
+    assert_eq!(short["last_error"]["class"], "timeout");
+    assert_eq!(
+        short["last_error"]["reason"], "no answer within 300 ms",
+        "{short}"
+    );
+    let long = app.job_now(&long).await;
+    assert_eq!(long["state"], "delivered", "{long}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
 async fn a_connection_refused_is_retried(db: Db) {
     // A port bound but never listened on: connections are refused, and no other test
     // can take the port while this one runs (as it could after a listener's drop).
@@ -283,6 +311,7 @@ crate::on_both_backends!(
     max_attempts_makes_a_dead_letter,
     c06_retries_stop_at_the_deadline_and_keep_the_real_error,
     a_timeout_is_retried_and_the_attempt_says_so,
+    a_subscribers_own_attempt_timeout_bounds_its_attempts,
     a_connection_refused_is_retried,
     an_endless_body_is_read_only_up_to_the_cap,
     a_200_whose_body_stalls_is_delivered_not_retried,

@@ -110,6 +110,7 @@ pub fn subscriber_put(id: &str) -> SubscriberPut {
         rate_limit_per_second: None,
         enabled: None,
         event_types: None,
+        attempt_timeout_ms: None,
     }
 }
 

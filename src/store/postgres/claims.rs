@@ -174,7 +174,8 @@ const CLAIM: &str = "\
         subscriber_id \
       FROM claimed \
     ) \
-    SELECT c.*, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at \
+    SELECT c.*, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, \
+      s.attempt_timeout_ms \
     FROM claimed c \
     JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
 

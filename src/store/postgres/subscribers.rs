@@ -6,19 +6,19 @@ use crate::domain::Timestamp;
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
-use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
+use crate::store::subscribers::{self, SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
 use crate::store::{destinations, event_types};
 
 /// Subscriber `$1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE id = $1 \
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = $1 \
     AND deleted_at IS NULL";
 
 /// Subscribers after `$1` (all when NULL) in id order, at most `$2`; never a
 /// deleted subscriber's tombstone.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
 
 /// Inserts subscriber `$1`, or updates it keeping what is left NULL (a new secret
 /// `$10` ends a rotation's grace period); `xmax = 0` tells an inserted row from an
@@ -44,7 +44,7 @@ const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight,
       CASE WHEN $10::text IS NULL THEN s.previous_secret_expires_at END \
     WHERE s.deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-      updated_at, paused_reason, paused_at, event_types, (xmax = 0) AS inserted";
+      updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms, (xmax = 0) AS inserted";
 
 /// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
 /// rotations apply one after the other, each moving the secret the previous one wrote.
@@ -55,7 +55,7 @@ const CURRENT_SECRET: &str =
 const ROTATE: &str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
     previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
 
 /// Changes the fields given of subscriber `$1` (see [`SubscriberStatements::PATCH`]).
 const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
@@ -68,11 +68,15 @@ const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
       WHEN enabled THEN $8 ELSE paused_at END, \
     updated_at = $8 WHERE id = $1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
 
 /// Enables subscriber `$1` at `$2` if it is paused.
 const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
     paused_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND NOT enabled";
+
+/// Sets subscriber `$1`'s own attempt timeout.
+const SET_ATTEMPT_TIMEOUT: &str =
+    "UPDATE subscribers SET attempt_timeout_ms = $2 WHERE id = $1 AND deleted_at IS NULL";
 
 /// Whether subscriber `$1` exists.
 const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
@@ -121,6 +125,10 @@ pub async fn put(
     };
     destinations::assign::<PgPool>(&mut tx, &put.id, &put.url, now).await?;
     let mut subscriber = Subscriber::try_from(row.subscriber)?;
+    if let Some(timeout) = put.attempt_timeout_ms {
+        subscribers::set_attempt_timeout::<PgPool>(&mut tx, &put.id, timeout).await?;
+        subscriber.attempt_timeout_ms = timeout;
+    }
     if let Some(types) = put.event_types {
         event_types::replace::<PgPool>(&mut tx, &put.id, &types).await?;
         subscriber.event_types = types;
@@ -139,6 +147,7 @@ impl SubscriberStatements for PgPool {
     const ROTATE: &'static str = ROTATE;
     const PATCH: &'static str = PATCH;
     const RESUME_ONE: &'static str = RESUME_ONE;
+    const SET_ATTEMPT_TIMEOUT: &'static str = SET_ATTEMPT_TIMEOUT;
     const EXISTS: &'static str = EXISTS;
     const RESUME_REASON: &'static str = RESUME_REASON;
 }

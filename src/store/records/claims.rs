@@ -40,6 +40,8 @@ pub struct ClaimedJob {
     /// stored secret cannot be read (e.g. sealed with another `--secret-key`): the
     /// attempt then fails without sending anything.
     pub secrets: Result<SigningSecrets, UnreadableSecret>,
+    /// Its subscriber's own attempt timeout; `None`: the worker's.
+    pub attempt_timeout: Option<std::time::Duration>,
     /// The fencing token of this lease.
     pub lease_token: i64,
     /// When the lease expires unless renewed.

@@ -147,6 +147,7 @@ mod tests {
                 paused_reason: None,
                 paused_at: None,
                 event_types: Vec::new(),
+                attempt_timeout_ms: None,
             },
             figures: HealthFigures {
                 retrying,

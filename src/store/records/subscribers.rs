@@ -28,6 +28,9 @@ pub struct Subscriber {
     /// The event types it subscribes to (docs/DESIGN.md §5.13): names, or prefixes
     /// ending in `*`; empty: none.
     pub event_types: Vec<String>,
+    /// Its own attempt timeout, in milliseconds; `None`: the server's
+    /// `--attempt-timeout-ms`.
+    pub attempt_timeout_ms: Option<u64>,
 }
 
 /// Why a subscriber is paused (docs/DESIGN.md §5.3).
@@ -71,6 +74,8 @@ pub struct SubscriberPatch {
     pub enabled: Option<bool>,
     /// New event types (replacing all of them; empty: none).
     pub event_types: Option<Vec<String>>,
+    /// `Some(None)` returns it to the server's attempt timeout; `None` keeps it.
+    pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
 /// Which paused subscribers a resume enables.
@@ -108,6 +113,8 @@ pub struct SubscriberPut {
     pub enabled: Option<bool>,
     /// New event types (replacing all of them; empty: none).
     pub event_types: Option<Vec<String>>,
+    /// `Some(None)` returns it to the server's attempt timeout; `None` keeps it.
+    pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
 /// The result of [`crate::store::Store::put_subscriber`].

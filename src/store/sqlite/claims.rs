@@ -146,8 +146,8 @@ lite_row!(CandidateRow {
 });
 
 /// Subscriber `?1`'s URL and secrets.
-const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expires_at \
-    FROM subscribers WHERE id = ?1";
+const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expires_at, \
+    attempt_timeout_ms FROM subscribers WHERE id = ?1";
 
 /// Claims in one write transaction of the batch writer (see [`Store::claim`]).
 ///

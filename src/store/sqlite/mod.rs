@@ -358,6 +358,7 @@ async fn test_store() -> SqliteStore {
         rate_limit_per_second: None,
         enabled: None,
         event_types: None,
+        attempt_timeout_ms: None,
     };
     store
         .put_subscriber(put, crate::testing::START)

@@ -6,20 +6,20 @@ use crate::store::dialect::{Query, Value};
 use crate::store::records::{
     DEFAULT_MAX_IN_FLIGHT, PutSubscriberOutcome, Subscriber, SubscriberPut,
 };
-use crate::store::subscribers::{SubscriberRow, SubscriberStatements};
+use crate::store::subscribers::{self, SubscriberRow, SubscriberStatements};
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 use crate::store::{destinations, event_types};
 
 /// Subscriber `?1`.
 const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE id = ?1 \
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = ?1 \
     AND deleted_at IS NULL";
 
 /// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
 /// deleted subscriber's tombstone.
 const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT CAST(?2 AS INTEGER)";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT CAST(?2 AS INTEGER)";
 
 /// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period; pausing
 /// an enabled one records reason `operator` at `?6`, enabling clears the reason.
@@ -47,7 +47,7 @@ const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1 AND d
 const ROTATE: &str = "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
     previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
 
 /// Changes the fields given of subscriber `?1` (see [`SubscriberStatements::PATCH`]).
 const PATCH: &str = "UPDATE subscribers SET url = COALESCE(?2, url), \
@@ -60,11 +60,15 @@ const PATCH: &str = "UPDATE subscribers SET url = COALESCE(?2, url), \
       WHEN enabled THEN ?8 ELSE paused_at END, \
     updated_at = ?8 WHERE id = ?1 AND deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types";
+    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
 
 /// Enables subscriber `?1` at `?2` if it is paused.
 const RESUME_ONE: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
     paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 0";
+
+/// Sets subscriber `?1`'s own attempt timeout.
+const SET_ATTEMPT_TIMEOUT: &str =
+    "UPDATE subscribers SET attempt_timeout_ms = ?2 WHERE id = ?1 AND deleted_at IS NULL";
 
 /// Whether subscriber `?1` exists.
 const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
@@ -149,6 +153,9 @@ async fn put_in(
         }
     };
     destinations::assign::<Pools>(tx, &put.id, &put.url, now).await?;
+    if let Some(timeout) = put.attempt_timeout_ms {
+        subscribers::set_attempt_timeout::<Pools>(tx, &put.id, timeout).await?;
+    }
     if let Some(types) = &put.event_types {
         event_types::replace::<Pools>(tx, &put.id, types).await?;
     }
@@ -167,6 +174,7 @@ impl SubscriberStatements for Pools {
     const ROTATE: &'static str = ROTATE;
     const PATCH: &'static str = PATCH;
     const RESUME_ONE: &'static str = RESUME_ONE;
+    const SET_ATTEMPT_TIMEOUT: &'static str = SET_ATTEMPT_TIMEOUT;
     const EXISTS: &'static str = EXISTS;
     const RESUME_REASON: &'static str = RESUME_REASON;
 }

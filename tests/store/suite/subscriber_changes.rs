@@ -261,3 +261,67 @@ store_case!(
         assert_eq!(again, 0);
     }
 );
+
+// A subscriber's own attempt timeout (issue #33): set by a create, kept by a put or a
+// patch that leaves it out, returned to the server's by `null`, and carried by each
+// claimed job of it.
+store_case!(
+    an_attempt_timeout_is_kept_until_cleared_and_reaches_the_claim,
+    async |store: SharedStore| {
+        let put = SubscriberPut {
+            attempt_timeout_ms: Some(Some(12_000)),
+            ..subscriber_put("slow")
+        };
+        let created = store.put_subscriber(put, at(0)).await.unwrap();
+        assert_eq!(created.subscriber.attempt_timeout_ms, Some(12_000));
+        let again = store
+            .put_subscriber(subscriber_put("slow"), at(1))
+            .await
+            .unwrap();
+        assert_eq!(again.subscriber.attempt_timeout_ms, Some(12_000));
+        create_due(&store, "slow", at(0)).await;
+        let claimed = claim_one(&store, "w", at(10)).await;
+        let twelve = std::time::Duration::from_millis(12_000);
+        assert_eq!(claimed.attempt_timeout, Some(twelve));
+
+        let other = SubscriberPatch {
+            max_in_flight: Some(3),
+            ..SubscriberPatch::default()
+        };
+        let kept = store.patch_subscriber("slow", other, at(20)).await.unwrap();
+        assert_eq!(kept.unwrap().attempt_timeout_ms, Some(12_000));
+        let shorter = SubscriberPatch {
+            attempt_timeout_ms: Some(Some(7_500)),
+            ..SubscriberPatch::default()
+        };
+        let patched = store
+            .patch_subscriber("slow", shorter, at(30))
+            .await
+            .unwrap();
+        assert_eq!(patched.unwrap().attempt_timeout_ms, Some(7_500));
+        let cleared = SubscriberPatch {
+            attempt_timeout_ms: Some(None),
+            ..SubscriberPatch::default()
+        };
+        store
+            .patch_subscriber("slow", cleared, at(40))
+            .await
+            .unwrap();
+        assert_eq!(stored(&store, "slow").await.attempt_timeout_ms, None);
+        create_due(&store, "slow", at(0)).await;
+        let claimed = claim_one(&store, "w", at(50)).await;
+        assert_eq!(claimed.attempt_timeout, None, "the worker's own");
+        // An unknown subscriber: nothing written, none found.
+        let ghost = SubscriberPatch {
+            attempt_timeout_ms: Some(Some(1_000)),
+            ..SubscriberPatch::default()
+        };
+        assert!(
+            store
+                .patch_subscriber("ghost", ghost, at(60))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+);

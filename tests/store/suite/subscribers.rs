@@ -28,6 +28,7 @@ store_case!(put_creates_with_defaults, async |store: SharedStore| {
         paused_reason: None,
         paused_at: None,
         event_types: Vec::new(),
+        attempt_timeout_ms: None,
     };
     assert_eq!(outcome.subscriber, expected);
     assert_eq!(outcome.created_secret, Some(generated));
@@ -70,6 +71,7 @@ store_case!(
             paused_reason: Some(PausedReason::Operator),
             paused_at: Some(at(0)),
             event_types: Vec::new(),
+            attempt_timeout_ms: None,
         };
         assert_eq!(outcome.subscriber, expected);
         assert_eq!(
