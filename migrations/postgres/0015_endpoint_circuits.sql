@@ -26,6 +26,9 @@ CREATE TABLE endpoint_circuits (
     hold_until        BIGINT,
     -- the typical attempt duration (moving average), NULL before the first result
     duration_ms       BIGINT,
+    -- the attempt timeout the last timed-out attempt hit, NULL before the first
+    -- timeout: the retry advice names it (§5.9)
+    timeout_ms        BIGINT,
     -- duration_ms >= --long-attempt-ms, as of the last result (the claim reads it)
     long_running      BOOLEAN NOT NULL DEFAULT FALSE,
     last_result_at    BIGINT NOT NULL

@@ -26,6 +26,9 @@ CREATE TABLE endpoint_circuits (
     hold_until        INTEGER,
     -- the typical attempt duration (moving average), NULL before the first result
     duration_ms       INTEGER,
+    -- the attempt timeout the last timed-out attempt hit, NULL before the first
+    -- timeout: the retry advice names it (§5.9)
+    timeout_ms        INTEGER,
     -- duration_ms >= --long-attempt-ms, as of the last result (the claim reads it)
     long_running      INTEGER NOT NULL DEFAULT 0,
     last_result_at    INTEGER NOT NULL

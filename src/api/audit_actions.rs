@@ -90,6 +90,12 @@ pub const AUDITED: &[AuditedRoute] = &[
         Target::None,
     ),
     route(
+        Method::POST,
+        "/v1/subscribers/pause",
+        "subscriber.pause",
+        Target::None,
+    ),
+    route(
         Method::PUT,
         "/v1/subscribers/{subscriber_id}",
         "subscriber.put",

@@ -260,6 +260,7 @@ mod tests {
             destination_hold_until: retry.map(Timestamp::from_millis),
             endpoint_hold: None,
             endpoint_hold_until: None,
+            recent: Default::default(),
         }
     }
 

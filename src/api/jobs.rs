@@ -20,6 +20,7 @@ use super::views::{AttemptView, JobView};
 use std::collections::HashMap;
 
 use crate::domain::ids::new_id;
+use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::{SubscriberLoad, needs_load};
 use crate::domain::{JobState, Timestamp};
 use crate::store::{CreateOutcome, Job, PageRequest};
@@ -91,9 +92,16 @@ pub async fn job_views(
 ) -> Result<Vec<JobView>, ApiError> {
     let mut loads: HashMap<String, Option<SubscriberLoad>> = HashMap::new();
     for job in &jobs {
-        // A retrying job's advice reads its destination's hold even before it is due.
+        // A retrying job's advice reads its destination's hold even before it is due;
+        // one whose last attempt timed out reads whether its subscriber's recent
+        // attempts all did (then the advice is `no`, dead or not, §5.9).
         let retrying = job.state == JobState::Retrying && job.subscriber_enabled;
-        if (retrying || needs_load(job.state, job.due_at, job.subscriber_enabled, now))
+        let timed_out = job.state != JobState::Delivered
+            && job
+                .last_error
+                .as_ref()
+                .is_some_and(|e| e.class == ErrorClass::Timeout);
+        if (retrying || timed_out || needs_load(job.state, job.due_at, job.subscriber_enabled, now))
             && !loads.contains_key(&job.subscriber_id)
         {
             let load = state.loads.get(&job.subscriber_id, now).await?;

@@ -149,6 +149,7 @@ mod tests {
                         destination_hold_until: None,
                         endpoint_hold: None,
                         endpoint_hold_until: None,
+                        recent: Default::default(),
                     })),
                 }
             }

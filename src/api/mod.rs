@@ -31,7 +31,9 @@ pub mod schedules;
 pub mod secret_rotation;
 mod subscriber_deletion;
 pub mod subscriber_health;
+pub mod subscriber_pause;
 pub mod subscriber_stats;
+pub mod subscriber_triage;
 pub mod subscribers;
 pub mod views;
 
@@ -166,6 +168,7 @@ struct ApiDoc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(subscribers::router())
+        .merge(subscriber_pause::router())
         .merge(secret_rotation::router())
         .merge(subscriber_stats::router())
         .merge(destinations::router())

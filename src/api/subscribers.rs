@@ -11,9 +11,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::extract::{AppJson, AppQuery};
-use super::pagination::{self, Listing, Page};
+use super::pagination::{self, Listing};
 use super::problem::{ApiError, FieldError, Problem};
 use super::subscriber_health;
+use super::subscriber_triage::{self, SubscriberListing};
 use super::views::SubscriberView;
 use super::{AppState, AttemptTimeouts};
 use crate::domain::health::HealthStatus;
@@ -21,8 +22,7 @@ use crate::domain::secret::SigningSecret;
 use crate::domain::target::TargetPolicy;
 use crate::domain::{event_type, validate};
 use crate::store::{
-    HealthCursor, PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch,
-    SubscriberPut,
+    PageRequest, PausedReason, ResumeSelection, StoreError, SubscriberPatch, SubscriberPut,
 };
 
 /// Most `max_in_flight` a subscriber may ask for.
@@ -159,7 +159,7 @@ pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 
 /// A field that may be left out but not given as `null` (a 422 naming it), for
 /// selectors where `null` would read as "not given" although the body names it.
-fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+pub(super) fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<Option<T>, D::Error> {
     T::deserialize(deserializer).map(Some)
@@ -532,20 +532,23 @@ pub async fn get_subscriber(
     tag = "subscribers",
     params(ListSubscribersQuery),
     responses(
-        (status = 200, description = "One page of subscribers", body = Page<SubscriberView>),
+        (status = 200, description = "One page of subscribers; with `health=failing`, the causes of all of them first", body = SubscriberListing),
         (status = 422, description = "Invalid parameter", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list_subscribers(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListSubscribersQuery>,
-) -> Result<Json<Page<SubscriberView>>, ApiError> {
+) -> Result<Json<SubscriberListing>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     if let Some(health) = query.health.as_deref() {
         let status = health
             .parse::<HealthStatus>()
             .map_err(|_| ApiError::invalid("health", "must be `failing`, `paused` or `healthy`"))?;
-        return list_by_health(&state, status, query.cursor.as_deref(), limit).await;
+        let cursor = query.cursor.as_deref();
+        return Ok(Json(
+            subscriber_triage::list_by_health(&state, status, cursor, limit).await?,
+        ));
     }
     let after = pagination::decode_cursor(Listing::Subscribers, query.cursor.as_deref(), |key| {
         validate::subscriber_id(key).ok().map(|()| key.to_owned())
@@ -560,43 +563,11 @@ pub async fn list_subscribers(
     let (items, next_cursor) =
         pagination::split(Listing::Subscribers, fetched, limit, |s| s.id.clone());
     let items = subscriber_health::views(&state, items, state.clock.now()).await?;
-    Ok(Json(Page { items, next_cursor }))
-}
-
-/// A page of the subscribers of health `status` (see [`list_subscribers`]). The
-/// cursor is `h:<failing_jobs>:<id>`.
-async fn list_by_health(
-    state: &AppState,
-    status: HealthStatus,
-    cursor: Option<&str>,
-    limit: u32,
-) -> Result<Json<Page<SubscriberView>>, ApiError> {
-    let after = pagination::decode_cursor(Listing::SubscribersByHealth, cursor, |key| {
-        let (count, id) = key.strip_prefix("h:")?.split_once(':')?;
-        validate::subscriber_id(id).ok()?;
-        Some(HealthCursor {
-            failing_jobs: count.parse().ok()?,
-            id: id.to_owned(),
-        })
-    })?;
-    let fetched = state
-        .store
-        .list_subscribers_by_health(
-            status,
-            PageRequest {
-                after,
-                limit: limit + 1,
-            },
-            state.clock.now(),
-        )
-        .await?;
-    Ok(Json(pagination::page(
-        Listing::SubscribersByHealth,
-        fetched,
-        limit,
-        |entry| format!("h:{}:{}", entry.figures.failing_jobs(), entry.subscriber.id),
-        subscriber_health::view,
-    )))
+    Ok(Json(SubscriberListing {
+        causes: None,
+        items,
+        next_cursor,
+    }))
 }
 
 #[cfg(test)]

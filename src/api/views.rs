@@ -318,6 +318,7 @@ pub(crate) fn job_facts(
         circuit_retry_at: load.and_then(|l| l.destination_hold_until),
         endpoint_hold: load.and_then(|l| l.endpoint_hold),
         endpoint_hold_until: load.and_then(|l| l.endpoint_hold_until),
+        timeout_bound: load.and_then(|l| l.recent.timeout_bound()),
     }
 }
 

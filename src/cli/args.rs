@@ -568,6 +568,9 @@ pub enum SubscribersCommand {
     /// Resume paused subscribers, by id or by why they were paused; prints how many
     /// were resumed.
     Resume(ResumeSubscribersArgs),
+    /// Pause subscribers (reason `operator`), by id or every failing one of a cause;
+    /// prints how many were paused and which were selected (resume them by these ids).
+    Pause(PauseSubscribersArgs),
     /// Delete a subscriber: its waiting jobs end dead (`subscriber_deleted`), its
     /// history stays readable by job and event id, and its id may be registered again
     /// as a new subscriber.
@@ -584,6 +587,31 @@ pub struct ListSubscribersArgs {
     /// `--limit`, `--cursor`, `--all`.
     #[command(flatten)]
     pub page: PageArgs,
+}
+
+/// `deferhook subscribers pause`: exactly one selection.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("selection")
+        .required(true)
+        .args(["ids", "failing"])
+))]
+pub struct PauseSubscribersArgs {
+    /// These subscribers, comma-separated (1 to 1000, all registered; those already
+    /// paused are left as they are).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', num_args = 1)]
+    pub ids: Vec<String>,
+    /// Every failing subscriber (at most 10,000), narrowed by --error-class and
+    /// --status: a cause of `subscribers list --health failing`.
+    #[arg(long)]
+    pub failing: bool,
+    /// With --failing: only those whose latest failed attempt has this class
+    /// (`timeout`, `connect`, `http_5xx`, …).
+    #[arg(long, requires = "failing", conflicts_with = "ids")]
+    pub error_class: Option<String>,
+    /// With --failing: only those whose latest failed attempt answered this status.
+    #[arg(long, requires = "failing", conflicts_with = "ids")]
+    pub status: Option<u16>,
 }
 
 /// `deferhook subscribers resume`: exactly one selection.

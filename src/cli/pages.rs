@@ -12,6 +12,8 @@ use super::render;
 struct RawPage {
     items: Vec<Value>,
     next_cursor: Option<String>,
+    #[serde(default)]
+    causes: Option<Value>,
 }
 
 /// What a listing read: its items and the cursor of the page after them (`None` on
@@ -22,13 +24,19 @@ pub struct Listed {
     pub items: Vec<Value>,
     /// The next page's cursor, if there is one.
     pub next_cursor: Option<String>,
+    /// What the first page led with besides its items (the causes of
+    /// `GET /v1/subscribers?health=failing`), when it did.
+    pub causes: Option<Value>,
 }
 
 impl Listed {
     /// The pretty-printed `{items, next_cursor}` of `--json`: one page holding every
     /// item read.
     pub fn json(&self) -> String {
-        let page = json!({ "items": self.items, "next_cursor": self.next_cursor });
+        let mut page = json!({ "items": self.items, "next_cursor": self.next_cursor });
+        if let Some(causes) = &self.causes {
+            page["causes"] = causes.clone();
+        }
         format!("{}\n", render::json(&page))
     }
 }
@@ -49,6 +57,7 @@ pub async fn read(
         query.push(("limit", limit.to_string()));
     }
     let mut items = Vec::new();
+    let mut causes = None;
     loop {
         let mut page_query = query.clone();
         if let Some(cursor) = &cursor {
@@ -56,6 +65,7 @@ pub async fn read(
         }
         let page: RawPage = decode(&client.get(segments, &page_query).await?, what)?;
         items.extend(page.items);
+        causes = causes.or(page.causes);
         match page.next_cursor {
             Some(next) if all => {
                 if cursor.as_deref() == Some(next.as_str()) {
@@ -66,7 +76,13 @@ pub async fn read(
                 }
                 cursor = Some(next);
             }
-            next_cursor => return Ok(Listed { items, next_cursor }),
+            next_cursor => {
+                return Ok(Listed {
+                    items,
+                    next_cursor,
+                    causes,
+                });
+            }
         }
     }
 }

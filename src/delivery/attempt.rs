@@ -96,10 +96,8 @@ pub async fn execute(
     );
     // The subscriber's own timeout, when it has one (checked against the lease when
     // set, docs/DESIGN.md §3), else the worker's.
-    let budget = time_budget(
-        job.snapshot.deadline.millis_since(now),
-        job.attempt_timeout.unwrap_or(ctx.settings.attempt_timeout),
-    );
+    let attempt_timeout = job.attempt_timeout.unwrap_or(ctx.settings.attempt_timeout);
+    let budget = time_budget(job.snapshot.deadline.millis_since(now), attempt_timeout);
     let answer = match (&job.secrets, budget) {
         // Claimed before its deadline but started at or after it (a stalled process, a
         // slow store): nothing may leave now (issue #17's soak saw such a request
@@ -229,6 +227,7 @@ pub async fn execute(
             attempt: job.attempt,
             started_at: now,
             finished_at,
+            attempt_timeout_ms: u64::try_from(attempt_timeout.as_millis()).unwrap_or(u64::MAX),
             result,
             retry_after,
             transition,

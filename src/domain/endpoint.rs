@@ -126,6 +126,9 @@ pub struct EndpointResult {
     pub started_at: Timestamp,
     /// When it ended.
     pub finished_at: Timestamp,
+    /// The attempt timeout that applied, in milliseconds: a timeout's is kept
+    /// ([`EndpointCircuit::timeout_ms`]).
+    pub timeout_ms: u64,
 }
 
 /// What a claim may send to the endpoint at an instant.
@@ -179,6 +182,9 @@ pub struct EndpointCircuit {
     /// over results that reached the endpoint, a timeout counting its full length);
     /// `None` before the first.
     pub duration_ms: Option<u64>,
+    /// The attempt timeout its last timed-out attempt hit, in milliseconds (the retry
+    /// advice names it, [`RecentResults`]).
+    pub timeout_ms: Option<u64>,
     /// When the last result was recorded.
     pub last_result_at: Timestamp,
 }
@@ -197,6 +203,7 @@ impl EndpointCircuit {
             changed_at: None,
             hold_until: None,
             duration_ms: None,
+            timeout_ms: None,
             last_result_at: now,
         }
     }
@@ -293,6 +300,9 @@ impl EndpointCircuit {
             // Weight 1/4 for the newest: a few results move it, one outlier does not.
             Some(before) => (before.saturating_mul(3).saturating_add(took)) / 4,
         });
+        if result.verdict == (EndpointVerdict::Failed { timeout: true }) {
+            self.timeout_ms = Some(result.timeout_ms);
+        }
         let failed = matches!(result.verdict, EndpointVerdict::Failed { .. });
         match self.state {
             CircuitState::Closed | CircuitState::HalfOpen => {
@@ -361,6 +371,58 @@ impl EndpointCircuit {
             self.window_start = now;
         }
         self.current = Counts::default();
+    }
+}
+
+/// What a subscriber endpoint's recent results say about how long it takes to answer
+/// (the retry advice, docs/DESIGN.md §5.9): the results of its breaker's two buckets
+/// (at most twice the endpoint window, none from before it last opened or closed), how
+/// many timed out, and the timeout its last timed-out attempt hit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecentResults {
+    /// Results that reached the endpoint.
+    pub results: u32,
+    /// Of those, timeouts.
+    pub timeouts: u32,
+    /// The attempt timeout its last timed-out attempt hit, in milliseconds.
+    pub timeout_ms: Option<u64>,
+}
+
+/// An endpoint whose recent attempts all timed out: it answers slower than its attempt
+/// timeout, so a retry with the same timeout gets the same timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeoutBound {
+    /// How many recent attempts timed out (all of them).
+    pub attempts: u32,
+    /// The attempt timeout they hit, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl RecentResults {
+    /// The fewest recent results, all timeouts, that make an endpoint timeout-bound:
+    /// one or two timeouts may be a blip; three in a row, and no answer in between,
+    /// are how it answers now.
+    pub const MIN_TIMEOUTS: u32 = 3;
+
+    /// Its counts as stored: the breaker's two buckets added up.
+    pub fn of(circuit: &EndpointCircuit) -> RecentResults {
+        RecentResults {
+            results: circuit.current.results + circuit.previous.results,
+            timeouts: circuit.current.timeouts + circuit.previous.timeouts,
+            timeout_ms: circuit.timeout_ms,
+        }
+    }
+
+    /// `Some` when at least [`Self::MIN_TIMEOUTS`] recent results, all of them
+    /// timeouts: its p50 (every percentile) is at least the timeout they hit.
+    pub fn timeout_bound(&self) -> Option<TimeoutBound> {
+        let timeout_ms = self.timeout_ms?;
+        (self.results >= Self::MIN_TIMEOUTS && self.timeouts == self.results).then_some(
+            TimeoutBound {
+                attempts: self.results,
+                timeout_ms,
+            },
+        )
     }
 }
 

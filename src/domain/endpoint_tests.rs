@@ -19,6 +19,7 @@ fn result(verdict: EndpointVerdict, at: Timestamp, took_ms: u64) -> EndpointResu
         verdict,
         started_at: at,
         finished_at: at.plus_ms(took_ms),
+        timeout_ms: took_ms,
     }
 }
 
@@ -251,4 +252,45 @@ fn a_hold_reads_as_the_claim_judges_it() {
     );
     assert_eq!(endpoint_hold(true, past, None, 0, NOW), None);
     assert_eq!(endpoint_hold(false, None, past, 3, NOW), None);
+}
+
+#[test]
+fn three_timeouts_and_no_answer_between_make_an_endpoint_timeout_bound() {
+    let mut circuit = EndpointCircuit::new(NOW);
+    let timed_out = |at: Timestamp| result(TIMEOUT, at, 5_000);
+    let recent = |circuit: &EndpointCircuit| RecentResults::of(circuit).timeout_bound();
+    circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
+    circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
+    assert_eq!(recent(&circuit), None, "two may be a blip");
+    assert_eq!(circuit.timeout_ms, Some(5_000));
+    circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
+    assert_eq!(
+        recent(&circuit),
+        Some(TimeoutBound {
+            attempts: 3,
+            timeout_ms: 5_000
+        })
+    );
+    // Open now (4 of 4 failed): the results of its probes do not change the counts,
+    // so the advice stays as it is while nothing answers.
+    circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
+    assert_eq!(circuit.state, CircuitState::Open);
+    let probe_at = circuit.retry_at.unwrap();
+    circuit.record(
+        timed_out(probe_at),
+        probe_at.plus_ms(5_000),
+        &POLICY,
+        &CIRCUIT,
+    );
+    assert_eq!(recent(&circuit).map(|b| b.attempts), Some(4));
+    // One answer in the window (here the probe's, which closes it): not bound any more.
+    let probe_at = circuit.retry_at.unwrap();
+    let answered = result(EndpointVerdict::Delivered, probe_at, 4_000);
+    circuit.record(answered, probe_at.plus_ms(4_000), &POLICY, &CIRCUIT);
+    assert_eq!(recent(&circuit), None);
+    let mut mixed = EndpointCircuit::new(NOW);
+    for verdict in [TIMEOUT, FAILED, TIMEOUT, TIMEOUT] {
+        mixed.record(result(verdict, NOW, 10), NOW, &POLICY, &CIRCUIT);
+    }
+    assert_eq!(RecentResults::of(&mixed).timeout_bound(), None);
 }

@@ -26,6 +26,7 @@ pub mod secret;
 pub mod target;
 pub mod time;
 pub mod tombstone;
+pub mod triage;
 pub mod validate;
 pub mod waiting;
 

@@ -131,7 +131,7 @@ pub fn next_attempt_at(
 
 /// What kind of failure an attempt met; recorded as `error_class` on the attempt and in
 /// `last_error` (docs/DESIGN.md §3 and the API's attempt history).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, utoipa::ToSchema)]
 pub enum ErrorClass {
     /// No complete answer within the attempt timeout.
     #[serde(rename = "timeout")]

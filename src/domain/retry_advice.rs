@@ -4,6 +4,11 @@
 //!
 //! The rules, in order:
 //! - nothing failed and nothing holds the job back: no advice (`None`);
+//! - its subscriber is timeout-bound (its recent attempts, at least three, all timed
+//!   out: [`TimeoutBound`]) and the job's last error is a timeout or it has none:
+//!   [`RetryVerdict::No`], the same for every such job whatever holds it or whether it
+//!   is dead, naming the timeout and the two fixes (its own `attempt_timeout_ms`, a
+//!   receiver that answers sooner); a subscriber gets the same;
 //! - its subscriber was deleted: [`RetryVerdict::No`] (nothing sends it again);
 //! - waiting past its deadline, or `retrying` with every attempt spent (a lost lease
 //!   on its last attempt): [`RetryVerdict::Replay`], since the retry route refuses it
@@ -28,6 +33,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::endpoint::TimeoutBound;
 use super::job::{DeadReason, JobState};
 use super::names::wire_names;
 use super::policy::ErrorClass;
@@ -122,11 +128,61 @@ pub struct JobFacts {
     pub attempts_spent: bool,
     /// Its subscriber was deleted: nothing sends it again.
     pub subscriber_deleted: bool,
+    /// Its subscriber's recent attempts all timed out
+    /// ([`RecentResults::timeout_bound`](super::endpoint::RecentResults::timeout_bound)).
+    pub timeout_bound: Option<TimeoutBound>,
 }
 
 /// The advice on one job (see the module's rules); `None` when nothing failed and
 /// nothing holds it back, or when an attempt is running.
 pub fn for_job(facts: &JobFacts) -> Option<RetryAdvice> {
+    let advice = job_advice(facts)?;
+    match facts.timeout_bound {
+        Some(bound)
+            if !facts.subscriber_deleted && timed_out_or_untried(facts.last_error_class) =>
+        {
+            Some(too_slow(bound))
+        }
+        _ => Some(advice),
+    }
+}
+
+/// True when a job's last error (or its subscriber's) is a timeout, or there is none:
+/// the advice of a timeout-bound subscriber speaks for it. Another failure (a 410, a
+/// refused target) keeps its own advice.
+fn timed_out_or_untried(class: Option<ErrorClass>) -> bool {
+    matches!(class, None | Some(ErrorClass::Timeout))
+}
+
+/// The advice for a subscriber whose recent attempts all time out: the same for each
+/// of its jobs whatever holds them (backing off, its circuit open, dead), since a
+/// retry, a probe or a replay with the same timeout gets the same timeout.
+fn too_slow(bound: TimeoutBound) -> RetryAdvice {
+    let timeout = seconds(bound.timeout_ms);
+    RetryAdvice::new(
+        RetryVerdict::No,
+        format!(
+            "answers slower than the {timeout} attempt timeout: its last {} attempts all \
+             timed out (p50 of recent attempts ≥ {timeout}), and a retry gets the same \
+             timeout; raise its attempt_timeout_ms (PATCH /v1/subscribers/{{id}}, up to \
+             the server's maximum) or make the receiver answer sooner (acknowledge at \
+             once, work after), then replay",
+            bound.attempts
+        ),
+        None,
+    )
+}
+
+/// `ms` as people read a timeout: `5 s`, `2.5 s`, `300 ms`.
+fn seconds(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        _ if ms.is_multiple_of(1_000) => format!("{} s", ms / 1_000),
+        _ => format!("{:.1} s", ms as f64 / 1_000.0),
+    }
+}
+
+fn job_advice(facts: &JobFacts) -> Option<RetryAdvice> {
     match facts.state {
         JobState::Delivered | JobState::Cancelled | JobState::InFlight => None,
         JobState::Dead => Some(for_dead(facts)),
@@ -224,11 +280,21 @@ pub struct SubscriberFacts {
     pub retrying_jobs: u64,
     /// The earliest `next_attempt_at` of those jobs.
     pub next_attempt_at: Option<Timestamp>,
+    /// Its recent attempts all timed out.
+    pub timeout_bound: Option<TimeoutBound>,
 }
 
 /// The advice on a subscriber: `None` when it is healthy (its last attempt did not
 /// fail, nothing is retrying, it is not paused).
 pub fn for_subscriber(facts: &SubscriberFacts) -> Option<RetryAdvice> {
+    let advice = subscriber_advice(facts)?;
+    match facts.timeout_bound {
+        Some(bound) if timed_out_or_untried(facts.last_error_class) => Some(too_slow(bound)),
+        _ => Some(advice),
+    }
+}
+
+fn subscriber_advice(facts: &SubscriberFacts) -> Option<RetryAdvice> {
     if facts.paused {
         return for_hold(WaitingReason::SubscriberPaused, None);
     }
@@ -450,6 +516,7 @@ mod tests {
             circuit_retry_at: None,
             endpoint_hold: None,
             endpoint_hold_until: None,
+            timeout_bound: None,
             subscriber_paused: false,
             destination_hold: None,
             deadline_passed: false,
@@ -679,6 +746,112 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_bound_subscriber_gets_no_whatever_holds_its_jobs() {
+        let bound = Some(TimeoutBound {
+            attempts: 5,
+            timeout_ms: 5_000,
+        });
+        let timed_out = JobFacts {
+            last_error_class: Some(ErrorClass::Timeout),
+            timeout_bound: bound,
+            ..job(JobState::Retrying)
+        };
+        // Backing off, held by its own circuit, due, dead at its deadline or out of
+        // attempts: the same verdict and the same reason (issue #33: it said
+        // not_before, then yes, then replay).
+        let cases = [
+            JobFacts {
+                waiting_reason: Some(WaitingReason::BackingOff),
+                due_at: Some(AT),
+                ..timed_out
+            },
+            JobFacts {
+                waiting_reason: Some(WaitingReason::SubscriberCircuitOpen),
+                endpoint_hold_until: Some(AT),
+                ..timed_out
+            },
+            JobFacts {
+                deadline_passed: true,
+                ..timed_out
+            },
+            JobFacts {
+                dead_reason: Some(DeadReason::DeadlineExceeded),
+                ..job(JobState::Dead)
+            }
+            .with(timed_out),
+            JobFacts {
+                dead_reason: Some(DeadReason::MaxAttempts),
+                ..job(JobState::Dead)
+            }
+            .with(timed_out),
+        ];
+        let advice: Vec<RetryAdvice> = cases.iter().map(|f| for_job(f).unwrap()).collect();
+        for given in &advice {
+            assert_eq!(given, &advice[0]);
+        }
+        let no = &advice[0];
+        assert_eq!((no.verdict, no.at), (RetryVerdict::No, None));
+        assert!(
+            no.reason.starts_with(
+                "answers slower than the 5 s attempt timeout: its last 5 attempts all timed \
+                 out (p50 of recent attempts ≥ 5 s)"
+            ),
+            "{}",
+            no.reason
+        );
+        assert!(no.reason.contains("attempt_timeout_ms"), "{}", no.reason);
+        assert!(no.reason.contains("answer sooner"), "{}", no.reason);
+        // Its other failures keep their own advice; a deleted subscriber is deleted.
+        let gone = JobFacts {
+            dead_reason: Some(DeadReason::NonRetryableResponse),
+            last_error_class: Some(ErrorClass::Http4xx),
+            last_status: Some(410),
+            timeout_bound: bound,
+            ..job(JobState::Dead)
+        };
+        assert!(for_job(&gone).unwrap().reason.contains("410"));
+        let deleted = JobFacts {
+            subscriber_deleted: true,
+            ..timed_out
+        };
+        assert!(for_job(&deleted).unwrap().reason.contains("deleted"));
+        // Nothing failed, nothing holds it: still no advice.
+        let fresh = JobFacts {
+            timeout_bound: bound,
+            waiting_reason: Some(WaitingReason::Scheduled),
+            ..job(JobState::Scheduled)
+        };
+        assert_eq!(for_job(&fresh), None);
+        // The subscriber's advice is the same.
+        let subscriber = SubscriberFacts {
+            paused: false,
+            destination_hold: None,
+            circuit_retry_at: None,
+            endpoint_hold: Some(WaitingReason::SubscriberCircuitOpen),
+            endpoint_hold_until: Some(AT),
+            timeout_bound: bound,
+            last_error_class: Some(ErrorClass::Timeout),
+            last_status: None,
+            retrying_jobs: 300,
+            next_attempt_at: Some(AT),
+        };
+        assert_eq!(for_subscriber(&subscriber).as_ref(), Some(no));
+        assert_eq!(seconds(2_500), "2.5 s");
+        assert_eq!(seconds(300), "300 ms");
+    }
+
+    impl JobFacts {
+        /// `self` with `other`'s last error and timeout evidence.
+        fn with(self, other: JobFacts) -> JobFacts {
+            JobFacts {
+                last_error_class: other.last_error_class,
+                timeout_bound: other.timeout_bound,
+                ..self
+            }
+        }
+    }
+
+    #[test]
     fn subscribers() {
         let base = SubscriberFacts {
             paused: false,
@@ -686,6 +859,7 @@ mod tests {
             circuit_retry_at: None,
             endpoint_hold: None,
             endpoint_hold_until: None,
+            timeout_bound: None,
             last_error_class: None,
             last_status: None,
             retrying_jobs: 0,

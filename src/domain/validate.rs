@@ -16,13 +16,14 @@ pub const MAX_URL_LEN: usize = 2048;
 /// A subscriber id: 1–128 characters from `A–Z a–z 0–9 . _ : -` (safe in a URL path
 /// segment without escaping), but not `.` or `..`: those are dot-segments, which
 /// clients resolve away (RFC 3986 §5.2.4), so `Location: /v1/subscribers/..` would
-/// name another resource; nor `resume`, the resume route (RESERVED_SUBSCRIBER_ID).
+/// name another resource; nor `resume` or `pause`, the bulk routes
+/// ([`RESERVED_SUBSCRIBER_IDS`]).
 pub fn subscriber_id(id: &str) -> Result<(), String> {
     path_id(id)?;
-    if id == RESERVED_SUBSCRIBER_ID {
+    if let Some(reserved) = RESERVED_SUBSCRIBER_IDS.iter().find(|r| **r == id) {
         return Err(format!(
-            "must not be `{RESERVED_SUBSCRIBER_ID}`: `/v1/subscribers/{RESERVED_SUBSCRIBER_ID}` \
-             is the route that resumes paused subscribers"
+            "must not be `{reserved}`: `/v1/subscribers/{reserved}` is the route that \
+             {reserved}s subscribers in bulk"
         ));
     }
     Ok(())
@@ -53,8 +54,9 @@ fn path_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The one name a subscriber may not take: its URL would be the resume route's.
-pub const RESERVED_SUBSCRIBER_ID: &str = "resume";
+/// The names a subscriber may not take: its URL would be a bulk route's (`resume`
+/// since issue #16, `pause` since issue #33).
+pub const RESERVED_SUBSCRIBER_IDS: [&str; 2] = ["resume", "pause"];
 
 /// Most errors [`subscriber_id_list`] reports: enough to fix a list, not a page per id.
 pub const MAX_LIST_ERRORS: usize = 20;

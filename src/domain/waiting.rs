@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::endpoint::RecentResults;
 use super::job::JobState;
 use super::names::wire_names;
 use super::time::Timestamp;
@@ -108,6 +109,8 @@ pub struct SubscriberLoad {
     pub endpoint_hold: Option<WaitingReason>,
     /// When that hold ends by itself, when known (none while its probe is out).
     pub endpoint_hold_until: Option<Timestamp>,
+    /// What its endpoint's recent results say about how long it takes to answer.
+    pub recent: RecentResults,
 }
 
 impl SubscriberLoad {
@@ -226,6 +229,7 @@ mod tests {
             destination_hold_until: None,
             endpoint_hold: None,
             endpoint_hold_until: None,
+            recent: Default::default(),
         };
         let w =
             |load: SubscriberLoad| waiting_reason(JobState::Retrying, past, true, Some(&load), NOW);

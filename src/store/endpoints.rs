@@ -40,6 +40,7 @@ pub struct EndpointRow {
     changed_at: Option<i64>,
     hold_until: Option<i64>,
     duration_ms: Option<i64>,
+    timeout_ms: Option<i64>,
     last_result_at: i64,
 }
 crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
@@ -58,6 +59,7 @@ crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
     changed_at,
     hold_until,
     duration_ms,
+    timeout_ms,
     last_result_at
 });
 
@@ -86,6 +88,7 @@ impl EndpointRow {
             changed_at: decode::opt_ts(self.changed_at),
             hold_until: decode::opt_ts(self.hold_until),
             duration_ms: decode::opt_num("duration_ms", self.duration_ms)?,
+            timeout_ms: decode::opt_num("timeout_ms", self.timeout_ms)?,
             last_result_at: Timestamp::from_millis(self.last_result_at),
         })
     }
@@ -126,6 +129,7 @@ pub(crate) async fn record_results<S: EndpointStatements>(
                 verdict,
                 started_at: record.started_at,
                 finished_at: record.finished_at,
+                timeout_ms: record.attempt_timeout_ms,
             };
             Some((record.subscriber_id.as_str(), read))
         })
@@ -197,6 +201,7 @@ fn to_json(
         "changed_at": ms(breaker.changed_at),
         "hold_until": ms(breaker.hold_until),
         "duration_ms": breaker.duration_ms,
+        "timeout_ms": breaker.timeout_ms,
         "long_running": breaker.long_running(policy),
         "last_result_at": breaker.last_result_at.as_millis(),
     })

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use crate::domain::circuit::CircuitState;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::endpoint::endpoint_hold;
+use crate::domain::endpoint::{RecentResults, endpoint_hold};
 use crate::domain::waiting::{SubscriberLoad, WaitingReason};
 use crate::domain::{DeadReason, JobState, Timestamp, tombstone};
 use crate::store::StoreError;
@@ -70,6 +70,9 @@ pub struct LoadRow {
     endpoint_circuit: Option<String>,
     endpoint_retry_at: Option<i64>,
     endpoint_hold_until: Option<i64>,
+    endpoint_results: Option<i64>,
+    endpoint_timeouts: Option<i64>,
+    endpoint_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     max_in_flight,
@@ -79,7 +82,10 @@ crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     last_started_at,
     endpoint_circuit,
     endpoint_retry_at,
-    endpoint_hold_until
+    endpoint_hold_until,
+    endpoint_results,
+    endpoint_timeouts,
+    endpoint_timeout_ms
 });
 
 impl LoadRow {
@@ -109,7 +115,26 @@ impl LoadRow {
             destination_hold_until: destination_hold.and_then(|(_, until)| until),
             endpoint_hold: endpoint.map(|(reason, _)| reason),
             endpoint_hold_until: endpoint.and_then(|(_, until)| until),
+            recent: recent_results(
+                self.endpoint_results,
+                self.endpoint_timeouts,
+                self.endpoint_timeout_ms,
+            ),
         }
+    }
+}
+
+/// An endpoint's recent results from its row's columns (none without a row).
+pub fn recent_results(
+    results: Option<i64>,
+    timeouts: Option<i64>,
+    timeout_ms: Option<i64>,
+) -> RecentResults {
+    let count = |n: Option<i64>| u32::try_from(n.unwrap_or(0).max(0)).unwrap_or(u32::MAX);
+    RecentResults {
+        results: count(results),
+        timeouts: count(timeouts),
+        timeout_ms: timeout_ms.and_then(|ms| u64::try_from(ms).ok()),
     }
 }
 

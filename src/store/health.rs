@@ -25,7 +25,7 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::destinations::{self, CountedRow};
 use crate::store::dialect::Query;
-use crate::store::figures::FigureStatements;
+use crate::store::figures::{FigureStatements, recent_results};
 use crate::store::records::{
     AttemptFailure, DEAD_WINDOW_MS, HealthCursor, HealthFigures, PageRequest, SubscriberHealth,
 };
@@ -71,6 +71,9 @@ pub struct AttemptsRow {
     endpoint_circuit: Option<String>,
     endpoint_retry_at: Option<i64>,
     endpoint_hold_until: Option<i64>,
+    endpoint_results: Option<i64>,
+    endpoint_timeouts: Option<i64>,
+    endpoint_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     id,
@@ -84,7 +87,10 @@ crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     first_failure_at,
     endpoint_circuit,
     endpoint_retry_at,
-    endpoint_hold_until
+    endpoint_hold_until,
+    endpoint_results,
+    endpoint_timeouts,
+    endpoint_timeout_ms
 });
 
 /// The statements of the health figures, in the backend's dialect. The subscribers
@@ -155,7 +161,13 @@ pub(crate) async fn figures<S: HealthStatements>(
                 decode::opt_ts(row.endpoint_hold_until),
             ),
         );
+        let recent = recent_results(
+            row.endpoint_results,
+            row.endpoint_timeouts,
+            row.endpoint_timeout_ms,
+        );
         let entry = HealthFigures {
+            recent,
             last_success_at: decode::opt_ts(row.last_success_at),
             last_failure,
             first_failure_after_success: decode::opt_ts(row.first_failure_at),

@@ -127,6 +127,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<u64, StoreError>;
 
+    /// Pauses the enabled subscribers `selection` names at `now` (reason `operator`),
+    /// in one transaction; returns how many it paused (those already paused are not
+    /// counted). For [`PauseSelection::Ids`], [`StoreError::UnknownSubscriber`] names
+    /// the first id that does not exist, and nothing is written then.
+    async fn pause_subscribers(
+        &self,
+        selection: PauseSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
+
     /// Subscribers in id order, strictly after `page.after`.
     async fn list_subscribers(
         &self,

@@ -9,8 +9,8 @@ use crate::store::destinations::{self, DestinationStatements};
 use crate::store::dialect::{Query, Value};
 use crate::store::event_types::{self, EventTypeStatements};
 use crate::store::records::{
-    PageRequest, PausedReason, ResumeSelection, SecretRotated, SecretRotation, Subscriber,
-    SubscriberPatch,
+    PageRequest, PauseSelection, PausedReason, ResumeSelection, SecretRotated, SecretRotation,
+    Subscriber, SubscriberPatch,
 };
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
@@ -98,6 +98,8 @@ pub(crate) trait SubscriberStatements:
     const PATCH: &'static str;
     /// Enables subscriber `$1` at `$2` if it is paused (clearing its reason).
     const RESUME_ONE: &'static str;
+    /// Pauses subscriber `$1` at `$2` (reason `operator`) if it is enabled.
+    const PAUSE_ONE: &'static str;
     /// Sets subscriber `$1`'s `attempt_timeout_ms` to `$2` (NULL: the server's).
     const SET_ATTEMPT_TIMEOUT: &'static str;
     /// Whether subscriber `$1` exists (one row).
@@ -164,6 +166,55 @@ pub(crate) async fn patch<S: SubscriberStatements>(
                 subscriber.event_types = types;
             }
             Ok(Some(subscriber))
+        })
+    })
+    .await
+}
+
+/// Pauses the subscribers `selection` names at `now` (reason `operator`) in one write
+/// transaction, in id order (the store's lock order, docs/DESIGN.md §3.6); returns how
+/// many it paused (see [`crate::store::Store::pause_subscribers`]).
+pub(crate) async fn pause<S: SubscriberStatements>(
+    db: &S,
+    selection: PauseSelection,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    db.transaction(move |tx| {
+        Box::pin(async move {
+            let (ids, all_must_exist) = match &selection {
+                PauseSelection::Ids(ids) => (ids, true),
+                PauseSelection::Matched(ids) => (ids, false),
+            };
+            let mut in_order: Vec<&String> = ids.iter().collect();
+            in_order.sort();
+            in_order.dedup();
+            let mut unknown = std::collections::HashSet::new();
+            let mut paused = 0;
+            for id in in_order {
+                if tombstone::is_tombstone(id) {
+                    unknown.insert(id.as_str());
+                    continue;
+                }
+                let query = Query::new(S::PAUSE_ONE)
+                    .text(id.as_str())
+                    .int(now.as_millis());
+                let changed = S::execute(tx, query).await?;
+                if changed == 0 && all_must_exist {
+                    let found: Option<(i64,)> =
+                        S::fetch_optional(tx, Query::new(S::EXISTS).text(id.as_str())).await?;
+                    if found.is_none() {
+                        unknown.insert(id.as_str());
+                    }
+                }
+                paused += changed;
+            }
+            if all_must_exist
+                && let Some(first) = ids.iter().find(|id| unknown.contains(id.as_str()))
+            {
+                // The transaction is dropped unpublished: all or nothing.
+                return Err(StoreError::UnknownSubscriber(first.clone()));
+            }
+            Ok(paused)
         })
     })
     .await

@@ -38,6 +38,7 @@ mod subscriber_changes;
 mod subscriber_delete;
 mod subscriber_health;
 mod subscriber_ids;
+mod subscriber_pause;
 mod subscriber_stats;
 mod subscribers;
 mod support;

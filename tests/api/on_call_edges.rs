@@ -165,6 +165,7 @@ async fn a_late_410_after_delete_and_recreate_leaves_the_new_subscriber_alone(db
         attempt: claimed.attempt,
         started_at: now,
         finished_at: now,
+        attempt_timeout_ms: 10_000,
         result: AttemptResult {
             outcome: AttemptOutcome::Terminal,
             status: Some(410),

@@ -524,6 +524,7 @@ fn fail_for_an_hour(served: &crate::app::BlockingApp) {
             attempt: claimed.attempt,
             started_at: now,
             finished_at: now,
+            attempt_timeout_ms: 10_000,
             result: AttemptResult {
                 outcome: AttemptOutcome::Retryable,
                 status: Some(503),

@@ -24,6 +24,14 @@ fn subscribers_are_listed_with_their_health_and_resumed() {
     );
     assert_eq!(bad[7], "no", "a 400 is not worth retrying: {}", ran.stdout);
     assert!(!ran.stdout.contains("calm"), "{}", ran.stdout);
+    // The causes come first, the one holding the most jobs first.
+    assert!(
+        ran.stdout.starts_with("Causes, most jobs first:\n"),
+        "{}",
+        ran.stdout
+    );
+    let cause = row(&ran.stdout, "http_4xx/400");
+    assert_eq!(cause[1..], ["1", "1", "bad"], "{}", ran.stdout);
 
     let ran = cli(base, &["subscribers", "list"]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
@@ -42,6 +50,7 @@ fn subscribers_are_listed_with_their_health_and_resumed() {
     assert_eq!(listed["items"][0]["id"], "bad");
     assert_eq!(listed["items"][0]["health"]["failing_jobs"], 1);
     assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["causes"][0]["status"], 400, "{listed}");
 
     let (status, _) = served.call(
         "PATCH",
@@ -77,5 +86,31 @@ fn subscribers_are_listed_with_their_health_and_resumed() {
     let ran = cli(base, &["subscribers", "list", "--health", "sick"]);
     assert_eq!(ran.code, Some(2), "{ran:?}");
     let ran = cli(base, &["subscribers", "resume"]);
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+
+    // Pause in bulk: every failing subscriber of a cause, with the ids to undo it.
+    let ran = cli(
+        base,
+        &[
+            "subscribers",
+            "pause",
+            "--failing",
+            "--error-class",
+            "http_4xx",
+        ],
+    );
+    assert_eq!(
+        (ran.code, ran.stdout.as_str()),
+        (
+            Some(0),
+            "Paused 1 of 1 subscriber(s) selected.\nUndo: deferhook subscribers resume --ids bad\n"
+        )
+    );
+    let ran = cli(base, &["subscribers", "list", "--health", "paused"]);
+    assert_eq!(row(&ran.stdout, "bad")[1..3], ["paused", "(operator)"]);
+    let ran = cli(base, &["subscribers", "pause", "--ids", "calm", "--json"]);
+    let answer: Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    assert_eq!(answer, json!({"paused": 1, "subscriber_ids": ["calm"]}));
+    let ran = cli(base, &["subscribers", "pause", "--ids", "a", "--failing"]);
     assert_eq!(ran.code, Some(2), "{ran:?}");
 }

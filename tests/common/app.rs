@@ -478,6 +478,7 @@ impl TestApp {
             attempt: claimed.attempt,
             started_at: now,
             finished_at: now,
+            attempt_timeout_ms: 10_000,
             result,
             retry_after: None,
             transition: transition(&claimed.snapshot, event, now).expect("a legal transition"),

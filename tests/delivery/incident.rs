@@ -113,19 +113,75 @@ async fn an_incident_is_answered_one_call_per_question(db: Db) {
                "delivered": HEALTHY, "dead": GONE, "cancelled": 0})
     );
 
-    // 2. Which subscribers fail, and why: one call.
+    // 2. Which subscribers fail, and why: one call, the causes first (the one holding
+    // the most jobs first), the subscribers paused by a 410 among them.
     let failing_now = get_ok(&app, "/v1/subscribers?health=failing&limit=100").await;
+    let causes: Vec<(Value, Value, Value, Value, Value)> = failing_now["causes"]
+        .as_array()
+        .expect("causes with health=failing")
+        .iter()
+        .map(|c| {
+            (
+                c["error_class"].clone(),
+                c["status"].clone(),
+                c["paused_reason"].clone(),
+                c["subscribers"].clone(),
+                c["failing_jobs"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            (
+                json!("http_5xx"),
+                json!(500),
+                Value::Null,
+                json!(FAILING),
+                json!(FAILING)
+            ),
+            (
+                json!("timeout"),
+                Value::Null,
+                Value::Null,
+                json!(SLOW),
+                json!(SLOW)
+            ),
+            (
+                json!("http_4xx"),
+                json!(410),
+                json!("gone"),
+                json!(GONE),
+                json!(GONE)
+            ),
+        ],
+        "{failing_now}"
+    );
+    let top = subscriber_ids(&failing_now["causes"][0]["top"], "id");
+    assert_eq!(top, failing_ids, "ten at most, by jobs then id");
     let listed = &failing_now["items"];
-    let mut expected: Vec<String> = failing_ids.iter().chain(&slow_ids).cloned().collect();
+    let mut expected: Vec<String> = failing_ids
+        .iter()
+        .chain(&slow_ids)
+        .chain(&gone_ids)
+        .cloned()
+        .collect();
     expected.sort();
     let mut got = subscriber_ids(listed, "id");
     got.sort();
     assert_eq!(got, expected, "{failing_now}");
     for view in listed.as_array().unwrap() {
         let health = &view["health"];
+        let id = view["id"].as_str().unwrap();
+        if id.starts_with("gone") {
+            assert_eq!(health["status"], "paused", "{view}");
+            assert_eq!(health["paused_reason"], "gone", "{view}");
+            assert_eq!(health["dead_last_hour"], 1, "{view}");
+            continue;
+        }
         assert_eq!(health["status"], "failing", "{view}");
         assert_eq!(health["jobs"]["retrying"], 1, "{view}");
-        let (class, status) = if view["id"].as_str().unwrap().starts_with("slow") {
+        let (class, status) = if id.starts_with("slow") {
             ("timeout", Value::Null)
         } else {
             ("http_5xx", json!(500))

@@ -39,5 +39,6 @@ mod skewed_clocks;
 mod store_outage;
 mod subscriber_deleted;
 mod targets;
+mod timeout_advice;
 mod wake_ups;
 mod worker_slots;

@@ -71,6 +71,14 @@ impl Store for Outage {
         self.check()?;
         self.inner.resume_subscribers(selection, now).await
     }
+    async fn pause_subscribers(
+        &self,
+        selection: PauseSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.pause_subscribers(selection, now).await
+    }
     async fn rotate_secret(
         &self,
         rotation: SecretRotation,

@@ -286,6 +286,7 @@ pub fn outcome(
         attempt: claimed.attempt,
         started_at: claimed.lease_expires_at.minus_ms(LEASE_MS),
         finished_at,
+        attempt_timeout_ms: 10_000,
         result,
         retry_after: None,
         transition: transition(&claimed.snapshot, event, finished_at)

@@ -59,7 +59,9 @@ const JOBS: &str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempt
     ORDER BY j.subscriber_id";
 
 /// The limits and their use at `$2` of the enabled subscribers with a job of event
-/// `$1` retrying, or due at `$2` and waiting for a claim.
+/// `$1` retrying, or due at `$2` and waiting for a claim, and of the subscribers with a
+/// job of it not delivered whose last attempt timed out (whether their recent attempts
+/// all did decides its advice, §5.9).
 const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_flight, \
          s.rate_limit_per_second, \
          (SELECT COUNT(*) FROM jobs o \
@@ -72,11 +74,16 @@ const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_fligh
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
           AND a.started_at > $2 - 1000) END AS last_started_at, \
          e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-         e.hold_until AS endpoint_hold_until \
+         e.hold_until AS endpoint_hold_until, \
+    e.results + e.previous_results AS endpoint_results, \
+    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.timeout_ms AS endpoint_timeout_ms \
     FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-    WHERE s.enabled AND s.id IN ( \
+    WHERE s.id IN ( \
       SELECT j.subscriber_id FROM jobs j WHERE j.event_id = $1 \
-        AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= $2))";
+        AND (s.enabled AND (j.state = 'retrying' \
+               OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= $2) \
+             OR j.last_error_class = 'timeout' AND j.state <> 'delivered'))";
 
 /// The destinations of those subscribers, with their requests open at `$2`.
 const DESTINATIONS: &str = "SELECT d.*, \

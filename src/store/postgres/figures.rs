@@ -82,7 +82,10 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
          (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
           AND a.started_at > $2 - 1000) END AS last_started_at, \
          e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-         e.hold_until AS endpoint_hold_until \
+         e.hold_until AS endpoint_hold_until, \
+    e.results + e.previous_results AS endpoint_results, \
+    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.timeout_ms AS endpoint_timeout_ms \
          FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
          WHERE s.id = $1 AND s.deleted_at IS NULL";
 

@@ -34,7 +34,10 @@ const ATTEMPTS: &str = "SELECT s.id, s.destination, ls.last_success_at, \
     f.error_class AS failure_class, f.status::BIGINT AS failure_status, \
     f.reason AS failure_reason, ff.first_failure_at, \
     e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-    e.hold_until AS endpoint_hold_until \
+    e.hold_until AS endpoint_hold_until, \
+    e.results + e.previous_results AS endpoint_results, \
+    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.timeout_ms AS endpoint_timeout_ms \
     FROM subscribers s \
     LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
     LEFT JOIN LATERAL (SELECT a.finished_at AS last_success_at FROM attempts a \

@@ -2,6 +2,7 @@
 
 use crate::domain::Timestamp;
 use crate::domain::attempt::AttemptOutcome;
+use crate::domain::endpoint::RecentResults;
 use crate::domain::health::{Health, HealthFacts};
 use crate::domain::retry_advice::SubscriberFacts;
 use crate::domain::waiting::WaitingReason;
@@ -40,6 +41,8 @@ pub struct HealthFigures {
     pub endpoint_hold: Option<WaitingReason>,
     /// When that hold ends by itself, when known.
     pub endpoint_hold_until: Option<Timestamp>,
+    /// What its endpoint's recent results say about how long it takes to answer.
+    pub recent: RecentResults,
 }
 
 impl HealthFigures {
@@ -93,6 +96,7 @@ impl SubscriberHealth {
             circuit_retry_at: self.figures.destination_hold_until,
             endpoint_hold: self.figures.endpoint_hold,
             endpoint_hold_until: self.figures.endpoint_hold_until,
+            timeout_bound: self.figures.recent.timeout_bound(),
             last_error_class: failed.and_then(|f| f.class),
             last_status: failed.and_then(|f| f.status),
             retrying_jobs: self.figures.retrying,

@@ -41,8 +41,8 @@ pub use schedules::{
     ScheduleTarget, ScheduleTiming,
 };
 pub use subscribers::{
-    DEFAULT_MAX_IN_FLIGHT, PausedReason, PutSubscriberOutcome, ResumeSelection, SecretRotated,
-    SecretRotation, Subscriber, SubscriberPatch, SubscriberPut,
+    DEFAULT_MAX_IN_FLIGHT, PauseSelection, PausedReason, PutSubscriberOutcome, ResumeSelection,
+    SecretRotated, SecretRotation, Subscriber, SubscriberPatch, SubscriberPut,
 };
 pub use sweep::ExpiredJobs;
 pub use throughput::{MINUTE_MS, MinuteCounts};

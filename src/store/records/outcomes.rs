@@ -39,6 +39,10 @@ pub struct OutcomeRecord {
     pub started_at: Timestamp,
     /// When the attempt ended.
     pub finished_at: Timestamp,
+    /// The attempt timeout that applied, in milliseconds (its subscriber's own or the
+    /// worker's, before the deadline's cap): a timed-out attempt's is what the endpoint
+    /// breaker keeps for the retry advice (docs/DESIGN.md §15.1).
+    pub attempt_timeout_ms: u64,
     /// What it came to.
     pub result: AttemptResult,
     /// The instant the receiver's `Retry-After` asked for (RFC 9110 §10.2.3), if it

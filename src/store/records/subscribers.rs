@@ -87,6 +87,16 @@ pub enum ResumeSelection {
     Reason(PausedReason),
 }
 
+/// Which subscribers a bulk pause disables (reason `operator`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PauseSelection {
+    /// These, named by the caller: all must exist (else nothing is written); those
+    /// already paused are left as they are.
+    Ids(Vec<String>),
+    /// These, matched by a filter a moment before: one deleted since is skipped.
+    Matched(Vec<String>),
+}
+
 /// Default `max_in_flight` of a subscriber (docs/DESIGN.md §3).
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
 

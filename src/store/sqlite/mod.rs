@@ -411,6 +411,14 @@ impl Store for SqliteStore {
         shared::subscribers::resume(&self.db, selection, now).await
     }
 
+    async fn pause_subscribers(
+        &self,
+        selection: PauseSelection,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        shared::subscribers::pause(&self.db, selection, now).await
+    }
+
     async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
         shared::subscribers::get(&self.db, id).await
     }

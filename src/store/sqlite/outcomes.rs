@@ -130,6 +130,7 @@ mod tests {
                 attempt: job.attempt,
                 started_at: START,
                 finished_at: finished,
+                attempt_timeout_ms: 10_000,
                 result: AttemptResult {
                     outcome: AttemptOutcome::Delivered,
                     status: Some(200),

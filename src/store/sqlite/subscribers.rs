@@ -70,6 +70,10 @@ const RESUME_ONE: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NU
 const SET_ATTEMPT_TIMEOUT: &str =
     "UPDATE subscribers SET attempt_timeout_ms = ?2 WHERE id = ?1 AND deleted_at IS NULL";
 
+/// Pauses subscriber `?1` at `?2` (reason `operator`) if it is enabled.
+const PAUSE_ONE: &str = "UPDATE subscribers SET enabled = 0, paused_reason = 'operator', \
+    paused_at = ?2, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1";
+
 /// Whether subscriber `?1` exists.
 const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
 
@@ -174,6 +178,7 @@ impl SubscriberStatements for Pools {
     const ROTATE: &'static str = ROTATE;
     const PATCH: &'static str = PATCH;
     const RESUME_ONE: &'static str = RESUME_ONE;
+    const PAUSE_ONE: &'static str = PAUSE_ONE;
     const SET_ATTEMPT_TIMEOUT: &'static str = SET_ATTEMPT_TIMEOUT;
     const EXISTS: &'static str = EXISTS;
     const RESUME_REASON: &'static str = RESUME_REASON;

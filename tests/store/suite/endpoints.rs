@@ -362,3 +362,33 @@ store_case!(
         );
     }
 );
+
+// What the retry advice reads (issue #33): the endpoint's recent results and the
+// attempt timeout its timeouts hit. Three timeouts and no answer between make it
+// timeout-bound; one answer in the window ends it.
+store_case!(
+    three_timeouts_in_a_row_make_an_endpoint_timeout_bound,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        jobs_due(&store, "slow", 4, at(-100)).await;
+        let claimed = claim(&store, at(0), 100).await;
+        assert_eq!(claimed.len(), 4);
+        let recent = async |now| {
+            let load = store.subscriber_load("slow", now).await.unwrap().unwrap();
+            load.recent
+        };
+        assert_eq!(recent(at(0)).await.timeout_bound(), None, "no result yet");
+        for job in &claimed[..2] {
+            time_out(&store, job, at(5_000)).await;
+        }
+        assert_eq!(recent(at(5_000)).await.timeout_bound(), None, "two: a blip");
+        time_out(&store, &claimed[2], at(5_000)).await;
+        let bound = recent(at(5_000)).await.timeout_bound().expect("bound");
+        // The support's outcomes record a 10 s attempt timeout.
+        assert_eq!((bound.attempts, bound.timeout_ms), (3, 10_000));
+        answer(&store, &claimed[3], 200, at(5_000)).await;
+        let after = recent(at(5_000)).await;
+        assert_eq!((after.results, after.timeouts), (4, 3));
+        assert_eq!(after.timeout_bound(), None);
+    }
+);
