@@ -1,10 +1,10 @@
 //! `--scenario on-call` (issue #16): the incident an on-call engineer meets, then their
 //! questions, each answered by one API call, timed and checked against what the run
-//! set up. [`EVENTS`] events go to `--jobs` subscribers: `--slow` of them share one
-//! destination that answers after `--slow-ms` (beyond the attempt timeout, so their
-//! attempts time out and the destination's circuit opens), `--failing` answer 500
-//! until they recover, `--gone` answer 410 (so they are paused), the rest answer 200
-//! at once. Each group has its own receiver, so its own destination.
+//! set up. [`EVENTS`] events go to `--jobs` subscribers, all on one `host:port` (a
+//! shared receiver platform, issue #33), told apart by path: `--slow` of them answer
+//! after `--slow-ms` (beyond the attempt timeout, so their attempts time out and their
+//! own endpoint circuits open), `--failing` answer 500 until they recover, `--gone`
+//! answer 410 (so they are paused), the rest answer 200 at once.
 //!
 //! Once the incident has developed (the healthy jobs delivered, the failing ones dead
 //! after [`MAX_ATTEMPTS`], the gone ones dead and their subscribers paused, no attempt
@@ -39,7 +39,7 @@ const POLL: Duration = Duration::from_millis(500);
 pub struct Groups {
     /// Answer 200 at once.
     pub healthy: Vec<String>,
-    /// Answer after `--slow-ms`, on one destination.
+    /// Answer after `--slow-ms`.
     pub slow: Vec<String>,
     /// Answer 500 until the receiver recovers.
     pub failing: Vec<String>,
@@ -84,8 +84,6 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
 pub struct Receivers {
     /// Answers 500 until it recovers.
     pub failing: Receiver,
-    /// The others (200 at once, after `--slow-ms`, 410), kept answering.
-    _others: [Receiver; 3],
 }
 
 /// Starts the receivers, registers every subscriber of `groups` at its group's
@@ -97,10 +95,9 @@ pub async fn start_incident(
     groups: &Groups,
     events: usize,
 ) -> anyhow::Result<Receivers> {
-    let fast = Receiver::start(0).await?;
-    let slow = Receiver::start(args.slow_ms()).await?;
-    let failing = Receiver::start(0).await?;
-    let gone = Receiver::start(0).await?;
+    // One receiver, one port: every group on one destination.
+    let shared = Receiver::start(args.slow_ms()).await?;
+    let (fast, slow, failing, gone) = (&shared, &shared, &shared, &shared);
     let mut subscribers: Vec<(String, String)> = Vec::with_capacity(groups.len());
     subscribers.extend(
         groups
@@ -140,10 +137,7 @@ pub async fn start_incident(
         api.call(n as u64, Method::POST, "/v1/events", Some(&body))
             .await?;
     }
-    Ok(Receivers {
-        failing,
-        _others: [fast, slow, gone],
-    })
+    Ok(Receivers { failing: shared })
 }
 
 async fn incident(
@@ -224,8 +218,8 @@ async fn incident(
 
 /// Waits until every event shows the incident developed: the healthy jobs delivered,
 /// the failing ones dead after their attempts, the gone ones dead on a 410 or waiting
-/// on their paused subscriber, the slow ones' first attempts timed out (at most one
-/// attempt open in all: the slow destination's circuit probe); at most `--timeout`.
+/// on their paused subscriber, the slow ones' first attempts timed out (their
+/// attempts open at most one each: an endpoint circuit's probe); at most `--timeout`.
 pub async fn develop(args: &Args, api: &Api, groups: &Groups, events: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let count = |value: &Value| value.as_u64().unwrap_or(0);
@@ -243,7 +237,8 @@ pub async fn develop(args: &Args, api: &Api, groups: &Groups, events: usize) -> 
             open += count(&summary["jobs"]["in_flight"]);
             timeouts += count(&summary["error_classes"]["timeout"]);
         }
-        if developed && open <= 1 && (groups.slow.is_empty() || timeouts > 0) {
+        let probes = groups.slow.len() as u64;
+        if developed && open <= probes && (groups.slow.is_empty() || timeouts > 0) {
             return Ok(());
         }
         anyhow::ensure!(

@@ -196,7 +196,7 @@ fn check(asked: &Asked, groups: &Groups) -> (String, String) {
     let number = |value: &Value| value.as_u64().unwrap_or(0);
     match asked.call.split(['?', ' ']).nth(1).unwrap_or_default() {
         "/v1/events" => {
-            // A slow job whose attempt is open (the circuit's probe) is not affected.
+            // A slow job whose attempt is open (its endpoint's probe) is not affected.
             let affected: Vec<u64> = items
                 .iter()
                 .map(|e| number(&e["affected"]) + number(&e["jobs"]["in_flight"]))
@@ -217,9 +217,14 @@ fn check(asked: &Asked, groups: &Groups) -> (String, String) {
                 .iter()
                 .filter(|s| s["health"]["status"] == "failing")
                 .count();
+            // The subscribers paused by their 410 are listed with the failing ones.
             (
                 format!("{} listed, {failing_now} failing", items.len()),
-                format!("{0} listed, {0} failing", slow + failing),
+                format!(
+                    "{} listed, {} failing",
+                    slow + failing + gone,
+                    slow + failing
+                ),
             )
         }
         "/v1/replays" => (
@@ -231,24 +236,25 @@ fn check(asked: &Asked, groups: &Groups) -> (String, String) {
             format!("resumed {gone}"),
         ),
         _ => {
-            // An event's summary: the advice on its jobs. The gone ones are dead on
-            // their 410 (`no`) or wait on their paused subscriber (`after_resume`); the
-            // slow ones wait on an open circuit (`not_before`) or for their next
-            // attempt (`yes`).
+            // An event's summary: the advice on its jobs. The failing ones are dead
+            // after transient failures (`replay`). The gone ones are dead on their 410
+            // (`no`) or wait on their paused subscriber (`after_resume`); the slow ones
+            // are timed out every time (`no`, issue #33), or before that wait on their
+            // endpoint circuit (`not_before`) or for their next attempt (`yes`).
             let advice = &answer["retry_advice"];
-            let gone_now = number(&advice["no"]) + number(&advice["after_resume"]);
-            let waiting = number(&advice["not_before"])
+            let others = number(&advice["no"])
+                + number(&advice["after_resume"])
+                + number(&advice["not_before"])
                 + number(&advice["yes"])
                 + number(&answer["jobs"]["in_flight"]);
             (
                 format!(
-                    "replay {}, no or after_resume {gone_now}, not_before or yes (+ in \
-                     flight) {waiting}",
+                    "replay {}, no, after_resume, not_before or yes (+ in flight) {others}",
                     number(&advice["replay"]),
                 ),
                 format!(
-                    "replay {failing}, no or after_resume {gone}, not_before or yes (+ in \
-                     flight) {slow}"
+                    "replay {failing}, no, after_resume, not_before or yes (+ in flight) {}",
+                    gone + slow
                 ),
             )
         }

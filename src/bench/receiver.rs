@@ -1,5 +1,5 @@
 //! The fast receiver: axum on 127.0.0.1:0 with keep-alive, answering 200 at once (or
-//! after `slow_ms` under `/slow/…`, or a failing status under `/status/{code}/…` until
+//! after `slow_ms` under `/slow/…`, or the status under `/status/{code}/…`, a 5xx until
 //! [`Receiver::recover`]), recording each request's path, `webhook-id` and arrival
 //! time, and the most requests it had open at once.
 
@@ -117,13 +117,14 @@ impl Receiver {
         format!("http://{addr}/{kind}/{subscriber}")
     }
 
-    /// The URL of a subscriber answered `code` (e.g. 500, 410) until [`Self::recover`],
-    /// then 200.
+    /// The URL of a subscriber answered `code` (e.g. 500, 410); a 5xx until
+    /// [`Self::recover`], then 200.
     pub fn url_answering(&self, subscriber: &str, code: u16) -> String {
         format!("http://{}/status/{code}/{subscriber}", self.addrs[0])
     }
 
-    /// From now on every `/status/…` request is answered 200: the receiver recovered.
+    /// From now on every `/status/5xx/…` request is answered 200: the receiver recovered
+    /// (a 410 stays gone).
     pub fn recover(&self) {
         self.recovered.store(true, Ordering::SeqCst);
     }
@@ -186,7 +187,7 @@ async fn status(
 ) -> StatusCode {
     let _open = shared.open.enter();
     record(&shared, subscriber, &headers);
-    if shared.recovered.load(Ordering::SeqCst) {
+    if code >= 500 && shared.recovered.load(Ordering::SeqCst) {
         return StatusCode::OK;
     }
     StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)

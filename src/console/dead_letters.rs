@@ -1,7 +1,9 @@
-//! `/console/dead-letters`: the dead letters grouped by dead reason and subscriber;
-//! select a slice (a group, or subscriber, reason and error class), see how many dead
-//! jobs it matches (a dry run, which changes nothing), choose a rate and start the
-//! replay (`POST /console/replays`).
+//! `/console/dead-letters`: the dead letters by cause first (dead reason, last error
+//! class and status: every cause, with its jobs and subscribers), then by cause and
+//! subscriber, [`GROUPS_PER_PAGE`] groups a page (`?page=`), never silently capped;
+//! select a slice (a cause, a group, or subscriber, reason and error class), see how
+//! many dead jobs it matches (a dry run, which changes nothing), choose a rate and
+//! start the replay (`POST /console/replays`).
 
 use askama::Template;
 use axum::Extension;
@@ -15,8 +17,8 @@ use crate::domain::DeadReason;
 use crate::domain::policy::ErrorClass;
 use crate::domain::replay_plan::{ReplayFields, ReplayLimits, ReplayPlan};
 
-/// Most groups listed.
-const MAX_GROUPS: u32 = 200;
+/// Groups listed on one page.
+pub const GROUPS_PER_PAGE: u32 = 100;
 /// The rate the form suggests, in jobs per second (at most the server's limit).
 const SUGGESTED_RATE: u32 = 50;
 
@@ -103,8 +105,17 @@ impl Slice {
     }
 }
 
+struct CauseRow {
+    dead_reason: String,
+    error: String,
+    jobs: u64,
+    subscribers: u64,
+    select_href: String,
+}
+
 struct GroupRow {
     dead_reason: String,
+    error: String,
     subscriber_id: String,
     subscriber_href: String,
     select_href: String,
@@ -117,7 +128,14 @@ struct GroupRow {
 #[template(path = "console/dead_letters.html")]
 struct DeadLettersPage {
     chrome: Chrome,
+    causes: Vec<CauseRow>,
     groups: Vec<GroupRow>,
+    /// The groups of this page: `first`–`last` of `total` (1-based).
+    first: u64,
+    last: u64,
+    total: u64,
+    previous_href: Option<String>,
+    next_href: Option<String>,
     slice: Slice,
     reasons: Vec<&'static str>,
     classes: Vec<&'static str>,
@@ -150,16 +168,56 @@ pub async fn page(
     } else {
         None
     };
-    let groups = app.store.dead_letter_groups(MAX_GROUPS).await?;
+    let page_number: u32 = match fields.get("page") {
+        None | Some("") => 1,
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|n| (1..=1_000_000).contains(n))
+            .ok_or_else(|| ConsoleError::invalid("page", "must be a page number from 1"))?,
+    };
+    let offset = (page_number - 1).saturating_mul(GROUPS_PER_PAGE);
+    let dead = app.store.dead_letters(offset, GROUPS_PER_PAGE).await?;
+    let error = |class: Option<ErrorClass>, status: Option<u16>| match (class, status) {
+        (Some(class), Some(status)) => format!("{class} {status}"),
+        (Some(class), None) => class.to_string(),
+        (None, _) => "—".to_owned(),
+    };
+    let shown = dead.groups.len() as u64;
+    let first = if shown == 0 { 0 } else { u64::from(offset) + 1 };
+    let last = u64::from(offset) + shown;
+    let page_href = |n: u32| format!("/console/dead-letters?page={n}");
     let rate = match slice.rate_per_second.parse() {
         Ok(rate) => rate,
         Err(_) => SUGGESTED_RATE.min(limits.max_rate_per_second),
     };
     let page = DeadLettersPage {
         chrome: Chrome::new("Dead letters", Section::DeadLetters, &session),
-        groups: groups
+        causes: dead
+            .causes
+            .into_iter()
+            .map(|c| CauseRow {
+                select_href: format!(
+                    "/console/dead-letters?dead_reason={}&error_class={}&dry_run=1",
+                    c.dead_reason,
+                    c.error_class.map_or("", |class| class.as_str())
+                ),
+                dead_reason: c.dead_reason.to_string(),
+                error: error(c.error_class, c.status),
+                jobs: c.jobs,
+                subscribers: c.subscribers,
+            })
+            .collect(),
+        first,
+        last,
+        total: dead.total_groups,
+        previous_href: (page_number > 1).then(|| page_href(page_number - 1)),
+        next_href: (last < dead.total_groups).then(|| page_href(page_number + 1)),
+        groups: dead
+            .groups
             .into_iter()
             .map(|g| GroupRow {
+                error: error(g.error_class, g.status),
                 select_href: format!(
                     "/console/dead-letters?subscriber_id={}&dead_reason={}&dry_run=1",
                     query_value(&g.subscriber_id),

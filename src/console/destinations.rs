@@ -15,7 +15,7 @@ use super::chrome::{Chrome, Section, When, segment};
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::destinations::{PutDestinationRequest, put_destination};
+use crate::api::destinations::{CircuitSetting, PutDestinationRequest, put_destination};
 use crate::api::extract::AppJson;
 use crate::api::views::DestinationView;
 use crate::store::PageRequest;
@@ -79,8 +79,8 @@ pub async fn page(
 }
 
 /// `POST /console/destinations/{destination}` with `max_in_flight` (1–10000, or empty
-/// for the server's default) and/or `paused` (`true`, `false`); audited as
-/// `destination.put`.
+/// for the server's default), `paused` (`true`, `false`) and/or `circuit` (`open`,
+/// `closed`: held so; `auto`: back to the breaker); audited as `destination.put`.
 pub async fn change(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
@@ -114,10 +114,16 @@ pub async fn change(
     if let Some(Some(paused)) = request.paused {
         parameters.insert("paused".into(), json!(paused));
     }
-    if request.max_in_flight.is_none() && request.paused.is_none() {
+    if let Some(circuit) = form.get("circuit") {
+        let setting = CircuitSetting::try_from(circuit.to_owned())
+            .map_err(|message| ConsoleError::invalid("circuit", message))?;
+        parameters.insert("circuit".into(), json!(circuit));
+        request.circuit = Some(Some(setting));
+    }
+    if request.max_in_flight.is_none() && request.paused.is_none() && request.circuit.is_none() {
         return Err(ConsoleError::invalid(
             "max_in_flight",
-            "give a limit, or pause or resume",
+            "give a limit, pause or resume, or a circuit setting",
         ));
     }
     let changed = put_destination(
@@ -132,6 +138,8 @@ pub async fn change(
     actions::record(&state, &session, &headers, action).await;
     let done = if form.get("max_in_flight").is_some() {
         "limit"
+    } else if form.get("circuit").is_some() {
+        "circuit"
     } else {
         "destination"
     };

@@ -43,6 +43,57 @@ struct InstanceRow {
     slots: String,
 }
 
+/// A hold and the jobs waiting behind it.
+struct HeldRow {
+    reason: &'static str,
+    /// The destination or the subscriber.
+    place: String,
+    /// A link to it.
+    href: String,
+    subscribers: u64,
+    /// Of those, how many are healthy (held back by their destination, not by
+    /// failures of their own).
+    healthy: u64,
+    jobs: u64,
+}
+
+/// The holds of `table`'s subscribers by reason and place, most jobs waiting first
+/// (then by reason and place).
+fn holds(table: &[Row]) -> Vec<HeldRow> {
+    let mut by_hold: std::collections::BTreeMap<(&'static str, String), HeldRow> =
+        std::collections::BTreeMap::new();
+    for row in table {
+        let Some(held) = &row.held else { continue };
+        let reason = held.reason.as_str();
+        let on_destination = reason.starts_with("destination_");
+        let entry = by_hold
+            .entry((reason, held.place.clone()))
+            .or_insert_with(|| HeldRow {
+                reason,
+                href: if on_destination {
+                    "/console/destinations".to_owned()
+                } else {
+                    format!("/console/subscribers/{}", row.href)
+                },
+                place: held.place.clone(),
+                subscribers: 0,
+                healthy: 0,
+                jobs: 0,
+            });
+        entry.subscribers += 1;
+        entry.healthy += u64::from(row.view.health.status == HealthStatus::Healthy);
+        entry.jobs += held.jobs;
+    }
+    let mut rows: Vec<HeldRow> = by_hold.into_values().collect();
+    rows.sort_by(|a, b| {
+        b.jobs
+            .cmp(&a.jobs)
+            .then(a.reason.cmp(b.reason))
+            .then(a.place.cmp(&b.place))
+    });
+    rows
+}
+
 /// A destination whose circuit is not closed.
 struct CircuitRow {
     destination: String,
@@ -63,6 +114,8 @@ struct OverviewPage {
     height: u32,
     failing: Vec<Row>,
     failing_total: usize,
+    held: Vec<HeldRow>,
+    held_total: usize,
     paused_total: usize,
     circuits: Vec<CircuitRow>,
     instances: Vec<InstanceRow>,
@@ -227,6 +280,8 @@ pub async fn page(
         .iter()
         .filter(|r| r.view.health.status == HealthStatus::Paused)
         .count();
+    let held = holds(&table);
+    let held_total = held.len();
     let failing = table
         .into_iter()
         .filter(|r| r.view.health.status == HealthStatus::Failing)
@@ -252,6 +307,8 @@ pub async fn page(
         height: chart::HEIGHT,
         failing,
         failing_total,
+        held: held.into_iter().take(TOP).collect(),
+        held_total,
         paused_total,
         circuits: circuits
             .into_iter()

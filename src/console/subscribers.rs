@@ -22,7 +22,8 @@ use crate::api::subscribers::{MAX_RESUME_IDS, ResumeSubscribersRequest, resume_s
 use crate::api::views::SubscriberView;
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
-use crate::store::{PageRequest, Subscriber};
+use crate::domain::waiting::WaitingReason;
+use crate::store::{PageRequest, Subscriber, SubscriberHealth};
 
 /// Most subscribers the table reads (pages of 1,000 by id).
 pub const MAX_SUBSCRIBERS: usize = 10_000;
@@ -39,6 +40,54 @@ pub struct Row {
     pub error_at: Option<When>,
     /// Its status's time (failing since, paused since).
     pub since: Option<When>,
+    /// What holds its due jobs back now, if anything does, and its jobs waiting
+    /// (`scheduled` plus `retrying`).
+    pub held: Option<Held>,
+}
+
+/// Why a subscriber's due jobs wait now, and where the hold is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The waiting reason (`destination_circuit_open`, `subscriber_circuit_open`, …).
+    pub reason: WaitingReason,
+    /// The destination (`host:port`) for a destination's hold, else the subscriber.
+    pub place: String,
+    /// Its jobs waiting: `scheduled` plus `retrying`.
+    pub jobs: u64,
+}
+
+/// What holds `entry`'s jobs back at the instant read, in the order the claim judges
+/// (docs/DESIGN.md §3.2): its pause, its destination's pause or open circuit, its own
+/// endpoint circuit or `Retry-After`, its destination's limit. `None` without a hold,
+/// or with no job waiting.
+fn held(entry: &SubscriberHealth, destination: &str) -> Option<Held> {
+    let figures = &entry.figures;
+    let jobs = figures.scheduled + figures.retrying;
+    if jobs == 0 {
+        return None;
+    }
+    let subscriber = || entry.subscriber.id.clone();
+    let (reason, place) = if !entry.subscriber.enabled {
+        (WaitingReason::SubscriberPaused, subscriber())
+    } else {
+        match (figures.destination_hold, figures.endpoint_hold) {
+            (
+                Some(
+                    reason @ (WaitingReason::DestinationPaused
+                    | WaitingReason::DestinationCircuitOpen),
+                ),
+                _,
+            ) => (reason, destination.to_owned()),
+            (_, Some(reason)) => (reason, subscriber()),
+            (Some(reason), None) => (reason, destination.to_owned()),
+            (None, None) => return None,
+        }
+    };
+    Some(Held {
+        reason,
+        place,
+        jobs,
+    })
 }
 
 /// Every subscriber with its health at `now`, failing first, then paused, then
@@ -58,22 +107,38 @@ pub async fn health_table(state: &AppState, now: Timestamp) -> Result<Vec<Row>, 
             break;
         }
     }
-    let mut views = subscriber_health::views(state, subscribers, now).await?;
-    views.sort_by(|a, b| {
-        rank(a.health.status)
-            .cmp(&rank(b.health.status))
-            .then(b.health.failing_jobs.cmp(&a.health.failing_jobs))
-            .then(a.id.cmp(&b.id))
-    });
-    Ok(views
+    let ids: Vec<String> = subscribers.iter().map(|s| s.id.clone()).collect();
+    let mut figures = state.store.subscriber_health(&ids, now).await?;
+    let mut rows: Vec<Row> = subscribers
         .into_iter()
-        .map(|view| Row {
-            href: segment(&view.id),
-            error_at: view.health.last_error.as_ref().map(|e| When::of(e.at, now)),
-            since: When::of_opt(view.health.since, now),
-            view,
+        .map(|subscriber| {
+            // A subscriber deleted between the two reads shows no jobs and no attempts.
+            let figures = figures.remove(&subscriber.id).unwrap_or_default();
+            let entry = SubscriberHealth {
+                subscriber,
+                figures,
+            };
+            let view = SubscriberView::new(
+                entry.subscriber.clone(),
+                subscriber_health::HealthView::from(&entry),
+            );
+            let held = held(&entry, &view.destination);
+            Row {
+                href: segment(&view.id),
+                error_at: view.health.last_error.as_ref().map(|e| When::of(e.at, now)),
+                since: When::of_opt(view.health.since, now),
+                held,
+                view,
+            }
         })
-        .collect())
+        .collect();
+    rows.sort_by(|a, b| {
+        rank(a.view.health.status)
+            .cmp(&rank(b.view.health.status))
+            .then(b.view.health.failing_jobs.cmp(&a.view.health.failing_jobs))
+            .then(a.view.id.cmp(&b.view.id))
+    });
+    Ok(rows)
 }
 
 fn rank(status: HealthStatus) -> u8 {
@@ -129,6 +194,7 @@ pub fn notice(done: Option<&str>) -> Option<String> {
         "rescheduled" => "Rescheduled.",
         "limit" => "The destination's limit is changed.",
         "destination" => "The destination is changed.",
+        "circuit" => "The destination's circuit setting is changed.",
         "replay-started" => "The replay started: its progress shows below.",
         "replay-cancelled" => "The replay is cancelled; jobs already requeued stay requeued.",
         _ => return None,

@@ -489,9 +489,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Vec<MinuteCounts>, StoreError>;
 
-    /// The dead jobs grouped by dead reason and subscriber, most jobs first (then by
-    /// reason and subscriber id), at most `limit` groups.
-    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError>;
+    /// The dead jobs grouped by cause (dead reason, last error class and status): every
+    /// cause, and the page of `limit` groups by cause and subscriber after the first
+    /// `offset` (see [`DeadLetters`]), never silently capped: `total_groups` says how
+    /// many there are.
+    async fn dead_letters(&self, offset: u32, limit: u32) -> Result<DeadLetters, StoreError>;
 
     /// Records console session `id` as ended (logout) until `expires_at`, when it would
     /// have expired anyway; forgets the entries expired by `now`. A repeat changes

@@ -216,6 +216,41 @@ async fn a_destination_s_limit_is_changed_and_a_bad_one_refused() {
     assert_eq!(trail[1]["target"], "example.com:443");
 }
 
+/// Issue #33: the destinations page holds a circuit open or closed and hands it back.
+#[tokio::test]
+async fn a_destination_s_circuit_is_held_and_handed_back() {
+    let app = app_with().start().await;
+    app.create_subscriber("acme").await;
+    let mut browser = Browser::new(&app);
+    let page = browser.page("/console/destinations").await;
+    assert!(page.contains(">Set circuit</button>"), "{page}");
+    let path = "/console/destinations/example%2Ecom%3A443";
+    let bad = browser.post(path, &[("circuit", "ajar")]).await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.text.contains("circuit"), "{}", bad.text);
+    let open = browser.post(path, &[("circuit", "open")]).await;
+    expect_redirect(&open, "/console/destinations?done=circuit");
+    let view = app.get_json("/v1/destinations/example.com:443").await;
+    assert_eq!(
+        (&view["circuit"]["state"], &view["circuit"]["forced"]),
+        (&json!("open"), &json!("open")),
+        "{view}"
+    );
+    let page = browser.page("/console/destinations?done=circuit").await;
+    assert!(page.contains("circuit setting is changed"), "{page}");
+    assert!(page.contains("held open"), "{page}");
+    let auto = browser.post(path, &[("circuit", "auto")]).await;
+    expect_redirect(&auto, "/console/destinations?done=circuit");
+    let view = app.get_json("/v1/destinations/example.com:443").await;
+    assert_eq!(view["circuit"]["forced"], json!(null), "{view}");
+    let trail = audit(&app).await;
+    assert_eq!(trail[0]["action"], "destination.put");
+    assert_eq!(
+        trail[0]["parameters"],
+        json!({"circuit": "auto", "via": "console"})
+    );
+}
+
 #[tokio::test]
 async fn a_job_is_retried_rescheduled_and_cancelled() {
     let app = app_with().start().await;
@@ -274,6 +309,42 @@ async fn a_job_is_retried_rescheduled_and_cancelled() {
         .map(|e| e["action"].clone())
         .collect();
     assert_eq!(actions[..3], ["job.cancel", "job.reschedule", "job.retry"]);
+}
+
+/// Issue #33: the dead letters lead with their causes, and their groups are paged, never
+/// silently capped (the shared-host incident's 410 group was past a cap of 200).
+#[tokio::test]
+async fn dead_letters_show_every_cause_and_page_their_groups() {
+    let app = app_with().start().await;
+    for n in 0..105 {
+        let id = format!("s{n:03}");
+        app.create_subscriber(&id).await;
+        attempted(&app, &id, &format!("e{n}"), true, None).await;
+    }
+    let mut browser = Browser::new(&app);
+    let first = browser.page("/console/dead-letters").await;
+    assert!(first.contains("<h2>By cause</h2>"), "{first}");
+    assert!(first.contains("<code>http_4xx 400</code>"), "{first}");
+    assert!(
+        first.contains("dead_reason=non_retryable_response&#38;error_class=http_4xx&#38;dry_run=1"),
+        "a cause links to its dry run: {first}"
+    );
+    assert!(first.contains("Groups 1–100 of 105"), "{first}");
+    assert!(
+        first.contains("href=\"/console/dead-letters?page=2\""),
+        "{first}"
+    );
+    assert!(first.contains("s099") && !first.contains("s100"), "{first}");
+    let second = browser.page("/console/dead-letters?page=2").await;
+    assert!(second.contains("Groups 101–105 of 105"), "{second}");
+    assert!(
+        second.contains("s104") && !second.contains("s000<"),
+        "{second}"
+    );
+    assert!(!second.contains("rel=\"next\""), "{second}");
+    let bad = browser.get("/console/dead-letters?page=0").await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.text.contains("page"), "{}", bad.text);
 }
 
 #[tokio::test]

@@ -203,3 +203,57 @@ async fn pages_show_event_types_and_schedules() {
     assert!(job.contains("<dt>Schedule</dt><dd class=\"mono\">stock-count</dd>"));
     assert!(!job.contains("<dt>Event type</dt>"));
 }
+
+/// Issue #33: the overview says which jobs wait behind which hold, and where: a paused
+/// destination holds its healthy subscribers' jobs; a paused subscriber its own.
+#[tokio::test]
+async fn the_overview_shows_what_holds_jobs_back() {
+    let app = app_with().start().await;
+    for id in ["calm", "quiet"] {
+        app.put_subscriber(id, &json!({"url": format!("https://held.example/{id}")}))
+            .await;
+        app.job(id, &format!("evt-{id}"), json!({})).await;
+    }
+    app.put_subscriber("stopped", &json!({"url": "https://other.example/s"}))
+        .await;
+    app.job("stopped", "evt-stopped", json!({})).await;
+    app.job("stopped", "evt-stopped-2", json!({})).await;
+    let pause = json!({"paused": true});
+    let put = app
+        .put_json("/v1/destinations/held.example:443", &pause)
+        .await;
+    assert_eq!(put.status, 200, "{}", put.text);
+    let off = app
+        .patch_json("/v1/subscribers/stopped", &json!({"enabled": false}))
+        .await;
+    assert_eq!(off.status, 200);
+    let mut browser = Browser::new(&app);
+    let page = browser.page("/console/").await;
+    assert!(page.contains("Held back now (2)"), "{page}");
+    let row = |reason: &str, place: &str, numbers: &str| {
+        format!(
+            "<td><span class=\"badge\">{reason}</span></td><td><a class=\"mono\" href=\"{}\">{place}</a></td>{numbers}",
+            if reason.starts_with("destination") {
+                "/console/destinations".to_owned()
+            } else {
+                format!("/console/subscribers/{place}")
+            }
+        )
+    };
+    let cell = |n: u32| format!("<td class=\"num\">{n}</td>");
+    let numbers = |subscribers, healthy, jobs| {
+        format!("{}{}{}", cell(subscribers), cell(healthy), cell(jobs))
+    };
+    assert!(
+        page.contains(&row("subscriber_paused", "stopped", &numbers(1, 0, 2))),
+        "{page}"
+    );
+    assert!(
+        page.contains(&row(
+            "destination_paused",
+            "held.example:443",
+            &numbers(2, 2, 2)
+        )),
+        "{page}"
+    );
+}

@@ -389,9 +389,9 @@ impl Store for Outage {
         self.check()?;
         self.inner.jobs_per_minute(since, now).await
     }
-    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError> {
+    async fn dead_letters(&self, offset: u32, limit: u32) -> Result<DeadLetters, StoreError> {
         self.check()?;
-        self.inner.dead_letter_groups(limit).await
+        self.inner.dead_letters(offset, limit).await
     }
     async fn end_console_session(
         &self,

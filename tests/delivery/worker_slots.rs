@@ -81,6 +81,24 @@ async fn the_slot_gauges_follow_running_attempts(db: Db) {
     wait_gauges(&process, 3.0, 0.0).await;
     assert_eq!(receiver.open_now(), 3);
     assert_eq!(receiver.max_open(), 3);
+    // The console's overview shows them in use (issue #33 saw "0 of 8192" reported
+    // while requests were open): within a heartbeat or two.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let page = reqwest::get(format!("{}/console/", process.base))
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        let text = page.text().await.unwrap();
+        if text.contains("<td>3 of 3</td>") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the overview never showed 3 of 3 slots in use:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 async fn without_max_in_flight_the_slots_follow_the_limits(db: Db) {

@@ -24,7 +24,7 @@ mod throughput;
 pub use attempts::{Attempt, RecentAttempt};
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
-pub use dead_letters::DeadLetterGroup;
+pub use dead_letters::{DeadLetterCause, DeadLetterGroup, DeadLetters};
 pub use deletions::{HistoryMoved, SubscriberDeleted};
 pub use destinations::{CircuitView, DestinationError, DestinationPut, DestinationView};
 pub use events::{AffectedEvent, EventJob, EventJobs};

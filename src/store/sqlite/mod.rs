@@ -710,8 +710,8 @@ impl Store for SqliteStore {
         shared::throughput::per_minute(&self.db, since, now).await
     }
 
-    async fn dead_letter_groups(&self, limit: u32) -> Result<Vec<DeadLetterGroup>, StoreError> {
-        shared::dead_letters::groups(&self.db, limit).await
+    async fn dead_letters(&self, offset: u32, limit: u32) -> Result<DeadLetters, StoreError> {
+        shared::dead_letters::read(&self.db, offset, limit).await
     }
 
     async fn end_console_session(

@@ -279,7 +279,8 @@ async fn operator_queries_read_through_indexes() {
         ),
         (super::throughput::DELIVERED, "jobs", "jobs_finished"),
         (super::throughput::DEAD, "jobs", "jobs_dead_at"),
-        (super::dead_letters::GROUPS, "jobs", "jobs_dead_groups"),
+        (super::dead_letters::CAUSES, "jobs", "jobs_dead_causes"),
+        (super::dead_letters::GROUPS, "jobs", "jobs_dead_causes"),
         (
             super::attempts::RECENT,
             "attempts",

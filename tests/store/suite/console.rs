@@ -2,9 +2,12 @@
 //! jobs accepted / delivered / dead per minute, the dead letters grouped by reason and
 //! subscriber, and console sessions ended by logout.
 
+use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::{DeadReason, Timestamp};
 use deferhook::store::instances::FORGET_AFTER_MS;
-use deferhook::store::{DeadLetterGroup, Heartbeat, InstanceSeen, MinuteCounts, SharedStore};
+use deferhook::store::{
+    DeadLetterCause, DeadLetterGroup, Heartbeat, InstanceSeen, MinuteCounts, SharedStore,
+};
 
 use crate::finish::{Fate, finish, job_created_at};
 use crate::support::{add_subscriber, at, create};
@@ -147,10 +150,11 @@ store_case!(
 );
 
 store_case!(
-    dead_letters_are_grouped_by_reason_and_subscriber,
+    dead_letters_are_grouped_by_cause_then_subscriber_and_paged,
     async |store: SharedStore| {
-        add_subscriber(&store, "a").await;
-        add_subscriber(&store, "b").await;
+        for id in ["a", "b", "c"] {
+            add_subscriber(&store, id).await;
+        }
         let rejected = Fate::Dead(DeadReason::NonRetryableResponse);
         for (n, (subscriber, dead_at)) in [("a", 1_000), ("a", 3_000), ("b", 2_000)]
             .into_iter()
@@ -159,14 +163,14 @@ store_case!(
             let job = job_created_at(subscriber, &format!("e{n}"), at(0));
             finish(&store, job, at(dead_at), rejected).await;
         }
-        let job = job_created_at("b", "other-reason", at(0));
-        finish(
-            &store,
-            job,
-            at(4_000),
-            Fate::Dead(DeadReason::TargetRejected),
-        )
-        .await;
+        let refused = Fate::Dead(DeadReason::TargetRejected);
+        for (n, (subscriber, dead_at)) in [("b", 4_000), ("c", 5_000), ("c", 6_000), ("c", 7_000)]
+            .into_iter()
+            .enumerate()
+        {
+            let job = job_created_at(subscriber, &format!("r{n}"), at(0));
+            finish(&store, job, at(dead_at), refused).await;
+        }
         // Neither a delivered nor a waiting job is a dead letter.
         finish(
             &store,
@@ -176,24 +180,47 @@ store_case!(
         )
         .await;
 
-        let groups = store.dead_letter_groups(10).await.unwrap();
+        let dead = store.dead_letters(0, 10).await.unwrap();
+        // The support's dead jobs end on a 400.
+        let cause = |reason, jobs, subscribers| DeadLetterCause {
+            dead_reason: reason,
+            error_class: Some(ErrorClass::Http4xx),
+            status: Some(400),
+            jobs,
+            subscribers,
+        };
+        assert_eq!(
+            dead.causes,
+            [
+                cause(DeadReason::TargetRejected, 4, 2),
+                cause(DeadReason::NonRetryableResponse, 3, 2),
+            ]
+        );
         let group = |reason, subscriber: &str, jobs, first, last| DeadLetterGroup {
             dead_reason: reason,
+            error_class: Some(ErrorClass::Http4xx),
+            status: Some(400),
             subscriber_id: subscriber.to_owned(),
             jobs,
             first_dead_at: at(first),
             last_dead_at: at(last),
         };
         let expected = [
+            group(DeadReason::TargetRejected, "c", 3, 5_000, 7_000),
+            group(DeadReason::TargetRejected, "b", 1, 4_000, 4_000),
             group(DeadReason::NonRetryableResponse, "a", 2, 1_000, 3_000),
             group(DeadReason::NonRetryableResponse, "b", 1, 2_000, 2_000),
-            group(DeadReason::TargetRejected, "b", 1, 4_000, 4_000),
         ];
         assert_eq!(
-            groups, expected,
-            "most jobs first, then by reason and subscriber"
+            dead.groups, expected,
+            "the cause with most jobs first, then most jobs, then by subscriber"
         );
-        assert_eq!(store.dead_letter_groups(1).await.unwrap(), expected[..1]);
+        assert_eq!(dead.total_groups, 4);
+        let second = store.dead_letters(2, 1).await.unwrap();
+        assert_eq!(second.groups, expected[2..3]);
+        assert_eq!((second.total_groups, second.causes.len()), (4, 2));
+        let past = store.dead_letters(10, 5).await.unwrap();
+        assert_eq!((past.groups.len(), past.total_groups), (0, 4));
     }
 );
 
