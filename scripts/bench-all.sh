@@ -19,12 +19,17 @@ for be in ${BACKENDS:-sqlite postgres}; do
 done
 [[ " ${BACKENDS:-postgres} " == *" postgres "* ]] && run "burst-postgres-2" --scenario burst --jobs 50000 --backend postgres --instances 2
 python3 scripts/bench-summary.py "$OUT"
-# The incident (issue #14) has its own report: per fan-out, incident against control.
+# The incident has its own report: per fan-out, incident against control; across
+# hosts (issue #14) and on one shared host (issue #33).
 mkdir -p "$OUT/incident"
 for be in ${BACKENDS:-sqlite postgres}; do
   for i in $(seq 1 "$RUNS"); do
     echo "== incident-$be run $i"
     "$B" --scenario incident --backend "$be" --json "$OUT/incident/incident-$be-$i.json" \
-      | grep -E "^\| (incident-|slow destination)|^target" || true
+      | grep -E "^\| (incident-|unwell jobs)|^target" || true
+    echo "== incident-shared-host-$be run $i"
+    "$B" --scenario incident --shared-host --backend "$be" \
+      --json "$OUT/incident/incident-shared-host-$be-$i.json" \
+      | grep -E "^\| (incident-|unwell jobs)|^target" || true
   done
 done

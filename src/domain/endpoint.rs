@@ -149,8 +149,12 @@ pub enum EndpointPassage {
 pub enum EndpointChange {
     /// Nothing the claims read changed (the counts and averages may have).
     None,
-    /// It opened (from closed, or a failed probe reopened it).
+    /// It opened from closed: its failure rate crossed the line (the store then asks
+    /// whether its host's failures are spread over most of its subscribers, §15).
     Opened,
+    /// A failed probe opened it again for a longer cool-down: no new evidence about
+    /// the host (the endpoint was failing already).
+    Reopened,
     /// A probe's answer closed it.
     Closed,
 }
@@ -328,7 +332,7 @@ impl EndpointCircuit {
                 if failed {
                     let longer = self.cooldown_ms.saturating_mul(2);
                     self.open(longer.min(circuit.max_cooldown_ms), now);
-                    return EndpointChange::Opened;
+                    return EndpointChange::Reopened;
                 }
                 self.close(now);
                 EndpointChange::Closed

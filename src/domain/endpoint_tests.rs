@@ -157,11 +157,14 @@ fn the_probe_decides_and_earlier_attempts_count_for_nothing() {
     // A failed probe doubles the cool-down, up to the cap.
     assert_eq!(
         record(&mut circuit, TIMEOUT, probe_at),
-        EndpointChange::Opened
+        EndpointChange::Reopened
     );
     assert_eq!(circuit.cooldown_ms, 2_000);
     let next = probe_at.plus_ms(10 + 2_000);
-    assert_eq!(record(&mut circuit, TIMEOUT, next), EndpointChange::Opened);
+    assert_eq!(
+        record(&mut circuit, TIMEOUT, next),
+        EndpointChange::Reopened
+    );
     assert_eq!(circuit.cooldown_ms, 3_000);
     // An answer that is no failure (here a 404) closes it with an empty window.
     let last = next.plus_ms(10 + 3_000);

@@ -435,10 +435,13 @@ struct Verdict<'a> {
 /// those of the subscribers `opened` just opened). Results that change no breaker cost
 /// one read; the destinations that change are then held (in key order) and written.
 ///
-/// A destination where an endpoint breaker opened is judged by the spread of its
-/// failures: when at least two of the subscribers it served in the endpoint window,
-/// and at least three quarters of them, have their endpoint circuit open, the host
-/// itself is taken to be unwell and its circuit opens ([`Circuit::trip`]).
+/// A destination where an endpoint breaker opened from closed is judged by the spread
+/// of its failures: when at least two of the subscribers it served in the endpoint
+/// window, and at least three quarters of them, have their endpoint circuit open, the
+/// host itself is taken to be unwell and its circuit opens ([`Circuit::trip`]). Only a
+/// fresh opening asks (a failed probe does not): endpoints failing from the start keep
+/// probing after the host's healthy subscribers went quiet, and must not then look like
+/// most of the host.
 pub(crate) async fn record_results<S: DestinationStatements>(
     tx: &mut S::Tx,
     records: &[OutcomeRecord],

@@ -110,7 +110,10 @@ pub(crate) trait EndpointStatements: Transactions {
 
 /// Applies the results of `records` at `now` to their subscribers' endpoint breakers in
 /// `tx` (late results included: an answer is a fact about the endpoint); returns the
-/// subscribers whose breaker opened. Costs three statements whatever the group's size:
+/// subscribers whose breaker opened from closed (a failed probe's reopening is no new
+/// evidence about the host: a host whose healthy subscribers went quiet would
+/// otherwise look, from its failing ones' probes alone, as if most of what it served
+/// failed). Costs three statements whatever the group's size:
 /// create the missing rows, hold them in subscriber order, write them back.
 pub(crate) async fn record_results<S: EndpointStatements>(
     tx: &mut S::Tx,
@@ -159,6 +162,13 @@ pub(crate) async fn record_results<S: EndpointStatements>(
                     "endpoint circuit opened: the subscriber's jobs wait until a probe succeeds"
                 );
                 opened.insert(subscriber.to_owned());
+            }
+            EndpointChange::Reopened => {
+                tracing::info!(
+                    subscriber_id = subscriber,
+                    cooldown_ms = breaker.cooldown_ms,
+                    "endpoint circuit probe failed: open again"
+                );
             }
             EndpointChange::Closed => {
                 tracing::info!(

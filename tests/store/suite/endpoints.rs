@@ -256,6 +256,48 @@ store_case!(
     }
 );
 
+// Endpoints failing from the start keep probing after the host's healthy subscriber
+// went quiet: their failed probes are no new evidence, so the host's circuit stays
+// closed although, in the last window, only they had results (issue #33's on-call run).
+store_case!(
+    failed_probes_of_failing_endpoints_never_open_the_host_circuit,
+    async |store: SharedStore| {
+        for id in ["a", "b", "ok"] {
+            on_host(&store, id).await;
+        }
+        jobs_due(&store, "a", 5, at(-100)).await;
+        jobs_due(&store, "b", 5, at(-100)).await;
+        jobs_due(&store, "ok", 1, at(-100)).await;
+        let claimed = claim(&store, at(0), 100).await;
+        assert_eq!(claimed.len(), 11);
+        answer(&store, of(&claimed, "ok")[0], 200, at(100)).await;
+        for id in ["a", "b"] {
+            for job in of(&claimed, id) {
+                time_out(&store, job, at(5_000)).await;
+            }
+        }
+        let closed = |store: SharedStore, now| async move {
+            let host = store.get_destination(HOST, now).await.unwrap().unwrap();
+            host.circuit.state == CircuitState::Closed
+        };
+        assert!(closed(store.clone(), at(5_000)).await, "2 of 3 served");
+        // A minute later: ok's result is out of the window; a's and b's probes fail.
+        let probes = claim(&store, at(70_000), 100).await;
+        assert_eq!((of(&probes, "a").len(), of(&probes, "b").len()), (1, 1));
+        for job in &probes {
+            time_out(&store, job, at(75_000)).await;
+        }
+        assert_eq!(
+            waits(&store, "a", at(75_000)).await,
+            Some(WaitingReason::SubscriberCircuitOpen)
+        );
+        assert!(closed(store.clone(), at(75_000)).await, "no new evidence");
+        jobs_due(&store, "ok", 1, at(75_000)).await;
+        let next = claim(&store, at(75_000), 100).await;
+        assert_eq!(of(&next, "ok").len(), 1, "the healthy one goes at once");
+    }
+);
+
 // When the host's circuit is half-open, its one probe goes to a subscriber whose own
 // results are healthy, though another's due jobs are older.
 store_case!(
