@@ -302,15 +302,20 @@ fn subscriber_advice(facts: &SubscriberFacts) -> Option<RetryAdvice> {
         // Healthy: a destination at its limit is how work is paced, not a failure.
         return None;
     }
+    // A hold matters only to jobs that wait: with none retrying, what is left to
+    // advise on is its dead letters (a replay) or its refusal.
     if let Some(held) = facts
         .destination_hold
+        .filter(|_| facts.retrying_jobs > 0)
         .filter(|reason| *reason != WaitingReason::DestinationAtLimit)
         .map(|reason| (reason, facts.circuit_retry_at))
         .or(facts
             .endpoint_hold
+            .filter(|_| facts.retrying_jobs > 0)
             .map(|reason| (reason, facts.endpoint_hold_until)))
         .or(facts
             .destination_hold
+            .filter(|_| facts.retrying_jobs > 0)
             .map(|reason| (reason, facts.circuit_retry_at)))
         .and_then(|(reason, until)| for_hold(reason, until))
     {
@@ -836,6 +841,20 @@ mod tests {
             next_attempt_at: Some(AT),
         };
         assert_eq!(for_subscriber(&subscriber).as_ref(), Some(no));
+        // Its circuit still open but nothing waits: its dead letters are what is left.
+        let done = SubscriberFacts {
+            endpoint_hold: Some(WaitingReason::SubscriberCircuitOpen),
+            endpoint_hold_until: Some(AT),
+            last_error_class: Some(ErrorClass::Http5xx),
+            last_status: Some(500),
+            retrying_jobs: 0,
+            timeout_bound: None,
+            ..subscriber
+        };
+        assert_eq!(
+            for_subscriber(&done).map(|a| a.verdict),
+            Some(RetryVerdict::Replay)
+        );
         assert_eq!(seconds(2_500), "2.5 s");
         assert_eq!(seconds(300), "300 ms");
     }

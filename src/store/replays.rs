@@ -52,6 +52,11 @@ pub(crate) trait ReplayStatements: JobStatements {
     const INSERT: &'static str;
     /// How many jobs replay `$1` snapshotted.
     const SNAPSHOT_SIZE: &'static str;
+    /// Cuts short, to `$2`, the cool-down of the open endpoint circuits of the
+    /// subscribers whose jobs replay `$1` snapshotted (held in subscriber order, the
+    /// store's lock order): a replay is the operator saying the receiver recovered, and
+    /// its first job there is the probe at once (docs/DESIGN.md §15.1).
+    const PROBE_NOW: &'static str;
     /// Marks replay `$1` created at `$3` with `$2` matched: ends it at once when
     /// nothing matched.
     const MARK_CREATED: &'static str;
@@ -159,6 +164,10 @@ pub(crate) async fn create<S: ReplayStatements>(
                 S::execute(tx, snapshot).await?;
                 let (matched,): (i64,) =
                     S::fetch_one(tx, Query::new(S::SNAPSHOT_SIZE).text(id.clone())).await?;
+                let probe_now = Query::new(S::PROBE_NOW)
+                    .text(id.clone())
+                    .int(now.as_millis());
+                S::execute(tx, probe_now).await?;
                 let mark = Query::new(S::MARK_CREATED)
                     .text(id)
                     .int(matched)

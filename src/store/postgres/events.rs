@@ -79,11 +79,11 @@ const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_fligh
     e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
     e.timeout_ms AS endpoint_timeout_ms \
     FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-    WHERE s.id IN ( \
+    WHERE s.enabled AND s.id IN ( \
       SELECT j.subscriber_id FROM jobs j WHERE j.event_id = $1 \
-        AND (s.enabled AND (j.state = 'retrying' \
-               OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= $2) \
-             OR j.last_error_class = 'timeout' AND j.state <> 'delivered'))";
+        AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= $2)) \
+    OR s.id IN (SELECT j.subscriber_id FROM jobs j WHERE j.event_id = $1 \
+        AND j.last_error_class = 'timeout' AND j.state <> 'delivered')";
 
 /// The destinations of those subscribers, with their requests open at `$2`.
 const DESTINATIONS: &str = "SELECT d.*, \

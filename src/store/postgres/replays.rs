@@ -28,6 +28,16 @@ const INSERT: &str = "INSERT INTO replays (id, filter, max_jobs, rate_per_second
 /// How many jobs replay `$1` snapshotted.
 const SNAPSHOT_SIZE: &str = "SELECT COUNT(*) AS n FROM replay_jobs WHERE replay_id = $1";
 
+/// The open endpoint circuits of replay `$1`'s subscribers probe from `$2` on, held in
+/// subscriber order first (the lock order of the outcome groups).
+const PROBE_NOW: &str = "WITH held AS MATERIALIZED (SELECT e.subscriber_id \
+      FROM endpoint_circuits e WHERE e.circuit = 'open' AND e.retry_at > $2 \
+        AND e.subscriber_id IN (SELECT j.subscriber_id FROM replay_jobs r \
+          JOIN jobs j ON j.id = r.job_id WHERE r.replay_id = $1) \
+      ORDER BY e.subscriber_id FOR UPDATE) \
+    UPDATE endpoint_circuits e SET retry_at = $2 FROM held \
+    WHERE e.subscriber_id = held.subscriber_id";
+
 /// Marks a replay created: counts the snapshot (`matched`), and ends it at once when
 /// nothing matched. Runs in the creating transaction, after the snapshot insert.
 const MARK_CREATED: &str = "UPDATE replays SET matched = $2, \
@@ -100,6 +110,7 @@ impl ReplayStatements for PgPool {
     const USED_RATE: &'static str = USED_RATE;
     const INSERT: &'static str = INSERT;
     const SNAPSHOT_SIZE: &'static str = SNAPSHOT_SIZE;
+    const PROBE_NOW: &'static str = PROBE_NOW;
     const MARK_CREATED: &'static str = MARK_CREATED;
     const CANCEL: &'static str = CANCEL;
     const DUE: &'static str = DUE;

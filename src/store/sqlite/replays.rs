@@ -31,6 +31,12 @@ const INSERT: &str = "INSERT INTO replays (id, filter, max_jobs, rate_per_second
 /// How many jobs replay `?1` snapshotted.
 const SNAPSHOT_SIZE: &str = "SELECT COUNT(*) AS n FROM replay_jobs WHERE replay_id = ?1";
 
+/// The open endpoint circuits of replay `?1`'s subscribers probe from `?2` on.
+const PROBE_NOW: &str = "UPDATE endpoint_circuits SET retry_at = ?2 \
+    WHERE circuit = 'open' AND retry_at > ?2 AND subscriber_id IN ( \
+      SELECT j.subscriber_id FROM replay_jobs r JOIN jobs j ON j.id = r.job_id \
+      WHERE r.replay_id = ?1)";
+
 /// Marks a replay created: counts the snapshot (`matched`), and ends it at once when
 /// nothing matched. Runs in the creating transaction, after the snapshot insert.
 const MARK_CREATED: &str = "UPDATE replays SET matched = ?2, \
@@ -116,6 +122,7 @@ impl ReplayStatements for Pools {
     const USED_RATE: &'static str = USED_RATE;
     const INSERT: &'static str = INSERT;
     const SNAPSHOT_SIZE: &'static str = SNAPSHOT_SIZE;
+    const PROBE_NOW: &'static str = PROBE_NOW;
     const MARK_CREATED: &'static str = MARK_CREATED;
     const CANCEL: &'static str = CANCEL;
     const DUE: &'static str = DUE;

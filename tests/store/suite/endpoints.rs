@@ -434,3 +434,55 @@ store_case!(
         assert_eq!(after.timeout_bound(), None);
     }
 );
+
+// A replay is the operator saying the receiver recovered: the subscriber's open
+// endpoint circuit ends its cool-down there, so the first replayed job is the probe at
+// once rather than after the cool-down (issue #33's on-call replay ran at a third of
+// its rate behind 100 open circuits).
+store_case!(
+    a_replay_cuts_the_endpoints_cool_down_short,
+    async |store: SharedStore| {
+        on_host(&store, "s").await;
+        jobs_due(&store, "s", 5, at(-100)).await;
+        for job in &claim(&store, at(0), 100).await {
+            let result = failed(
+                AttemptOutcome::Terminal,
+                ErrorClass::Http5xx,
+                Some(500),
+                "500",
+                None,
+            );
+            let event = JobEvent::TerminalFailure {
+                reason: deferhook::domain::DeadReason::MaxAttempts,
+            };
+            let record = outcome(job, event, result, at(5_000));
+            store.record_outcomes(&[record], at(5_000)).await.unwrap();
+        }
+        assert_eq!(
+            waits(&store, "s", at(5_000)).await,
+            Some(WaitingReason::SubscriberCircuitOpen)
+        );
+        let filter = deferhook::domain::replay::ReplayFilter {
+            subscriber_id: Some("s".to_owned()),
+            ..Default::default()
+        };
+        let replay = deferhook::store::NewReplay {
+            id: uuid::Uuid::now_v7(),
+            filter,
+            max_jobs: 100,
+            rate_per_second: 100,
+            ttl_ms: 3_600_000,
+            rate_budget: 10_000,
+            created_at: at(6_000),
+        };
+        let created = store.create_replay(replay).await.unwrap();
+        assert_eq!(created.matched, 5);
+        store.advance_replays(at(6_000)).await.unwrap();
+        let probe = claim(&store, at(6_000), 100).await;
+        assert_eq!(probe.len(), 1, "the probe at once, not at 10 s");
+        answer(&store, &probe[0], 200, at(6_050)).await;
+        store.advance_replays(at(6_100)).await.unwrap();
+        let rest = claim(&store, at(6_100), 100).await;
+        assert_eq!(rest.len(), 4, "closed: the other four go");
+    }
+);
