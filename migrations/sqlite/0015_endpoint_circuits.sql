@@ -29,6 +29,8 @@ CREATE TABLE endpoint_circuits (
     -- the attempt timeout the last timed-out attempt hit, NULL before the first
     -- timeout: the retry advice names it (§5.9)
     timeout_ms        INTEGER,
+    -- timeouts in a row, probes' included; any other answer resets it (§5.9)
+    consecutive_timeouts INTEGER NOT NULL DEFAULT 0,
     -- duration_ms >= --long-attempt-ms, as of the last result (the claim reads it)
     long_running      INTEGER NOT NULL DEFAULT 0,
     last_result_at    INTEGER NOT NULL

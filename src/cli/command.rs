@@ -50,8 +50,9 @@ pub enum Command {
     /// Show which events of a running server are affected, and one event's summary
     /// (`list`, `show`).
     Events(EventsArgs),
-    /// Show subscribers' health on a running server, resume paused ones, delete one
-    /// (`list`, `resume`, `delete`).
+    /// Show subscribers' health on a running server (the causes of the failing ones
+    /// first), pause many at once, resume paused ones, delete one (`list`, `pause`,
+    /// `resume`, `delete`).
     Subscribers(SubscribersArgs),
     /// Define recurring schedules on a running server, show them, delete one, or
     /// create the current period's jobs now (`list`, `show`, `put`, `delete`, `run`).

@@ -64,6 +64,15 @@ pub fn lease_margin_ms(lease_ms: u64) -> u64 {
     (lease_ms / 10).clamp(10, 1_000)
 }
 
+/// The attempt timeout of a job whose subscriber has `own` (else the worker's
+/// `default`): its own is checked against the lease when set, and a server started
+/// since with a shorter `--lease-ms` (`lease_ms`) still never lets an attempt outlive
+/// its lease, less the margin an unrenewed attempt stops before it (CASES C-01).
+fn timeout_of(own: Option<Duration>, default: Duration, lease_ms: u64) -> Duration {
+    let cap = Duration::from_millis(lease_ms.saturating_sub(lease_margin_ms(lease_ms)));
+    own.map_or(default, |own| own.min(cap))
+}
+
 /// How long one attempt may take: the attempt timeout, or the time left to the
 /// deadline when shorter (`to_deadline_ms` = deadline − now, in ms); `None` when the
 /// deadline has come, so nothing may be sent (docs/DESIGN.md §3, "Timeouts").
@@ -96,7 +105,11 @@ pub async fn execute(
     );
     // The subscriber's own timeout, when it has one (checked against the lease when
     // set, docs/DESIGN.md §3), else the worker's.
-    let attempt_timeout = job.attempt_timeout.unwrap_or(ctx.settings.attempt_timeout);
+    let attempt_timeout = timeout_of(
+        job.attempt_timeout,
+        ctx.settings.attempt_timeout,
+        ctx.settings.lease_ms,
+    );
     let budget = time_budget(job.snapshot.deadline.millis_since(now), attempt_timeout);
     let answer = match (&job.secrets, budget) {
         // Claimed before its deadline but started at or after it (a stalled process, a
@@ -251,6 +264,16 @@ fn unknown(reason: &str) -> (AttemptResult, JobEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subscribers_own_timeout_never_outlives_the_lease() {
+        let ms = Duration::from_millis;
+        // The worker's own when the subscriber has none.
+        assert_eq!(timeout_of(None, ms(10_000), 30_000), ms(10_000));
+        assert_eq!(timeout_of(Some(ms(20_000)), ms(10_000), 30_000), ms(20_000));
+        // Set to 29 s under a 30 s lease, the server restarted with a 10 s one: 9 s.
+        assert_eq!(timeout_of(Some(ms(29_000)), ms(5_000), 10_000), ms(9_000));
+    }
 
     #[test]
     fn an_attempt_gets_the_time_left_to_its_deadline_and_none_once_it_has_come() {

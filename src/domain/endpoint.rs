@@ -189,6 +189,10 @@ pub struct EndpointCircuit {
     /// The attempt timeout its last timed-out attempt hit, in milliseconds (the retry
     /// advice names it, [`RecentResults`]).
     pub timeout_ms: Option<u64>,
+    /// Its results in a row that timed out, whatever its state (a probe's included);
+    /// any other result that reached the endpoint resets it. Back-pressure neither
+    /// counts nor resets.
+    pub consecutive_timeouts: u32,
     /// When the last result was recorded.
     pub last_result_at: Timestamp,
 }
@@ -208,6 +212,7 @@ impl EndpointCircuit {
             hold_until: None,
             duration_ms: None,
             timeout_ms: None,
+            consecutive_timeouts: 0,
             last_result_at: now,
         }
     }
@@ -306,6 +311,9 @@ impl EndpointCircuit {
         });
         if result.verdict == (EndpointVerdict::Failed { timeout: true }) {
             self.timeout_ms = Some(result.timeout_ms);
+            self.consecutive_timeouts = self.consecutive_timeouts.saturating_add(1);
+        } else {
+            self.consecutive_timeouts = 0;
         }
         let failed = matches!(result.verdict, EndpointVerdict::Failed { .. });
         match self.state {
@@ -379,54 +387,56 @@ impl EndpointCircuit {
 }
 
 /// What a subscriber endpoint's recent results say about how long it takes to answer
-/// (the retry advice, docs/DESIGN.md §5.9): the results of its breaker's two buckets
-/// (at most twice the endpoint window, none from before it last opened or closed), how
-/// many timed out, and the timeout its last timed-out attempt hit.
+/// (the retry advice, docs/DESIGN.md §5.9): its results in a row that timed out (a
+/// probe's included, so an open circuit keeps its evidence fresh), the timeout the
+/// last of them hit, and the subscriber's own `attempt_timeout_ms` now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecentResults {
-    /// Results that reached the endpoint.
-    pub results: u32,
-    /// Of those, timeouts.
-    pub timeouts: u32,
-    /// The attempt timeout its last timed-out attempt hit, in milliseconds.
+    /// Timeouts in a row, up to its latest result.
+    pub consecutive_timeouts: u32,
+    /// The attempt timeout the last of them hit, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// The subscriber's own attempt timeout now, when it has one.
+    pub own_timeout_ms: Option<u64>,
 }
 
 /// An endpoint whose recent attempts all timed out: it answers slower than its attempt
 /// timeout, so a retry with the same timeout gets the same timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeoutBound {
-    /// How many recent attempts timed out (all of them).
+    /// How many attempts in a row timed out.
     pub attempts: u32,
     /// The attempt timeout they hit, in milliseconds.
     pub timeout_ms: u64,
 }
 
 impl RecentResults {
-    /// The fewest recent results, all timeouts, that make an endpoint timeout-bound:
-    /// one or two timeouts may be a blip; three in a row, and no answer in between,
-    /// are how it answers now.
+    /// The fewest timeouts in a row that make an endpoint timeout-bound: one or two may
+    /// be a blip; three in a row, and no answer in between, are how it answers now.
     pub const MIN_TIMEOUTS: u32 = 3;
 
-    /// Its counts as stored: the breaker's two buckets added up.
-    pub fn of(circuit: &EndpointCircuit) -> RecentResults {
+    /// Its figures as stored, with the subscriber's own timeout `own_timeout_ms`.
+    pub fn of(circuit: &EndpointCircuit, own_timeout_ms: Option<u64>) -> RecentResults {
         RecentResults {
-            results: circuit.current.results + circuit.previous.results,
-            timeouts: circuit.current.timeouts + circuit.previous.timeouts,
+            consecutive_timeouts: circuit.consecutive_timeouts,
             timeout_ms: circuit.timeout_ms,
+            own_timeout_ms,
         }
     }
 
-    /// `Some` when at least [`Self::MIN_TIMEOUTS`] recent results, all of them
-    /// timeouts: its p50 (every percentile) is at least the timeout they hit.
+    /// `Some` after at least [`Self::MIN_TIMEOUTS`] timeouts in a row (its p50, every
+    /// percentile, is at least the timeout they hit), unless the subscriber's own
+    /// timeout has since been raised above it (the fix the advice names: the next
+    /// attempt will tell).
     pub fn timeout_bound(&self) -> Option<TimeoutBound> {
         let timeout_ms = self.timeout_ms?;
-        (self.results >= Self::MIN_TIMEOUTS && self.timeouts == self.results).then_some(
-            TimeoutBound {
-                attempts: self.results,
-                timeout_ms,
-            },
-        )
+        if self.own_timeout_ms.is_some_and(|own| own > timeout_ms) {
+            return None;
+        }
+        (self.consecutive_timeouts >= Self::MIN_TIMEOUTS).then_some(TimeoutBound {
+            attempts: self.consecutive_timeouts,
+            timeout_ms,
+        })
     }
 }
 

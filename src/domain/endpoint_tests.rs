@@ -258,10 +258,10 @@ fn a_hold_reads_as_the_claim_judges_it() {
 }
 
 #[test]
-fn three_timeouts_and_no_answer_between_make_an_endpoint_timeout_bound() {
+fn three_timeouts_in_a_row_make_an_endpoint_timeout_bound_and_probes_keep_it_so() {
     let mut circuit = EndpointCircuit::new(NOW);
     let timed_out = |at: Timestamp| result(TIMEOUT, at, 5_000);
-    let recent = |circuit: &EndpointCircuit| RecentResults::of(circuit).timeout_bound();
+    let recent = |circuit: &EndpointCircuit| RecentResults::of(circuit, None).timeout_bound();
     circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
     circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
     assert_eq!(recent(&circuit), None, "two may be a blip");
@@ -274,26 +274,43 @@ fn three_timeouts_and_no_answer_between_make_an_endpoint_timeout_bound() {
             timeout_ms: 5_000
         })
     );
-    // Open now (4 of 4 failed): the results of its probes do not change the counts,
-    // so the advice stays as it is while nothing answers.
+    // Open now (4 of 4 failed). Its probes, minutes apart (the window long gone),
+    // keep the evidence: the advice stays as it is while nothing answers.
     circuit.record(timed_out(NOW), NOW.plus_ms(5_000), &POLICY, &CIRCUIT);
     assert_eq!(circuit.state, CircuitState::Open);
-    let probe_at = circuit.retry_at.unwrap();
-    circuit.record(
-        timed_out(probe_at),
-        probe_at.plus_ms(5_000),
-        &POLICY,
-        &CIRCUIT,
+    let mut probe_at = circuit.retry_at.unwrap();
+    for _ in 0..4 {
+        let later = probe_at.plus_ms(10 * POLICY.window_ms);
+        circuit.record(timed_out(later), later.plus_ms(5_000), &POLICY, &CIRCUIT);
+        probe_at = circuit.retry_at.unwrap();
+    }
+    assert_eq!(recent(&circuit).map(|b| b.attempts), Some(8));
+    // Its own timeout raised above the one hit: the next attempt will tell.
+    let raised = RecentResults::of(&circuit, Some(8_000));
+    assert_eq!(raised.timeout_bound(), None);
+    assert!(
+        RecentResults::of(&circuit, Some(5_000))
+            .timeout_bound()
+            .is_some()
     );
-    assert_eq!(recent(&circuit).map(|b| b.attempts), Some(4));
-    // One answer in the window (here the probe's, which closes it): not bound any more.
-    let probe_at = circuit.retry_at.unwrap();
+    // One answer (here the probe's, which closes it): not bound any more.
     let answered = result(EndpointVerdict::Delivered, probe_at, 4_000);
     circuit.record(answered, probe_at.plus_ms(4_000), &POLICY, &CIRCUIT);
     assert_eq!(recent(&circuit), None);
     let mut mixed = EndpointCircuit::new(NOW);
-    for verdict in [TIMEOUT, FAILED, TIMEOUT, TIMEOUT] {
+    for verdict in [TIMEOUT, TIMEOUT, FAILED, TIMEOUT, TIMEOUT] {
         mixed.record(result(verdict, NOW, 10), NOW, &POLICY, &CIRCUIT);
     }
-    assert_eq!(RecentResults::of(&mixed).timeout_bound(), None);
+    assert_eq!(RecentResults::of(&mixed, None).timeout_bound(), None);
+    // Back-pressure neither counts nor resets.
+    let mut pressed = EndpointCircuit::new(NOW);
+    for verdict in [
+        TIMEOUT,
+        TIMEOUT,
+        EndpointVerdict::BackPressure(None),
+        TIMEOUT,
+    ] {
+        pressed.record(result(verdict, NOW, 10), NOW, &POLICY, &CIRCUIT);
+    }
+    assert_eq!(pressed.consecutive_timeouts, 3);
 }

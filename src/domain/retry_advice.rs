@@ -166,7 +166,7 @@ fn too_slow(bound: TimeoutBound) -> RetryAdvice {
              timed out (p50 of recent attempts ≥ {timeout}), and a retry gets the same \
              timeout; raise its attempt_timeout_ms (PATCH /v1/subscribers/{{id}}, up to \
              the server's maximum) or make the receiver answer sooner (acknowledge at \
-             once, work after), then replay",
+             once, work after), then retry its waiting jobs or replay its dead ones",
             bound.attempts
         ),
         None,

@@ -58,6 +58,8 @@ pub(crate) trait DeletionStatements: Transactions {
     /// Deletes subscriber `$1`'s row if it is being deleted and no job or attempt
     /// refers to it any more.
     const DELETE: &'static str;
+    /// Deletes subscriber `$1`'s endpoint circuit row, once the subscriber is gone.
+    const FORGET_ENDPOINT: &'static str;
     /// The subscribers being deleted (one text column), in id order, at most `$1`.
     const IN_PROGRESS: &'static str;
     /// Deletes up to `$2` tombstones deleted before `$1` that no job belongs to any
@@ -141,6 +143,11 @@ pub(crate) async fn move_batch<S: DeletionStatements>(
             let mut finished = false;
             if jobs + attempts < limit {
                 finished = S::execute(tx, Query::new(S::DELETE).text(id)).await? > 0;
+            }
+            if finished {
+                // Its endpoint breaker goes with it: an id registered again is a new
+                // endpoint (issue #33), judged by its own results.
+                S::execute(tx, Query::new(S::FORGET_ENDPOINT).text(id)).await?;
             }
             Ok(Some(HistoryMoved {
                 jobs,

@@ -214,8 +214,9 @@ pub(crate) trait DestinationStatements: Transactions {
     /// `last_error_at` `$12`, `last_error_class` `$13`, `last_error_status` `$14`,
     /// `last_error_reason` `$15`, `updated_at` `$16`, `changed_at` `$17`.
     const WRITE: &'static str;
-    /// Of destination `$1`'s subscribers with an endpoint result since `$2`: how many
-    /// (`served`) and how many of them have their endpoint circuit open (`failing`).
+    /// Of destination `$1`'s enabled subscribers with an endpoint result since `$2` or
+    /// work due at `$3` (waiting or in flight): how many (`served`) and how many of
+    /// them have their endpoint circuit open (`failing`).
     const SPREAD: &'static str;
 }
 
@@ -519,7 +520,10 @@ async fn spread_trips<'k, S: DestinationStatements>(
     let since = now.minus_ms(endpoint.window_ms);
     let mut trips = BTreeMap::new();
     for (key, record) in candidates {
-        let query = Query::new(S::SPREAD).text(key).int(since.as_millis());
+        let query = Query::new(S::SPREAD)
+            .text(key)
+            .int(since.as_millis())
+            .int(now.as_millis());
         let (served, failing): (i64, i64) = S::fetch_one(tx, query).await?;
         if failing < 2 || failing * 4 < served * 3 {
             continue;

@@ -41,6 +41,7 @@ pub struct EndpointRow {
     hold_until: Option<i64>,
     duration_ms: Option<i64>,
     timeout_ms: Option<i64>,
+    consecutive_timeouts: i64,
     last_result_at: i64,
 }
 crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
@@ -60,6 +61,7 @@ crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
     hold_until,
     duration_ms,
     timeout_ms,
+    consecutive_timeouts,
     last_result_at
 });
 
@@ -89,6 +91,7 @@ impl EndpointRow {
             hold_until: decode::opt_ts(self.hold_until),
             duration_ms: decode::opt_num("duration_ms", self.duration_ms)?,
             timeout_ms: decode::opt_num("timeout_ms", self.timeout_ms)?,
+            consecutive_timeouts: decode::num("consecutive_timeouts", self.consecutive_timeouts)?,
             last_result_at: Timestamp::from_millis(self.last_result_at),
         })
     }
@@ -212,6 +215,7 @@ fn to_json(
         "hold_until": ms(breaker.hold_until),
         "duration_ms": breaker.duration_ms,
         "timeout_ms": breaker.timeout_ms,
+        "consecutive_timeouts": breaker.consecutive_timeouts,
         "long_running": breaker.long_running(policy),
         "last_result_at": breaker.last_result_at.as_millis(),
     })

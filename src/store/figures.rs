@@ -70,8 +70,8 @@ pub struct LoadRow {
     endpoint_circuit: Option<String>,
     endpoint_retry_at: Option<i64>,
     endpoint_hold_until: Option<i64>,
-    endpoint_results: Option<i64>,
     endpoint_timeouts: Option<i64>,
+    own_timeout_ms: Option<i64>,
     endpoint_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(LoadRow {
@@ -83,8 +83,8 @@ crate::store::sqlite::direct::rows::lite_row!(LoadRow {
     endpoint_circuit,
     endpoint_retry_at,
     endpoint_hold_until,
-    endpoint_results,
     endpoint_timeouts,
+    own_timeout_ms,
     endpoint_timeout_ms
 });
 
@@ -116,25 +116,27 @@ impl LoadRow {
             endpoint_hold: endpoint.map(|(reason, _)| reason),
             endpoint_hold_until: endpoint.and_then(|(_, until)| until),
             recent: recent_results(
-                self.endpoint_results,
                 self.endpoint_timeouts,
                 self.endpoint_timeout_ms,
+                self.own_timeout_ms,
             ),
         }
     }
 }
 
-/// An endpoint's recent results from its row's columns (none without a row).
+/// An endpoint's recent results from its row's columns (none without a row) and its
+/// subscriber's own attempt timeout.
 pub fn recent_results(
-    results: Option<i64>,
-    timeouts: Option<i64>,
+    consecutive_timeouts: Option<i64>,
     timeout_ms: Option<i64>,
+    own_timeout_ms: Option<i64>,
 ) -> RecentResults {
-    let count = |n: Option<i64>| u32::try_from(n.unwrap_or(0).max(0)).unwrap_or(u32::MAX);
+    let ms = |n: Option<i64>| n.and_then(|ms| u64::try_from(ms).ok());
     RecentResults {
-        results: count(results),
-        timeouts: count(timeouts),
-        timeout_ms: timeout_ms.and_then(|ms| u64::try_from(ms).ok()),
+        consecutive_timeouts: u32::try_from(consecutive_timeouts.unwrap_or(0).max(0))
+            .unwrap_or(u32::MAX),
+        timeout_ms: ms(timeout_ms),
+        own_timeout_ms: ms(own_timeout_ms),
     }
 }
 

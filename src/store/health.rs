@@ -71,8 +71,8 @@ pub struct AttemptsRow {
     endpoint_circuit: Option<String>,
     endpoint_retry_at: Option<i64>,
     endpoint_hold_until: Option<i64>,
-    endpoint_results: Option<i64>,
     endpoint_timeouts: Option<i64>,
+    own_timeout_ms: Option<i64>,
     endpoint_timeout_ms: Option<i64>,
 }
 crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
@@ -88,8 +88,8 @@ crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
     endpoint_circuit,
     endpoint_retry_at,
     endpoint_hold_until,
-    endpoint_results,
     endpoint_timeouts,
+    own_timeout_ms,
     endpoint_timeout_ms
 });
 
@@ -162,9 +162,9 @@ pub(crate) async fn figures<S: HealthStatements>(
             ),
         );
         let recent = recent_results(
-            row.endpoint_results,
             row.endpoint_timeouts,
             row.endpoint_timeout_ms,
+            row.own_timeout_ms,
         );
         let entry = HealthFigures {
             recent,

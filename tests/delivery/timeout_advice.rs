@@ -103,6 +103,9 @@ async fn a_receiver_slower_than_its_timeout_gets_no_and_the_fixes(db: Db) {
         )
         .await;
     assert_eq!(fixed.status, 200, "{}", fixed.text);
+    // Its timeout is now above the one its attempts hit: the advice no longer says no
+    // (the next attempt will tell); the dead job is a replay's.
+    assert_eq!(advice(&app, &jobs[0]).await.0, "replay");
     let replay = app
         .post_json(
             "/v1/replays",

@@ -40,8 +40,10 @@ impl DestinationStatements for PgPool {
         updated_at = $16, changed_at = $17 WHERE key = $1";
     const SPREAD: &'static str = "SELECT COUNT(*)::BIGINT AS served, \
         (COUNT(*) FILTER (WHERE e.circuit = 'open'))::BIGINT AS failing \
-        FROM subscribers s JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-        WHERE s.destination = $1 AND e.last_result_at > $2";
+        FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+        WHERE s.destination = $1 AND s.enabled AND (e.last_result_at > $2 OR EXISTS ( \
+          SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
+            AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $3))";
 }
 
 /// The destinations with due work at `$1` (of enabled subscribers), each with its

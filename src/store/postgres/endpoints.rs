@@ -16,7 +16,7 @@ impl EndpointStatements for PgPool {
     const HOLD: &'static str = "SELECT subscriber_id, circuit, window_start, results, \
         failures, timeouts, previous_results, previous_failures, previous_timeouts, \
         opened_at, retry_at, cooldown_ms, changed_at, hold_until, duration_ms, \
-        timeout_ms, last_result_at FROM endpoint_circuits \
+        timeout_ms, consecutive_timeouts, last_result_at FROM endpoint_circuits \
         WHERE subscriber_id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) \
         ORDER BY subscriber_id FOR UPDATE";
     const WRITE: &'static str = "UPDATE endpoint_circuits e SET circuit = v.circuit, \
@@ -25,11 +25,13 @@ impl EndpointStatements for PgPool {
         previous_failures = v.previous_failures, previous_timeouts = v.previous_timeouts, \
         opened_at = v.opened_at, retry_at = v.retry_at, cooldown_ms = v.cooldown_ms, \
         changed_at = v.changed_at, hold_until = v.hold_until, duration_ms = v.duration_ms, \
-        timeout_ms = v.timeout_ms, long_running = v.long_running, last_result_at = v.last_result_at \
+        timeout_ms = v.timeout_ms, consecutive_timeouts = v.consecutive_timeouts, \
+        long_running = v.long_running, last_result_at = v.last_result_at \
         FROM jsonb_to_recordset($1::jsonb) AS v(subscriber_id TEXT, circuit TEXT, \
           window_start BIGINT, results BIGINT, failures BIGINT, timeouts BIGINT, \
           previous_results BIGINT, previous_failures BIGINT, previous_timeouts BIGINT, \
           opened_at BIGINT, retry_at BIGINT, cooldown_ms BIGINT, changed_at BIGINT, \
-          hold_until BIGINT, duration_ms BIGINT, timeout_ms BIGINT, long_running BOOLEAN, last_result_at BIGINT) \
+          hold_until BIGINT, duration_ms BIGINT, timeout_ms BIGINT, \
+          consecutive_timeouts BIGINT, long_running BOOLEAN, last_result_at BIGINT) \
         WHERE e.subscriber_id = v.subscriber_id";
 }

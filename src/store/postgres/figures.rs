@@ -21,6 +21,8 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
               WHEN e.circuit = 'open' AND EXISTS (SELECT 1 FROM jobs o \
                 WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
                 THEN NULL \
+              WHEN e.long_running AND ($2::jsonb -> s.destination ->> 1)::bigint <= 0 \
+                THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN $1 \
               ELSE (SELECT CASE \
                 WHEN MAX(a.started_at) > $1 - 1000 * GREATEST(1, s.rate_limit_per_second / 10) \
@@ -83,8 +85,7 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
           AND a.started_at > $2 - 1000) END AS last_started_at, \
          e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
          e.hold_until AS endpoint_hold_until, \
-    e.results + e.previous_results AS endpoint_results, \
-    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
     e.timeout_ms AS endpoint_timeout_ms \
          FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
          WHERE s.id = $1 AND s.deleted_at IS NULL";

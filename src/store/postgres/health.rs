@@ -35,8 +35,7 @@ const ATTEMPTS: &str = "SELECT s.id, s.destination, ls.last_success_at, \
     f.reason AS failure_reason, ff.first_failure_at, \
     e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
     e.hold_until AS endpoint_hold_until, \
-    e.results + e.previous_results AS endpoint_results, \
-    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
     e.timeout_ms AS endpoint_timeout_ms \
     FROM subscribers s \
     LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \

@@ -69,6 +69,7 @@ impl DeletionStatements for Pools {
     const MOVE_JOBS: &'static str = MOVE_JOBS;
     const MOVE_ATTEMPTS: &'static str = MOVE_ATTEMPTS;
     const DELETE: &'static str = DELETE;
+    const FORGET_ENDPOINT: &'static str = "DELETE FROM endpoint_circuits WHERE subscriber_id = ?1";
     const IN_PROGRESS: &'static str = IN_PROGRESS;
     const PURGE_TOMBSTONES: &'static str = PURGE_TOMBSTONES;
 }

@@ -41,8 +41,10 @@ impl DestinationStatements for Pools {
     const SPREAD: &'static str = "SELECT COUNT(*) AS served, \
         COALESCE(SUM(e.circuit = 'open'), 0) AS failing \
         FROM subscribers s INDEXED BY subscribers_destination \
-        JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-        WHERE s.destination = ?1 AND e.last_result_at > ?2";
+        LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+        WHERE s.destination = ?1 AND s.enabled = 1 AND (e.last_result_at > ?2 OR EXISTS ( \
+          SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due WHERE d.subscriber_id = s.id \
+            AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?3))";
 }
 
 /// The destinations with due work at `?1` (of enabled subscribers), each with its

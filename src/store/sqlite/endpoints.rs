@@ -12,7 +12,7 @@ impl EndpointStatements for Pools {
     const HOLD: &'static str = "SELECT subscriber_id, circuit, window_start, results, \
         failures, timeouts, previous_results, previous_failures, previous_timeouts, \
         opened_at, retry_at, cooldown_ms, changed_at, hold_until, duration_ms, \
-        timeout_ms, last_result_at FROM endpoint_circuits \
+        timeout_ms, consecutive_timeouts, last_result_at FROM endpoint_circuits \
         WHERE subscriber_id IN (SELECT value FROM json_each(?1)) ORDER BY subscriber_id";
     const WRITE: &'static str = "UPDATE endpoint_circuits SET circuit = v.circuit, \
         window_start = v.window_start, results = v.results, failures = v.failures, \
@@ -20,7 +20,8 @@ impl EndpointStatements for Pools {
         previous_failures = v.previous_failures, previous_timeouts = v.previous_timeouts, \
         opened_at = v.opened_at, retry_at = v.retry_at, cooldown_ms = v.cooldown_ms, \
         changed_at = v.changed_at, hold_until = v.hold_until, duration_ms = v.duration_ms, \
-        timeout_ms = v.timeout_ms, long_running = v.long_running, last_result_at = v.last_result_at \
+        timeout_ms = v.timeout_ms, consecutive_timeouts = v.consecutive_timeouts, \
+        long_running = v.long_running, last_result_at = v.last_result_at \
         FROM (SELECT json_extract(value, '$.subscriber_id') AS subscriber_id, \
           json_extract(value, '$.circuit') AS circuit, \
           json_extract(value, '$.window_start') AS window_start, \
@@ -37,6 +38,7 @@ impl EndpointStatements for Pools {
           json_extract(value, '$.hold_until') AS hold_until, \
           json_extract(value, '$.duration_ms') AS duration_ms, \
           json_extract(value, '$.timeout_ms') AS timeout_ms, \
+          json_extract(value, '$.consecutive_timeouts') AS consecutive_timeouts, \
           json_extract(value, '$.long_running') AS long_running, \
           json_extract(value, '$.last_result_at') AS last_result_at \
           FROM json_each(?1)) AS v \

@@ -76,8 +76,7 @@ const LOADS: &str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_fligh
           AND a.started_at > ?2 - 1000) END AS last_started_at, \
          e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
          e.hold_until AS endpoint_hold_until, \
-    e.results + e.previous_results AS endpoint_results, \
-    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
     e.timeout_ms AS endpoint_timeout_ms \
     FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
     WHERE s.enabled = 1 AND s.id IN ( \

@@ -15,7 +15,8 @@ use crate::store::figures::FigureStatements;
 /// subscribers); for each enabled subscriber with due work whose destination lets work
 /// go (`?2`, a JSON object keyed by those destinations), the moment its limits next
 /// let a claim take some (now when they already do; none while it is at
-/// `max_in_flight` or its half-open endpoint circuit has its probe out: a finished
+/// `max_in_flight`, its half-open endpoint circuit has its probe out, or it is
+/// long-running and its destination's share for those is full (§15.2): a finished
 /// attempt frees it, and this instance's worker wakes on its own attempts, the poll on
 /// other instances'; the end of its endpoint circuit's cool-down or of its receiver's
 /// `Retry-After` while they hold it); the next lease to expire (one
@@ -36,6 +37,8 @@ const NEXT_WAKE: &str = "SELECT \
               WHEN e.circuit = 'open' AND EXISTS (SELECT 1 FROM jobs o \
                 INDEXED BY jobs_in_flight_subscriber WHERE o.subscriber_id = s.id \
                 AND o.state = 'in_flight' AND o.due_at > ?1) THEN NULL \
+              WHEN e.long_running = 1 AND (SELECT json_extract(v.value, '$[1]') \
+                FROM json_each(?2) v WHERE v.key = s.destination) <= 0 THEN NULL \
               WHEN s.rate_limit_per_second IS NULL THEN ?1 \
               ELSE (SELECT CASE \
                 WHEN MAX(a.started_at) > ?1 - 1000 * MAX(1, s.rate_limit_per_second / 10) \
@@ -101,8 +104,7 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
           AND a.started_at > ?2 - 1000) END AS last_started_at, \
          e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
          e.hold_until AS endpoint_hold_until, \
-    e.results + e.previous_results AS endpoint_results, \
-    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
     e.timeout_ms AS endpoint_timeout_ms \
          FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
          WHERE s.id = ?1 AND s.deleted_at IS NULL";

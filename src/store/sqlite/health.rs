@@ -35,14 +35,13 @@ const ATTEMPTS: &str = "SELECT h.id, h.destination, h.last_success_at, \
     f.reason AS failure_reason, \
     e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
     e.hold_until AS endpoint_hold_until, \
-    e.results + e.previous_results AS endpoint_results, \
-    e.timeouts + e.previous_timeouts AS endpoint_timeouts, \
+    e.consecutive_timeouts AS endpoint_timeouts, h.attempt_timeout_ms AS own_timeout_ms, \
     e.timeout_ms AS endpoint_timeout_ms, \
     (SELECT a.finished_at FROM attempts a INDEXED BY attempts_subscriber_failure \
      WHERE a.subscriber_id = h.id AND a.outcome IN ('retryable', 'terminal', 'blocked') \
        AND a.finished_at > COALESCE(h.last_success_at, -1) \
      ORDER BY a.finished_at LIMIT 1) AS first_failure_at \
-    FROM (SELECT s.id, s.destination, \
+    FROM (SELECT s.id, s.destination, s.attempt_timeout_ms, \
       (SELECT a.finished_at FROM attempts a INDEXED BY attempts_subscriber_success \
        WHERE a.subscriber_id = s.id AND a.outcome = 'delivered' \
        ORDER BY a.finished_at DESC LIMIT 1) AS last_success_at, \

@@ -355,6 +355,10 @@ store_case!(
         let slow = claim(&store, at(6_000), 100).await;
         assert_eq!((slow.len(), of(&slow, "slow").len()), (2, 2), "half of 4");
         assert!(claim(&store, at(6_001), 100).await.is_empty());
+        // Nothing to take until an attempt ends: the worker is not woken "now" for the
+        // capped work (it spun every 10 ms before), but at the next lease's end.
+        let wake = store.next_wake_at(at(6_001)).await.unwrap();
+        assert!(wake.is_some_and(|t| t > at(6_001)), "{wake:?}");
         jobs_due(&store, "quick", 3, at(6_002)).await;
         let quick = claim(&store, at(6_003), 100).await;
         assert_eq!((quick.len(), of(&quick, "quick").len()), (2, 2));
@@ -405,9 +409,9 @@ store_case!(
     }
 );
 
-// What the retry advice reads (issue #33): the endpoint's recent results and the
-// attempt timeout its timeouts hit. Three timeouts and no answer between make it
-// timeout-bound; one answer in the window ends it.
+// What the retry advice reads (issue #33): the endpoint's timeouts in a row and the
+// attempt timeout they hit. Three timeouts and no answer between make it
+// timeout-bound; one answer ends it.
 store_case!(
     three_timeouts_in_a_row_make_an_endpoint_timeout_bound,
     async |store: SharedStore| {
@@ -430,7 +434,7 @@ store_case!(
         assert_eq!((bound.attempts, bound.timeout_ms), (3, 10_000));
         answer(&store, &claimed[3], 200, at(5_000)).await;
         let after = recent(at(5_000)).await;
-        assert_eq!((after.results, after.timeouts), (4, 3));
+        assert_eq!(after.consecutive_timeouts, 0, "an answer resets the run");
         assert_eq!(after.timeout_bound(), None);
     }
 );
@@ -484,5 +488,27 @@ store_case!(
         store.advance_replays(at(6_100)).await.unwrap();
         let rest = claim(&store, at(6_100), 100).await;
         assert_eq!(rest.len(), 4, "closed: the other four go");
+    }
+);
+
+// A deleted subscriber's endpoint breaker goes with it: the id registered again is a
+// new endpoint, not held by the old one's open circuit.
+store_case!(
+    a_deleted_subscribers_endpoint_circuit_goes_with_it,
+    async |store: SharedStore| {
+        on_host(&store, "s").await;
+        jobs_due(&store, "s", 5, at(-100)).await;
+        for job in &claim(&store, at(0), 100).await {
+            time_out(&store, job, at(5_000)).await;
+        }
+        assert_eq!(
+            waits(&store, "s", at(5_000)).await,
+            Some(WaitingReason::SubscriberCircuitOpen)
+        );
+        store.delete_subscriber("s", at(6_000)).await.unwrap();
+        on_host(&store, "s").await;
+        jobs_due(&store, "s", 1, at(6_000)).await;
+        assert_eq!(waits(&store, "s", at(6_000)).await, None);
+        assert_eq!(claim(&store, at(6_000), 100).await.len(), 1);
     }
 );
