@@ -33,7 +33,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Which subscribers to pause: `subscriber_ids`, or the filter `health` (with
-/// `error_class` and `status` to narrow it), not both.
+/// `error_class` and `status` to narrow it), not both (a rule across fields, which
+/// OpenAPI cannot state: the server's 422 names it).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PauseSubscribersRequest {

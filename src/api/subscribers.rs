@@ -66,12 +66,13 @@ pub struct PutSubscriberRequest {
     #[schema(max_items = 100, example = json!(["shipment.*", "invoice.paid"]))]
     pub event_types: Option<Vec<String>>,
     /// Its own attempt timeout, in milliseconds: from 100 up to the server's maximum
-    /// (shorter than `--lease-ms` by a tenth of it, at most 1 s: 29,000 by default);
+    /// (shorter than `--lease-ms` by a tenth of it, at most 1 s: 29,000 with the default
+    /// lease, the document's `maximum`; a longer lease allows more);
     /// `null` or left out on create: the server's `--attempt-timeout-ms`. For a
     /// receiver that is slow by design; each attempt is still cut at the job's
     /// deadline.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 100)]
+    #[schema(value_type = Option<u64>, minimum = 100, maximum = 29000)]
     pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
@@ -97,11 +98,11 @@ impl std::fmt::Debug for PutSubscriberRequest {
 pub struct PatchSubscriberRequest {
     /// Absolute `http(s)` URL, as for PUT; its destination is derived again.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>, format = "uri", min_length = 1, max_length = 2048)]
+    #[schema(value_type = String, required = false, format = "uri", min_length = 1, max_length = 2048)]
     pub url: Option<Option<String>>,
     /// Most attempts open at once (1–10000).
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u32>, minimum = 1, maximum = 10000)]
+    #[schema(value_type = u32, required = false, minimum = 1, maximum = 10000)]
     pub max_in_flight: Option<Option<u32>>,
     /// Most attempts started per second (1–100000); `null` removes the limit.
     #[serde(default, deserialize_with = "present")]
@@ -109,17 +110,17 @@ pub struct PatchSubscriberRequest {
     pub rate_limit_per_second: Option<Option<u32>>,
     /// False pauses deliveries to it (reason `operator`); true resumes them.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<bool>)]
+    #[schema(value_type = bool, required = false)]
     pub enabled: Option<Option<bool>>,
     /// The event types it subscribes to, replacing all of them (`[]`: none), as for
     /// PUT.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<Vec<String>>, max_items = 100)]
+    #[schema(value_type = Vec<String>, required = false, max_items = 100)]
     pub event_types: Option<Option<Vec<String>>>,
     /// Its own attempt timeout, in milliseconds, as for PUT; `null` returns it to the
     /// server's.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u64>, minimum = 100)]
+    #[schema(value_type = Option<u64>, minimum = 100, maximum = 29000)]
     pub attempt_timeout_ms: Option<Option<u64>>,
 }
 
