@@ -33,11 +33,11 @@ from deferhook_client.models import (
     JobState,
     JobView,
     PageJobView,
-    PageSubscriberView,
     PutSubscriberRequest,
     RescheduleRequest,
     RotateSecretRequest,
     SecretRotatedView,
+    SubscriberListing,
     SubscriberView,
 )
 
@@ -145,7 +145,7 @@ def main(base_url: str, token: str) -> None:
     check("the job moved", moved.deliver_at > job.deliver_at)
 
     subscribers = expect(
-        "list subscribers", list_subscribers.sync_detailed(client=client, limit=1), 200, PageSubscriberView
+        "list subscribers", list_subscribers.sync_detailed(client=client, limit=1), 200, SubscriberListing
     )
     check(
         "the page's items are SubscriberView",
