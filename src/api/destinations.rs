@@ -182,7 +182,7 @@ pub async fn list_destinations(
     get,
     path = "/v1/destinations/{destination}",
     tag = "destinations",
-    params(("destination" = String, Path, description = "`host:port`, e.g. `hooks.example.com:443` or `[2001:db8::1]:8443` (percent-encoded or not); read case-insensitively")),
+    params(("destination" = String, Path, description = "`host:port`, e.g. `hooks.example.com:443` or `[2001:db8::1]:8443` (percent-encoded or not); read case-insensitively; a label beginning with `xn--` must be valid Punycode (RFC 3492)")),
     responses(
         (status = 200, description = "The destination", body = DestinationView),
         (status = 404, description = "No subscriber's URL sends there", body = Problem, content_type = "application/problem+json"),

@@ -194,9 +194,11 @@ async fn bad_input_is_refused_and_changes_nothing(db: Db) {
     }
 
     // A malformed host:port, in a GET or a PUT path (`a/b:1` percent-encoded, so that
-    // it reaches the handler as one segment).
+    // it reaches the handler as one segment); an ACE label that is not Punycode, which
+    // the pattern admits.
     for bad in [
         "no-port",
+        "Xn--a00AA.A:1",
         "a%2Fb:1",
         "host:0",
         "host:99999",

@@ -92,9 +92,12 @@ fn path_id_rule(schema: &mut Object, rule: fn(&str) -> Result<(), String>) {
 /// - an IPv6 address in brackets (RFC 4291 §2.2 forms 1 and 2, hexadecimal);
 ///
 /// then `:` and a port from 1 to 65535 without leading zeros. Each is a form that
-/// [`crate::domain::destination::Destination::parse`] accepts; it also accepts other
-/// spellings (an internationalised name, an IPv4-embedding IPv6 address) that the
-/// listing shows in one of these forms (IDNA-encoded).
+/// [`crate::domain::destination::Destination::parse`] accepts, but for one rule no
+/// pattern can state: a label that begins with the ACE prefix `xn--` (any case) must be
+/// valid Punycode (RFC 3492, IDNA 2008 RFC 5891 §4.4), else the server answers 422
+/// naming the destination. The server also accepts other spellings (an
+/// internationalised name, an IPv4-embedding IPv6 address) that the listing shows in
+/// one of these forms (IDNA-encoded).
 pub fn destination_pattern() -> String {
     let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
     let last_label = "[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
