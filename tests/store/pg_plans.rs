@@ -65,3 +65,129 @@ async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() 
         .count();
     assert_eq!(probes, 2, "held, then updated, by primary key: {plan:#?}");
 }
+
+/// The nodes of `statement`'s generic plan, prepared with parameter `types` (a comma
+/// list, e.g. `bigint, text[]`), on the database at `url`.
+async fn generic_plan_of(url: &str, types: &str, statement: &str) -> Vec<String> {
+    let mut db = PgConnection::connect(url).await.expect("connect");
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut db)
+        .await
+        .expect("set");
+    let prepare = format!("PREPARE plan_of({types}) AS {statement}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut db)
+        .await
+        .unwrap_or_else(|e| panic!("prepare {statement}: {e}"));
+    let values: Vec<&str> = types
+        .split(',')
+        .map(|t| match t.trim() {
+            "bigint" => "0",
+            "text" => "'a'",
+            "text[]" => "'{a}'",
+            "bigint[]" => "'{1}'",
+            "jsonb" => "'{}'",
+            other => panic!("no sample value of type {other}"),
+        })
+        .collect();
+    let explain = format!("EXPLAIN (COSTS OFF) EXECUTE plan_of({})", values.join(", "));
+    let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(explain))
+        .fetch_all(&mut db)
+        .await
+        .expect("explain");
+    rows.into_iter()
+        .map(|(line,)| line.trim().trim_start_matches("->").trim().to_owned())
+        .collect()
+}
+
+/// Each read of `index` in `plan`, with the condition it reads the index by (empty when
+/// it reads the index whole).
+fn reads_of<'a>(plan: &'a [String], index: &str) -> Vec<&'a str> {
+    let using = format!(" using {index} on ");
+    plan.iter()
+        .enumerate()
+        .filter(|(_, line)| line.contains(&using))
+        .map(|(at, _)| {
+            plan[at + 1..]
+                .iter()
+                .take_while(|l| !l.contains(" on ") && !l.starts_with("SubPlan"))
+                .find_map(|l| l.strip_prefix("Index Cond: "))
+                .unwrap_or("")
+        })
+        .collect()
+}
+
+/// On a new database every in-flight index costs the planner the same and it takes the
+/// newest that applies: before migration 0018 the claim counted each subscriber's open
+/// requests on `jobs_in_flight_destination` by its second column, reading every open
+/// request once per subscriber (100–190 ms a claim in issue #33's incident), and kept
+/// that plan for the connection's life. Each count now has an index only it can use.
+#[tokio::test]
+async fn open_requests_are_counted_on_the_index_of_what_they_count() {
+    let Some(database) = crate::pg::TestDatabase::create().await else {
+        return;
+    };
+    deferhook::store::open(&database.url)
+        .await
+        .expect("migrate");
+    for (name, types, statement) in deferhook::store::postgres::IN_FLIGHT_READS {
+        let plan = generic_plan_of(&database.url, types, statement).await;
+        for condition in reads_of(&plan, "jobs_in_flight_destination") {
+            assert!(
+                condition
+                    .trim_start_matches('(')
+                    .starts_with("destination = "),
+                "{name}: a destination's index is read by destination: {plan:#?}"
+            );
+        }
+        // The gauges read every pending job (the oldest, those past the objective).
+        let hot = name.starts_with("claim") || name.starts_with("next wake-up");
+        for condition in reads_of(&plan, "jobs_subscriber_due")
+            .into_iter()
+            .filter(|_| hot)
+        {
+            assert!(
+                condition
+                    .trim_start_matches('(')
+                    .starts_with("subscriber_id = "),
+                "{name}: the due jobs are read per subscriber: {plan:#?}"
+            );
+        }
+        // Elsewhere a read of every in-flight row goes by `due_at` on it: as many rows
+        // as requests are open.
+        if name.starts_with("claim") {
+            for condition in reads_of(&plan, "jobs_in_flight_subscriber") {
+                assert!(
+                    condition
+                        .trim_start_matches('(')
+                        .starts_with("subscriber_id = "),
+                    "{name}: a subscriber's count reads its own entries: {plan:#?}"
+                );
+            }
+        }
+    }
+    let (_, types, lock) = deferhook::store::postgres::IN_FLIGHT_READS[0];
+    let plan = generic_plan_of(&database.url, types, lock).await;
+    assert_eq!(
+        reads_of(&plan, "jobs_in_flight_subscriber"),
+        ["((subscriber_id = c.id) AND (due_at > $1))"],
+        "{plan:#?}"
+    );
+
+    // The indexes as migration 0006 made them: the claim's count goes astray (else
+    // this test proves nothing).
+    sqlx::raw_sql(
+        "DROP INDEX jobs_in_flight_destination; \
+         CREATE INDEX jobs_in_flight_destination ON jobs (destination, due_at) \
+         WHERE state = 'in_flight'",
+    )
+    .execute(&mut PgConnection::connect(&database.url).await.expect("connect"))
+    .await
+    .expect("old index");
+    let plan = generic_plan_of(&database.url, types, lock).await;
+    assert_eq!(
+        reads_of(&plan, "jobs_in_flight_destination"),
+        ["(due_at > $1)"],
+        "{plan:#?}"
+    );
+}

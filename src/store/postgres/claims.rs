@@ -32,7 +32,7 @@ use crate::store::{Sealer, StoreError};
 /// subscriber costs a few index probes (its oldest due job from `jobs_subscriber_due`,
 /// its open leases, its endpoint circuit, and its last second of attempts only when it
 /// has a rate limit), whatever the backlog.
-const LOCK_SUBSCRIBERS: &str = "\
+pub(super) const LOCK_SUBSCRIBERS: &str = "\
     SELECT s.id FROM subscribers s JOIN ( \
       SELECT f.id, f.room, f.oldest, ROW_NUMBER() OVER (PARTITION BY f.destination \
         ORDER BY f.open, f.long_running, f.health, f.oldest, f.id) AS rank \
@@ -96,7 +96,7 @@ const LOCK_SUBSCRIBERS: &str = "\
 /// statement's snapshot against the conditions on the locked table only, so without
 /// them a job cancelled (or rescheduled, or claimed) in that instant was taken anyway
 /// and its cancel's 200 followed by a delivery (found by the chaos soak, seed 1802).
-const CLAIM: &str = "\
+pub(super) const CLAIM: &str = "\
     WITH load AS MATERIALIZED ( \
       SELECT s.id, s.destination, s.max_in_flight, s.rate_limit_per_second AS rate, \
         COALESCE(e.long_running, false) AS long_running, \

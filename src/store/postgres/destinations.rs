@@ -14,7 +14,7 @@ impl DestinationStatements for PgPool {
          ORDER BY id LIMIT 1000";
     const ASSIGN_IN_FLIGHT: &'static str = "UPDATE jobs SET destination = \
         (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id) \
-        WHERE state = 'in_flight' AND destination IS NULL";
+        WHERE state = 'in_flight' AND subscriber_id IS NOT NULL AND destination IS NULL";
     const VIEW: &'static str = "SELECT d.*, \
         (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
          AND o.due_at > $2) AS in_flight, \
@@ -51,6 +51,11 @@ impl DestinationStatements for PgPool {
 /// endpoint had a result there since `$2`, read without holding them (the next
 /// wake-up's read).
 ///
+/// The requests open for long-running endpoints are read on the destination's index,
+/// each checked against its endpoint by one probe (`OFFSET 0`): joined, the join's
+/// condition on `subscriber_id` let a generic plan read them on the subscriber's index
+/// by `due_at` alone (docs/DESIGN.md §3.6).
+///
 /// Here, in [`HOLD_DUE`] and in the next wake-up's read, `OFFSET 0` keeps each
 /// subscriber's `EXISTS` one probe of `jobs_subscriber_due`: turned into a semi-join,
 /// a generic plan made while `jobs` was small read every pending job on each run (37
@@ -60,9 +65,10 @@ pub(super) const DUE: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
      AND o.due_at > $1) AS in_flight, \
     0::BIGINT AS subscribers, \
-    (SELECT COUNT(*) FROM jobs o JOIN endpoint_circuits e ON e.subscriber_id = o.subscriber_id \
-     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > $1 \
-       AND e.long_running) AS long_in_flight, \
+    (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+       AND o.due_at > $1 AND EXISTS (SELECT 1 FROM endpoint_circuits e \
+         WHERE e.subscriber_id = o.subscriber_id AND e.long_running OFFSET 0)) \
+     AS long_in_flight, \
     EXISTS (SELECT 1 FROM subscribers q JOIN endpoint_circuits e ON e.subscriber_id = q.id \
      WHERE q.destination = d.key AND NOT e.long_running AND e.last_result_at > $2) \
      AS quick_active \
@@ -90,9 +96,10 @@ pub(super) const HELD_LOADS: &str = "SELECT d.*, \
     (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
      AND o.due_at > $1) AS in_flight, \
     0::BIGINT AS subscribers, \
-    (SELECT COUNT(*) FROM jobs o JOIN endpoint_circuits e ON e.subscriber_id = o.subscriber_id \
-     WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > $1 \
-       AND e.long_running) AS long_in_flight, \
+    (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
+       AND o.due_at > $1 AND EXISTS (SELECT 1 FROM endpoint_circuits e \
+         WHERE e.subscriber_id = o.subscriber_id AND e.long_running OFFSET 0)) \
+     AS long_in_flight, \
     EXISTS (SELECT 1 FROM subscribers q JOIN endpoint_circuits e ON e.subscriber_id = q.id \
      WHERE q.destination = d.key AND NOT e.long_running AND e.last_result_at > $3) \
      AS quick_active \

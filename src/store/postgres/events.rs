@@ -9,10 +9,11 @@ use sqlx::PgPool;
 /// its own, so each can use its index (`jobs_state`, `jobs_in_flight_subscriber`,
 /// `jobs_dead_at`, `jobs_due`); each affected event's counts are read on
 /// `jobs_event_id`.
-const AFFECTED: &str = "WITH affected_jobs AS ( \
+pub(super) const AFFECTED: &str = "WITH affected_jobs AS ( \
       SELECT event_id FROM jobs WHERE state = 'retrying' \
       UNION ALL \
-      SELECT event_id FROM jobs WHERE state = 'in_flight' AND due_at <= $1 \
+      SELECT event_id FROM jobs WHERE state = 'in_flight' AND subscriber_id IS NOT NULL \
+        AND due_at <= $1 \
       UNION ALL \
       SELECT event_id FROM jobs WHERE state = 'dead' AND dead_at >= $2 \
         AND dead_reason <> 'subscriber_deleted' \

@@ -11,7 +11,7 @@ use crate::store::figures::FigureStatements;
 
 /// The soonest moment a worker has something to do at `$1`; the same rules as the
 /// SQLite store (see there), its candidates combined with `LEAST`.
-const NEXT_WAKE: &str = "SELECT LEAST( \
+pub(super) const NEXT_WAKE: &str = "SELECT LEAST( \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
                 WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $1) \
@@ -46,7 +46,8 @@ const NEXT_WAKE: &str = "SELECT LEAST( \
               AND j.state IN ('scheduled', 'retrying') AND j.due_at > $1 \
               AND EXISTS (SELECT 1 FROM subscribers s WHERE s.id = j.subscriber_id AND s.enabled) \
             ORDER BY j.due_at LIMIT 1), \
-           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight' AND due_at > $1), \
+           (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight' \
+              AND subscriber_id IS NOT NULL AND due_at > $1), \
            (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
          ) AS next";
 
@@ -60,14 +61,15 @@ const DEAD_REASON_COUNTS_ALL: &str = "SELECT dead_reason AS reason, COUNT(*) AS 
 /// The gauges at `$1` other than the counts; `$2` is `$1` minus the objective.
 /// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
 /// `retrying` (docs/DESIGN.md §2.2).
-const GAUGES: &str = "SELECT \
+pub(super) const GAUGES: &str = "SELECT \
            (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
              WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
              AND s.enabled) AS oldest_eligible, \
            (SELECT MIN(deliver_at) FROM ( \
              SELECT deliver_at FROM jobs WHERE state = 'retrying' \
              UNION ALL SELECT deliver_at FROM jobs \
-             WHERE state = 'in_flight' AND due_at <= $1) AS r) AS oldest_retrying, \
+             WHERE state = 'in_flight' AND subscriber_id IS NOT NULL AND due_at <= $1) AS r) \
+             AS oldest_retrying, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
              AND deliver_at <= $2) AS past_slo, \
            (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
@@ -91,8 +93,8 @@ const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
          WHERE s.id = $1 AND s.deleted_at IS NULL";
 
 /// Jobs `in_flight` whose lease has expired at `$1` (read as `retrying`).
-const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \
-    WHERE state = 'in_flight' AND due_at <= $1";
+pub(super) const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \
+    WHERE state = 'in_flight' AND subscriber_id IS NOT NULL AND due_at <= $1";
 
 /// Jobs of subscriber `$1` `in_flight` whose lease has expired at `$2`.
 const EXPIRED_LEASES: &str = "SELECT COUNT(*) AS n FROM jobs \
@@ -135,7 +137,8 @@ impl FigureStatements for PgPool {
          AND o.due_at > $1) AS in_flight, \
         0::BIGINT AS subscribers FROM destinations d \
         WHERE d.paused OR d.circuit <> 'closed' OR d.forced_circuit IS NOT NULL \
-          OR d.key IN (SELECT destination FROM jobs WHERE state = 'in_flight' AND due_at > $1)";
+          OR d.key IN (SELECT destination FROM jobs WHERE state = 'in_flight' \
+            AND destination IS NOT NULL AND due_at > $1)";
     const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
     const DEAD_REASON_COUNTS_ALL: &'static str = DEAD_REASON_COUNTS_ALL;
     const EXPIRED_LEASES_ALL: &'static str = EXPIRED_LEASES_ALL;

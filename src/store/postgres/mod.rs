@@ -15,6 +15,11 @@
 //!
 //! Each file holds one subject's statements, as constants in PostgreSQL's dialect;
 //! the SQLite store has the same files.
+//!
+//! In-flight rows are read on two partial indexes that only their own reads can use
+//! (docs/DESIGN.md §3.6): `jobs_in_flight_subscriber` (a statement names
+//! `subscriber_id`, by `=` or by `IS NOT NULL`, always true, when it reads every
+//! in-flight row) and `jobs_in_flight_destination` (a statement names `destination`).
 
 mod attempts;
 mod audit;
@@ -42,6 +47,44 @@ mod sessions;
 mod subscribers;
 mod sweep;
 mod throughput;
+
+/// The statements that read in-flight rows on the delivery path and in the figures,
+/// with their parameter types as bound: `(name, parameter types, statement)`.
+/// `tests/store/pg_plans.rs` pins their generic plans on a new database: each counts a
+/// subscriber's open requests on `jobs_in_flight_subscriber` and a destination's on
+/// `jobs_in_flight_destination`, never one on the other's index.
+#[doc(hidden)]
+pub const IN_FLIGHT_READS: &[(&str, &str, &str)] = &[
+    (
+        "claim: lock subscribers",
+        "bigint, bigint, text[], bigint[], bigint[]",
+        claims::LOCK_SUBSCRIBERS,
+    ),
+    (
+        "claim",
+        "bigint, bigint, text, bigint, text, text[], text[], bigint[], bigint[]",
+        claims::CLAIM,
+    ),
+    (
+        "claim: held loads",
+        "bigint, text[], bigint",
+        destinations::HELD_LOADS,
+    ),
+    (
+        "next wake-up: due destinations",
+        "bigint, bigint",
+        destinations::DUE,
+    ),
+    ("next wake-up", "bigint, jsonb", figures::NEXT_WAKE),
+    ("gauges", "bigint, bigint", figures::GAUGES),
+    ("expired leases", "bigint", figures::EXPIRED_LEASES_ALL),
+    ("deadline sweep", "bigint, bigint", sweep::OVERDUE),
+    (
+        "affected events",
+        "bigint, bigint, text, text, bigint",
+        events::AFFECTED,
+    ),
+];
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,7 @@ use crate::store::records::ExpiredJobs;
 use crate::store::sweep::{self, SweepStatements};
 
 /// The jobs a sweep at `$1` moves, at most `$2`, deadline first.
-const OVERDUE: &str = "SELECT j.id, j.state, j.deadline <= $1 AS past_deadline, \
+pub(super) const OVERDUE: &str = "SELECT j.id, j.state, j.deadline <= $1 AS past_deadline, \
     (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts) AS used_up, \
     CASE WHEN NOT s.enabled THEN 'subscriber_paused' \
       ELSE (SELECT CASE WHEN dd.paused THEN 'destination_paused' \
@@ -19,7 +19,8 @@ const OVERDUE: &str = "SELECT j.id, j.state, j.deadline <= $1 AS past_deadline, 
             FROM destinations dd WHERE dd.key = s.destination) END AS waited_on \
     FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
     WHERE (j.state IN ('scheduled', 'retrying') AND j.deadline <= $1) \
-    OR (j.state = 'in_flight' AND j.due_at <= $1 AND (j.deadline <= $1 OR NOT s.enabled \
+    OR (j.state = 'in_flight' AND j.subscriber_id IS NOT NULL AND j.due_at <= $1 \
+      AND (j.deadline <= $1 OR NOT s.enabled \
         OR (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts) \
         OR EXISTS (SELECT 1 FROM destinations dd WHERE dd.key = j.destination \
                    AND (dd.paused OR dd.forced_circuit = 'open' \
