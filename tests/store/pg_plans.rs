@@ -130,7 +130,7 @@ async fn open_requests_are_counted_on_the_index_of_what_they_count() {
     deferhook::store::open(&database.url)
         .await
         .expect("migrate");
-    for (name, types, statement) in deferhook::store::postgres::IN_FLIGHT_READS {
+    for (name, types, statement) in deferhook::store::postgres::PINNED_READS {
         let plan = generic_plan_of(&database.url, types, statement).await;
         for condition in reads_of(&plan, "jobs_in_flight_destination") {
             assert!(
@@ -166,7 +166,18 @@ async fn open_requests_are_counted_on_the_index_of_what_they_count() {
             }
         }
     }
-    let (_, types, lock) = deferhook::store::postgres::IN_FLIGHT_READS[0];
+    for (name, types, statement) in deferhook::store::postgres::PINNED_READS {
+        if name.contains("due destinations") {
+            let plan = generic_plan_of(&database.url, types, statement).await;
+            assert_eq!(
+                reads_of(&plan, "subscribers_destination"),
+                ["(destination = d.key)"],
+                "{name}: a destination's subscribers are probed until one has due work: \
+                 {plan:#?}"
+            );
+        }
+    }
+    let (_, types, lock) = deferhook::store::postgres::PINNED_READS[0];
     let plan = generic_plan_of(&database.url, types, lock).await;
     assert_eq!(
         reads_of(&plan, "jobs_in_flight_subscriber"),

@@ -56,6 +56,11 @@ impl DestinationStatements for PgPool {
 /// condition on `subscriber_id` let a generic plan read them on the subscriber's index
 /// by `due_at` alone (docs/DESIGN.md §3.6).
 ///
+/// A destination's due work is found at its first subscriber with due work
+/// (`subscribers_destination`; the outer `OFFSET 0` keeps that a probe per
+/// destination): in a fan-out a claim reads a probe or two per destination instead of
+/// every enabled subscriber's due work (1,700–2,000 per claim in issue #14's shape).
+///
 /// Here, in [`HOLD_DUE`] and in the next wake-up's read, `OFFSET 0` keeps each
 /// subscriber's `EXISTS` one probe of `jobs_subscriber_due`: turned into a semi-join,
 /// a generic plan made while `jobs` was small read every pending job on each run (37
@@ -72,20 +77,20 @@ pub(super) const DUE: &str = "SELECT d.*, \
     EXISTS (SELECT 1 FROM subscribers q JOIN endpoint_circuits e ON e.subscriber_id = q.id \
      WHERE q.destination = d.key AND NOT e.long_running AND e.last_result_at > $2) \
      AS quick_active \
-    FROM destinations d WHERE d.key IN ( \
-      SELECT s.destination FROM subscribers s WHERE s.enabled AND EXISTS ( \
+    FROM destinations d WHERE EXISTS ( \
+      SELECT 1 FROM subscribers s WHERE s.destination = d.key AND s.enabled AND EXISTS ( \
         SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-          AND j.deadline > $1 OFFSET 0))";
+          AND j.deadline > $1 OFFSET 0) OFFSET 0)";
 
 /// Holds (`FOR NO KEY UPDATE SKIP LOCKED`) the destinations with due work at `$1`: a
 /// destination held by another claim is skipped this time, so two instances never
 /// count its open requests at once.
-pub(super) const HOLD_DUE: &str = "SELECT d.key FROM destinations d WHERE d.key IN ( \
-      SELECT s.destination FROM subscribers s WHERE s.enabled AND EXISTS ( \
+pub(super) const HOLD_DUE: &str = "SELECT d.key FROM destinations d WHERE EXISTS ( \
+      SELECT 1 FROM subscribers s WHERE s.destination = d.key AND s.enabled AND EXISTS ( \
         SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-          AND j.deadline > $1 OFFSET 0)) \
+          AND j.deadline > $1 OFFSET 0) OFFSET 0) \
     ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED";
 
 /// Destinations `$2` (keys) with their requests open at `$1`, those for

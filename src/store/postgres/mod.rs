@@ -48,13 +48,14 @@ mod subscribers;
 mod sweep;
 mod throughput;
 
-/// The statements that read in-flight rows on the delivery path and in the figures,
-/// with their parameter types as bound: `(name, parameter types, statement)`.
-/// `tests/store/pg_plans.rs` pins their generic plans on a new database: each counts a
-/// subscriber's open requests on `jobs_in_flight_subscriber` and a destination's on
-/// `jobs_in_flight_destination`, never one on the other's index.
+/// The statements of the claim, the next wake-up and the figures that read in-flight or
+/// due rows, with their parameter types as bound: `(name, parameter types,
+/// statement)`. `tests/store/pg_plans.rs` pins their generic plans on a new database:
+/// each counts a subscriber's open requests on `jobs_in_flight_subscriber` and a
+/// destination's on `jobs_in_flight_destination`, never one on the other's index, and
+/// finds a destination's due work from its subscribers (`subscribers_destination`).
 #[doc(hidden)]
-pub const IN_FLIGHT_READS: &[(&str, &str, &str)] = &[
+pub const PINNED_READS: &[(&str, &str, &str)] = &[
     (
         "claim: lock subscribers",
         "bigint, bigint, text[], bigint[], bigint[]",
@@ -64,6 +65,11 @@ pub const IN_FLIGHT_READS: &[(&str, &str, &str)] = &[
         "claim",
         "bigint, bigint, text, bigint, text, text[], text[], bigint[], bigint[]",
         claims::CLAIM,
+    ),
+    (
+        "claim: hold due destinations",
+        "bigint",
+        destinations::HOLD_DUE,
     ),
     (
         "claim: held loads",

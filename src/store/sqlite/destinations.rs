@@ -50,7 +50,9 @@ impl DestinationStatements for Pools {
 /// The destinations with due work at `?1` (of enabled subscribers), each with its
 /// requests open at `?1`, those of them for long-running endpoints, and whether a
 /// quick endpoint had a result there since `?2` ([`LoadedRow`]): a claim's first read,
-/// and the next wake-up's.
+/// and the next wake-up's. A destination's due work is found at its first subscriber
+/// with due work (`subscribers_destination`), so in a fan-out a claim reads a probe or
+/// two per destination instead of every enabled subscriber's due work.
 ///
 /// [`LoadedRow`]: crate::store::destinations::LoadedRow
 pub(super) const DUE: &str = "SELECT d.*, \
@@ -65,8 +67,9 @@ pub(super) const DUE: &str = "SELECT d.*, \
      JOIN endpoint_circuits e ON e.subscriber_id = q.id \
      WHERE q.destination = d.key AND e.long_running = 0 AND e.last_result_at > ?2) \
      AS quick_active \
-    FROM destinations d WHERE d.key IN ( \
-      SELECT s.destination FROM subscribers s WHERE s.enabled = 1 AND EXISTS ( \
+    FROM destinations d WHERE EXISTS ( \
+      SELECT 1 FROM subscribers s INDEXED BY subscribers_destination \
+      WHERE s.destination = d.key AND s.enabled = 1 AND EXISTS ( \
         SELECT 1 FROM jobs j INDEXED BY jobs_subscriber_due WHERE j.subscriber_id = s.id \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
           AND j.deadline > ?1))";
