@@ -32,8 +32,10 @@ use crate::domain::replay_plan::ReplayLimits;
 use crate::domain::target::TargetPolicy;
 use crate::store::{MAX_REPLAY_JOBS, Sealer};
 
-/// Most jobs one claim takes.
-const CLAIM_BATCH: u32 = 100;
+/// Most jobs one claim takes (docs/DESIGN.md §3.1): a claim's cost is mostly reading
+/// the subscribers with due work and ranking their candidates, whatever it takes, so a
+/// backlog drains in fewer, larger claims.
+const CLAIM_BATCH: u32 = 400;
 /// The longest a worker sleeps without looking for due jobs; wake-ups on insert and at
 /// the next due time make it rarely matter.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
