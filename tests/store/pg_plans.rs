@@ -23,14 +23,21 @@ async fn generic_plan(url: &str, statement: &str) -> Vec<String> {
     generic_plan_of(url, "text", statement).await
 }
 
-#[tokio::test]
-async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() {
-    let Some(database) = crate::pg::TestDatabase::create().await else {
-        return;
-    };
+/// A new database with deferhook's schema and nothing in it (never analysed), or
+/// `None` without PostgreSQL.
+async fn new_database() -> Option<crate::pg::TestDatabase> {
+    let database = crate::pg::TestDatabase::create().await?;
     deferhook::store::open(&database.url)
         .await
         .expect("migrate");
+    Some(database)
+}
+
+#[tokio::test]
+async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() {
+    let Some(database) = new_database().await else {
+        return;
+    };
     let joined = generic_plan(&database.url, JOINED).await;
     assert!(
         joined.iter().any(|l| l.starts_with("Seq Scan on attempts")),
@@ -107,12 +114,9 @@ fn reads_of<'a>(plan: &'a [String], index: &str) -> Vec<&'a str> {
 /// that plan for the connection's life. Each count now has an index only it can use.
 #[tokio::test]
 async fn open_requests_are_counted_on_the_index_of_what_they_count() {
-    let Some(database) = crate::pg::TestDatabase::create().await else {
+    let Some(database) = new_database().await else {
         return;
     };
-    deferhook::store::open(&database.url)
-        .await
-        .expect("migrate");
     for (name, types, statement) in deferhook::store::postgres::PINNED_READS {
         let plan = generic_plan_of(&database.url, types, statement).await;
         for condition in reads_of(&plan, "jobs_in_flight_destination") {
