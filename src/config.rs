@@ -206,7 +206,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_ENDPOINT_FAILURE_PERCENT", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub endpoint_failure_percent: u32,
-    /// An endpoint whose typical attempt takes at least this long, in milliseconds, is
+    /// An endpoint whose typical attempt takes at least this long, in milliseconds, or
+    /// one of whose attempts has been open this long without an answer, is
     /// long-running: together such endpoints hold at most half of a destination's
     /// places while quick ones use it too.
     #[arg(long, env = "DEFERHOOK_LONG_ATTEMPT_MS", default_value_t = 1_000,
@@ -408,6 +409,7 @@ impl ServeArgs {
             claim_batch: CLAIM_BATCH,
             poll_interval: POLL_INTERVAL,
             shutdown_grace: self.shutdown_grace(),
+            long_attempt: Duration::from_millis(self.long_attempt_ms),
             target_policy: self.target_policy(),
             resolver: Resolver::system(),
         }

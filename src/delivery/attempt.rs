@@ -138,8 +138,10 @@ pub async fn execute(
                 timeout,
             };
             let margin = lease_margin_ms(ctx.settings.lease_ms);
+            let long = note_when_long(ctx, &job.subscriber_id, timeout);
             tokio::select! {
                 received = ctx.sender.send(&outgoing) => Ok(received),
+                never = long => match never {},
                 () = lost.cancelled() => Err(Interrupted::LeaseLost),
                 () = ctx.leases.until_expiry(job.job_id, ctx.clock.as_ref(), margin) => {
                     tracing::warn!(job_id = %job.job_id,
@@ -247,6 +249,33 @@ pub async fn execute(
             pause_subscriber,
         },
     })
+}
+
+/// Once the attempt has been open for `--long-attempt-ms` (when its `timeout` lets it
+/// last that long), notes its subscriber's endpoint as long-running in the store, in a
+/// task of its own so the attempt never waits on the write; then waits forever (the
+/// attempt's other branches end it). The evidence comes from here, not from the claim:
+/// the time from claim to a recorded outcome includes the outcome's commit, which under
+/// load made quick endpoints look long-running (docs/DESIGN.md §15.2).
+async fn note_when_long(
+    ctx: &AttemptContext,
+    subscriber_id: &str,
+    timeout: Duration,
+) -> std::convert::Infallible {
+    let after = ctx.settings.long_attempt;
+    if timeout > after {
+        tokio::time::sleep(after).await;
+        let store = ctx.store.clone();
+        let now = ctx.clock.now();
+        let subscriber_id = subscriber_id.to_owned();
+        tokio::spawn(async move {
+            if let Err(error) = store.note_long_attempt(&subscriber_id, now).await {
+                tracing::warn!(%subscriber_id, %error,
+                    "cannot mark the endpoint long-running; its next result will");
+            }
+        });
+    }
+    std::future::pending().await
 }
 
 fn unknown(reason: &str) -> (AttemptResult, JobEvent) {

@@ -29,6 +29,9 @@ pub struct DeliverySettings {
     /// On shutdown, how long running attempts may finish before their leases are
     /// released.
     pub shutdown_grace: Duration,
+    /// An attempt open this long without an answer marks its endpoint long-running
+    /// (`--long-attempt-ms`; docs/DESIGN.md §15.2).
+    pub long_attempt: Duration,
     /// Which addresses attempts may connect to (`--allow-private-targets`,
     /// `--allow-target-cidr`).
     pub target_policy: Arc<TargetPolicy>,

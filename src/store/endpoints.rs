@@ -6,7 +6,9 @@
 //! closed breaker with an empty window. Claims read the rows (never lock them): an
 //! open breaker or the receiver's back-pressure holds the subscriber's due jobs, a
 //! half-open one lets one probe go when none of its attempts is open, and
-//! `long_running` feeds the time-fair share of its destination's places (§15.2).
+//! `long_running` feeds the time-fair share of its destination's places (§15.2): set
+//! from the typical duration by each result, and by the worker as soon as an attempt
+//! has been open for `--long-attempt-ms` ([`mark_long_running`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +20,7 @@ use crate::domain::endpoint::{
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::Query;
+use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
 use crate::store::records::OutcomeRecord;
 use crate::store::transactions::Transactions;
 
@@ -109,6 +112,65 @@ pub(crate) trait EndpointStatements: Transactions {
     /// Writes each row of `$1`, a JSON array of objects with every column of
     /// [`EndpointRow`] (`long_running` as a boolean).
     const WRITE: &'static str;
+    /// Marks the endpoints of subscribers `$1` (a JSON array of ids) long-running at
+    /// `$2`, creating the rows of those with none; a subscriber deleted (or unknown)
+    /// gets none (PostgreSQL: rows held in ascending id order, the order an outcome
+    /// group holds them in).
+    const MARK_LONG: &'static str;
+}
+
+/// Most subscribers marked long-running in one write.
+pub const MAX_LONG_ATTEMPT_GROUP: usize = 512;
+
+/// Marks the endpoints of `subscribers` long-running in one write at `now`: each has an
+/// attempt open for at least `--long-attempt-ms` without an answer (the worker's
+/// evidence, §15.2), so its requests count against the share of its destination's
+/// places long-running endpoints may hold from now on, not from its first result (a
+/// new slow endpoint counted as quick until its first timeout, and took every place of
+/// a shared host meanwhile: issue #33). Its next result sets the flag again from its
+/// typical duration. One statement whatever the number.
+pub(crate) async fn mark_long_running<S: EndpointStatements>(
+    db: &S,
+    subscribers: BTreeSet<String>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    if subscribers.is_empty() {
+        return Ok(());
+    }
+    let ids = serde_json::to_string(&subscribers).map_err(internal)?;
+    let query = Query::new(S::MARK_LONG).text(ids).int(now.as_millis());
+    db.write_alone(query).await?;
+    Ok(())
+}
+
+/// Starts the group commit of `db`'s long attempts ([`mark_long_running`]): the notes
+/// that arrive while a write runs share the next one (at most
+/// [`MAX_LONG_ATTEMPT_GROUP`]), one write at a time, at the latest `now` among them.
+pub(crate) fn spawn_long_attempts<S: EndpointStatements>(
+    db: S,
+) -> GroupCommit<(String, Timestamp), ()> {
+    let limits = GroupLimits {
+        max_weight: MAX_LONG_ATTEMPT_GROUP,
+        parallel: 1,
+    };
+    GroupCommit::spawn(
+        limits,
+        |_| 1,
+        move |group: Vec<(String, Timestamp)>| {
+            let db = db.clone();
+            async move {
+                let size = group.len();
+                let Some(now) = group.iter().map(|(_, now)| *now).max() else {
+                    return Vec::new();
+                };
+                let subscribers = group.into_iter().map(|(id, _)| id).collect();
+                match mark_long_running(&db, subscribers, now).await {
+                    Ok(()) => (0..size).map(|_| Ok(())).collect(),
+                    Err(error) => (0..size).map(|_| Err(same_kind(&error))).collect(),
+                }
+            }
+        },
+    )
 }
 
 /// Applies the results of `records` at `now` to their subscribers' endpoint breakers in

@@ -221,6 +221,18 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Fenced, StoreError>;
 
+    /// Notes that an attempt of `subscriber_id` has been open for `--long-attempt-ms`
+    /// without an answer, at `now`: its endpoint counts as long-running from then on
+    /// (docs/DESIGN.md §15.2), until its next result sets that from its typical
+    /// duration again. Group-committed with the notes made meanwhile (at most 512
+    /// subscribers in one write, one write at a time). A subscriber deleted since
+    /// costs nothing.
+    async fn note_long_attempt(
+        &self,
+        subscriber_id: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
     /// The wake-ups of this instance's worker: the store wakes it when a job it
     /// creates is due before the worker would wake, and when a replay is created; the
     /// API uses it too (a job made due, a subscriber resumed, a destination changed;

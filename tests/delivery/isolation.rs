@@ -191,9 +191,80 @@ async fn fan_out_to_2000_with_300_slow_subscribers(db: Db) {
     );
 }
 
+/// Waits (bounded by `within`) until `receiver` has `n` requests open.
+async fn open_requests(receiver: &Receiver, n: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    while receiver.open_now() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} requests open, not {n}",
+            receiver.open_now()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue #33: a new slow endpoint on a shared host holds at most the long-running
+/// share of its places before its first result. `/slow` holds every request until the
+/// end of the test, `/quick` answers at once, both on one receiver (one destination,
+/// limit 4), `--long-attempt-ms 200`. quick is delivered first; one slow job goes out
+/// and stays open: the worker marks slow long-running 200 ms in (a second is left for
+/// that small write). Six more slow jobs then find one place (half of 4, one held
+/// already), not three, and quick's next job still goes at once.
+async fn a_new_slow_endpoint_is_capped_before_its_first_result(db: Db) {
+    let receiver = Receiver::ok().await;
+    receiver.reply_on("/slow", Reply::status(200).held());
+    let app = instance(db)
+        .flags(&["--long-attempt-ms", "200"])
+        .flags(&["--attempt-timeout-ms", "30000", "--lease-ms", "60000"])
+        .system_clock()
+        .running_worker()
+        .start()
+        .await;
+    app.put_subscriber("quick", &json!({ "url": receiver.url("/quick") }))
+        .await;
+    let slow = json!({ "url": receiver.url("/slow"), "max_in_flight": 16 });
+    app.put_subscriber("slow", &slow).await;
+    let host = format!("/v1/destinations/127.0.0.1:{}", receiver.addr.port());
+    let four = app.put_json(&host, &json!({ "max_in_flight": 4 })).await;
+    assert_eq!(four.status, 200, "{}", four.text);
+
+    app.job("quick", "q-0", json!({})).await;
+    receiver.wait_for(1, Duration::from_secs(10)).await;
+    app.job("slow", "s-0", json!({})).await;
+    open_requests(&receiver, 1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for n in 1..=6 {
+        app.job("slow", &format!("s-{n}"), json!({})).await;
+    }
+    open_requests(&receiver, 2, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        receiver.open_now(),
+        2,
+        "slow took more than the long-running share (without the mark: 4)"
+    );
+    app.job("quick", "q-1", json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let quick = || {
+        receiver
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/quick")
+            .count()
+    };
+    while quick() < 2 {
+        assert!(Instant::now() < deadline, "quick's second job waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(receiver.open_now(), 2, "still one place for slow's six");
+    receiver.release();
+}
+
 crate::on_both_backends!(
     c09_one_slow_subscriber_never_delays_another,
     fan_out_to_2000_with_300_slow_subscribers,
+    a_new_slow_endpoint_is_capped_before_its_first_result,
 );
 
 /// `rate_limit_per_second = 5` holds within ±1 in every 1 s window, across two

@@ -172,6 +172,10 @@ impl Store for Outage {
         self.check()?;
         self.inner.record_outcome(record, now).await
     }
+    async fn note_long_attempt(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.note_long_attempt(id, now).await
+    }
     fn wake(&self) -> Arc<Wake> {
         self.inner.wake()
     }

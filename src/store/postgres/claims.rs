@@ -23,7 +23,8 @@ use crate::store::{Sealer, StoreError};
 /// how many of those long-running endpoints may take): within each destination in the
 /// order of the time-fair share (fewest open requests first, then quick before
 /// long-running, healthy before failing, oldest due), never more of them than its
-/// room and never more long-running ones than their room; round-robin across
+/// room and never more long-running ones than their room (none of theirs is read when
+/// that room is 0); round-robin across
 /// destinations, the destination with more room first. So a destination with an old
 /// backlog and little room cannot fill a claim's `$2` places with subscribers it may
 /// not use, and when places are scarce the least busy destination goes first. Holding
@@ -61,6 +62,7 @@ pub(super) const LOCK_SUBSCRIBERS: &str = "\
               AND o.state = 'in_flight' AND o.due_at > $1 \
           ) o \
           WHERE c.enabled AND c.max_in_flight > o.open \
+            AND (NOT COALESCE(e.long_running, false) OR a.long_room > 0) \
             AND (e.hold_until IS NULL OR e.hold_until <= $1) \
             AND (e.circuit IS NULL OR e.circuit = 'closed' OR (e.retry_at <= $1 AND o.open = 0)) \
             AND CASE WHEN c.rate_limit_per_second IS NULL THEN true ELSE ( \

@@ -34,4 +34,11 @@ impl EndpointStatements for PgPool {
           hold_until BIGINT, duration_ms BIGINT, timeout_ms BIGINT, \
           consecutive_timeouts BIGINT, long_running BOOLEAN, last_result_at BIGINT) \
         WHERE e.subscriber_id = v.subscriber_id";
+    const MARK_LONG: &'static str = "INSERT INTO endpoint_circuits AS e \
+        (subscriber_id, window_start, last_result_at, long_running) \
+        SELECT s.id, $2, $2, true FROM subscribers s \
+        WHERE s.id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) \
+          AND s.deleted_at IS NULL ORDER BY s.id \
+        ON CONFLICT (subscriber_id) DO UPDATE SET long_running = true \
+        WHERE NOT e.long_running";
 }

@@ -229,6 +229,8 @@ pub struct PostgresStore {
     creates: GroupCommit<Vec<NewJob>, Created>,
     /// Outcomes recorded one by one, group-committed one group at a time.
     outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
+    /// Long attempts noted one by one, group-committed one group at a time.
+    long_attempts: GroupCommit<(String, Timestamp), ()>,
     wake: Arc<Wake>,
 }
 
@@ -262,6 +264,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             creates: shared::creates::spawn(db.clone(), CREATE_GROUPS_AT_ONCE, wake.clone()),
             outcomes: shared::outcomes::spawn(db.clone(), policy),
+            long_attempts: shared::endpoints::spawn_long_attempts(db.clone()),
             db,
             sealer,
             policy,
@@ -402,6 +405,16 @@ impl Store for PostgresStore {
         now: Timestamp,
     ) -> Result<Fenced, StoreError> {
         self.outcomes.submit((record, now)).await
+    }
+
+    async fn note_long_attempt(
+        &self,
+        subscriber_id: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.long_attempts
+            .submit((subscriber_id.to_owned(), now))
+            .await
     }
 
     fn wake(&self) -> Arc<Wake> {

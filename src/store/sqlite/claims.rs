@@ -43,13 +43,22 @@ use crate::store::{Sealer, StoreError};
 /// more places (a slow one, whose attempts hold them longer) gets its next one only
 /// after the others there have caught up; at equal levels, quick endpoints before
 /// long-running ones, healthy before failing, then the oldest due. Long-running
-/// endpoints take at most `long_room`. Across destinations, jobs are taken
+/// endpoints take at most `long_room`; with none left, their subscribers are not read
+/// at all (a capped slow group's backlog costs the quick ones' claims nothing). Across destinations, jobs are taken
 /// round-robin (the first of each destination's order, then the second, …); in each
 /// round the destination with more room goes first, so when a claim has few places
 /// (the instance's slots nearly all taken) the least busy destination gets them. The
 /// work is bounded by the subscribers with due work, not by the backlog: each one's
 /// oldest `?2` due jobs at most are read, from `jobs_subscriber_due` (a whole-backlog
 /// ranking cost 28 ms per claim at 10,000 due jobs; this reads them in under 1 ms).
+///
+/// Nor does it read jobs that cannot be placed (`bound`): when a destination has at
+/// least `room` quick subscribers that may take a job, the `room`-th lowest level of
+/// their next jobs bounds the levels it can take (those `room` jobs all come first),
+/// so a subscriber's jobs above it are not read. In a fan-out (every subscriber with
+/// nothing open, several events due) that is each subscriber's first due job only:
+/// 2,000 candidates to rank instead of 6,000, a claim in 30 ms instead of 85 (issue
+/// #33's shared host, three fan-outs due on one destination; the same jobs taken).
 pub(super) const CLAIM_CANDIDATES: &str = "\
     WITH admitted AS ( \
       SELECT key AS destination, json_extract(value, '$[0]') AS room, \
@@ -66,7 +75,8 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
         ON s.destination = a.destination \
       LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
       WHERE s.enabled = 1 AND (e.hold_until IS NULL OR e.hold_until <= ?1) \
-        AND (e.circuit IS NULL OR e.circuit = 'closed' OR e.retry_at <= ?1) AND EXISTS ( \
+        AND (e.circuit IS NULL OR e.circuit = 'closed' OR e.retry_at <= ?1) \
+        AND (COALESCE(e.long_running, 0) = 0 OR a.long_room > 0) AND EXISTS ( \
         SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = s.id AND d.state IN ('scheduled', 'retrying', 'in_flight') \
           AND d.due_at <= ?1) \
@@ -82,25 +92,45 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
           WHERE r.subscriber_id = a.id AND r.started_at > ?1 - 1000) END \
       ) AS allowed \
       FROM active a \
+    ), bound AS ( \
+      SELECT destination, MAX(level) AS level FROM ( \
+        SELECT destination, room, open + 1 AS level, \
+          ROW_NUMBER() OVER (PARTITION BY destination ORDER BY open) AS k \
+        FROM allowance WHERE allowed > 0 AND long_running = 0 \
+      ) WHERE k <= room GROUP BY destination HAVING COUNT(*) >= MAX(room) \
     ), candidates AS ( \
       SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.long_room, \
-        al.long_running, al.health, al.open, al.allowed \
-      FROM allowance al CROSS JOIN jobs j ON j.id IN ( \
+        al.long_running, al.health, al.open, al.allowed, b.level AS bound \
+      FROM allowance al LEFT JOIN bound b ON b.destination = al.destination \
+      CROSS JOIN jobs j ON j.id IN ( \
         SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = al.subscriber_id \
           AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
           AND d.deadline > ?1 \
           AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
                    AND d.attempts >= d.max_attempts) \
-        ORDER BY d.due_at, d.id LIMIT CAST(?2 AS INTEGER)) \
-      WHERE al.allowed > 0 \
+        ORDER BY d.due_at, d.id LIMIT 1) \
+      WHERE al.allowed > 0 AND (b.level IS NULL OR al.open + 1 <= b.level) \
+      UNION ALL \
+      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.long_room, \
+        al.long_running, al.health, al.open, al.allowed, b.level AS bound \
+      FROM allowance al LEFT JOIN bound b ON b.destination = al.destination \
+      CROSS JOIN jobs j ON j.id IN ( \
+        SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
+        WHERE d.subscriber_id = al.subscriber_id \
+          AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
+          AND d.deadline > ?1 \
+          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                   AND d.attempts >= d.max_attempts) \
+        ORDER BY d.due_at, d.id LIMIT CAST(?2 AS INTEGER) OFFSET 1) \
+      WHERE al.allowed > 1 AND (b.level IS NULL OR al.open + 2 <= b.level) \
     ), ranked AS ( \
       SELECT *, ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn \
       FROM candidates \
     ), capped AS ( \
       SELECT *, open + rn AS level, ROW_NUMBER() OVER (PARTITION BY destination, long_running \
         ORDER BY open + rn, health, due_at, id) AS ln \
-      FROM ranked WHERE rn <= allowed \
+      FROM ranked WHERE rn <= allowed AND (bound IS NULL OR open + rn <= bound) \
     ), spread AS ( \
       SELECT id, state, due_at, destination, room, ROW_NUMBER() OVER ( \
         PARTITION BY destination ORDER BY level, long_running, health, due_at, id) AS dn \

@@ -43,4 +43,9 @@ impl EndpointStatements for Pools {
           json_extract(value, '$.last_result_at') AS last_result_at \
           FROM json_each(?1)) AS v \
         WHERE endpoint_circuits.subscriber_id = v.subscriber_id";
+    const MARK_LONG: &'static str = "INSERT INTO endpoint_circuits \
+        (subscriber_id, window_start, last_result_at, long_running) \
+        SELECT s.id, ?2, ?2, 1 FROM subscribers s \
+        WHERE s.id IN (SELECT value FROM json_each(?1)) AND s.deleted_at IS NULL \
+        ON CONFLICT (subscriber_id) DO UPDATE SET long_running = 1 WHERE long_running = 0";
 }

@@ -210,6 +210,8 @@ pub struct SqliteStore {
     creates: GroupCommit<Vec<NewJob>, Created>,
     /// Outcomes recorded one by one, group-committed on the writer.
     outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
+    /// Long attempts noted one by one, group-committed one group at a time.
+    long_attempts: GroupCommit<(String, Timestamp), ()>,
     wake: Arc<Wake>,
 }
 
@@ -287,6 +289,7 @@ impl SqliteStore {
             // One group at a time: SQLite has one writer.
             creates: shared::creates::spawn(db.clone(), 1, wake.clone()),
             outcomes: shared::outcomes::spawn(db.clone(), policy),
+            long_attempts: shared::endpoints::spawn_long_attempts(db.clone()),
             db,
             sealer,
             policy,
@@ -492,6 +495,16 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Fenced, StoreError> {
         self.outcomes.submit((record, now)).await
+    }
+
+    async fn note_long_attempt(
+        &self,
+        subscriber_id: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.long_attempts
+            .submit((subscriber_id.to_owned(), now))
+            .await
     }
 
     fn wake(&self) -> Arc<Wake> {

@@ -386,6 +386,41 @@ store_case!(
     }
 );
 
+// Issue #33: a new slow endpoint counted as quick until its first result (a timeout,
+// 5 s on) and took every place of its shared host meanwhile. The worker notes an
+// attempt still open after `--long-attempt-ms`: from that note the endpoint holds at
+// most the long-running share, before any result. A note for a subscriber that does
+// not exist fails nothing.
+store_case!(
+    an_attempt_open_past_the_long_attempt_time_caps_its_endpoint_before_any_result,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        on_host(&store, "quick").await;
+        limit(&store, 4).await;
+        jobs_due(&store, "slow", 1, at(-100)).await;
+        jobs_due(&store, "quick", 1, at(-100)).await;
+        let first = claim(&store, at(0), 100).await;
+        assert_eq!(first.len(), 2);
+        answer(&store, of(&first, "quick")[0], 200, at(20)).await;
+        // slow's attempt is still open 1 s in: no result yet, only the worker's note.
+        store.note_long_attempt("slow", at(1_000)).await.unwrap();
+        jobs_due(&store, "slow", 5, at(100)).await;
+        let slow = claim(&store, at(1_500), 100).await;
+        assert_eq!(
+            (slow.len(), of(&slow, "slow").len()),
+            (1, 1),
+            "half of 4, one of them open already (without the note: 3)"
+        );
+        assert!(claim(&store, at(1_501), 100).await.is_empty());
+        let wake = store.next_wake_at(at(1_501)).await.unwrap();
+        assert!(wake.is_some_and(|t| t > at(1_501)), "{wake:?}");
+        jobs_due(&store, "quick", 3, at(1_502)).await;
+        let quick = claim(&store, at(1_503), 100).await;
+        assert_eq!((quick.len(), of(&quick, "quick").len()), (2, 2));
+        store.note_long_attempt("nobody", at(1_600)).await.unwrap();
+    }
+);
+
 // Within a destination's room, places go first to the subscribers holding fewest: one
 // that already holds two places waits while another holds none (a round-robin by
 // count would have split them).
@@ -405,6 +440,32 @@ store_case!(
             of(&next, "idle").len(),
             2,
             "busy's jobs are older, but it holds 2"
+        );
+    }
+);
+
+// A claim reads only the jobs that can be placed: with as many subscribers able to
+// take a job as the destination has room, their next jobs' levels bound what it takes
+// (issue #33's fan-outs: each subscriber's first due job only). The places are the
+// same as a full ranking gives: the lowest levels, then the oldest.
+store_case!(
+    a_claim_places_by_level_when_the_room_bounds_it,
+    async |store: SharedStore| {
+        for id in ["a", "b", "c"] {
+            on_host(&store, id).await;
+        }
+        limit(&store, 5).await;
+        jobs_due(&store, "c", 2, at(-300)).await;
+        assert_eq!(claim(&store, at(0), 100).await.len(), 2, "c holds 2");
+        jobs_due(&store, "a", 4, at(-200)).await;
+        jobs_due(&store, "b", 4, at(-100)).await;
+        jobs_due(&store, "c", 4, at(-400)).await;
+        let next = claim(&store, at(10), 100).await;
+        let held = |id| of(&next, id).len();
+        assert_eq!(
+            (next.len(), held("a"), held("b"), held("c")),
+            (3, 2, 1, 0),
+            "levels 1, 1, 2 (a's older); c's oldest jobs are at level 3"
         );
     }
 );
