@@ -138,7 +138,7 @@ pub async fn execute(
                 timeout,
             };
             let margin = lease_margin_ms(ctx.settings.lease_ms);
-            let long = note_when_long(ctx, &job.subscriber_id, timeout);
+            let long = note_when_long(ctx, lease, timeout);
             tokio::select! {
                 received = ctx.sender.send(&outgoing) => Ok(received),
                 never = long => match never {},
@@ -259,7 +259,7 @@ pub async fn execute(
 /// load made quick endpoints look long-running (docs/DESIGN.md §15.2).
 async fn note_when_long(
     ctx: &AttemptContext,
-    subscriber_id: &str,
+    lease: LeaseRef,
     timeout: Duration,
 ) -> std::convert::Infallible {
     let after = ctx.settings.long_attempt;
@@ -267,10 +267,9 @@ async fn note_when_long(
         tokio::time::sleep(after).await;
         let store = ctx.store.clone();
         let now = ctx.clock.now();
-        let subscriber_id = subscriber_id.to_owned();
         tokio::spawn(async move {
-            if let Err(error) = store.note_long_attempt(&subscriber_id, now).await {
-                tracing::warn!(%subscriber_id, %error,
+            if let Err(error) = store.note_long_attempt(lease, now).await {
+                tracing::warn!(job_id = %lease.job_id, %error,
                     "cannot mark the endpoint long-running; its next result will");
             }
         });

@@ -17,12 +17,12 @@ use crate::domain::circuit::CircuitPolicy;
 use crate::domain::endpoint::{
     Counts, EndpointChange, EndpointCircuit, EndpointPolicy, EndpointResult, EndpointVerdict,
 };
-use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::Query;
 use crate::store::group_commit::{GroupCommit, GroupLimits, same_kind};
 use crate::store::records::OutcomeRecord;
 use crate::store::transactions::Transactions;
+use crate::store::{LeaseRef, StoreError};
 
 /// The columns of `endpoint_circuits` but `long_running` (derived from
 /// `duration_ms` when the row is written).
@@ -112,33 +112,41 @@ pub(crate) trait EndpointStatements: Transactions {
     /// Writes each row of `$1`, a JSON array of objects with every column of
     /// [`EndpointRow`] (`long_running` as a boolean).
     const WRITE: &'static str;
-    /// Marks the endpoints of subscribers `$1` (a JSON array of ids) long-running at
-    /// `$2`, creating the rows of those with none; a subscriber deleted (or unknown)
-    /// gets none (PostgreSQL: rows held in ascending id order, the order an outcome
-    /// group holds them in).
+    /// Marks long-running at `$2` the endpoints of the subscribers of the attempts
+    /// `$1` (a JSON array of `[job id, lease token]`) whose lease still holds (the job
+    /// `in_flight` under that token, its subscriber not deleted), creating the rows of
+    /// those with none (PostgreSQL: rows held in ascending subscriber id, the order an
+    /// outcome group holds them in).
     const MARK_LONG: &'static str;
 }
 
 /// Most subscribers marked long-running in one write.
 pub const MAX_LONG_ATTEMPT_GROUP: usize = 512;
 
-/// Marks the endpoints of `subscribers` long-running in one write at `now`: each has an
-/// attempt open for at least `--long-attempt-ms` without an answer (the worker's
-/// evidence, §15.2), so its requests count against the share of its destination's
-/// places long-running endpoints may hold from now on, not from its first result (a
-/// new slow endpoint counted as quick until its first timeout, and took every place of
-/// a shared host meanwhile: issue #33). Its next result sets the flag again from its
-/// typical duration. One statement whatever the number.
+/// Marks long-running, in one write at `now`, the endpoints of the attempts `leases`
+/// names: each has been open for at least `--long-attempt-ms` without an answer (the
+/// worker's evidence, §15.2), so its subscriber's requests count against the share of
+/// its destination's places long-running endpoints may hold from now on, not from its
+/// first result (a new slow endpoint counted as quick until its first timeout, and
+/// took every place of a shared host meanwhile: issue #33). Its next result sets the
+/// flag again from its typical duration. Fenced by the lease: a note that arrives
+/// after the attempt's outcome, or after its subscriber was deleted (and perhaps
+/// registered again, a new endpoint), marks nothing. One statement whatever the
+/// number.
 pub(crate) async fn mark_long_running<S: EndpointStatements>(
     db: &S,
-    subscribers: BTreeSet<String>,
+    leases: Vec<LeaseRef>,
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    if subscribers.is_empty() {
+    if leases.is_empty() {
         return Ok(());
     }
-    let ids = serde_json::to_string(&subscribers).map_err(internal)?;
-    let query = Query::new(S::MARK_LONG).text(ids).int(now.as_millis());
+    let pairs: Vec<(String, i64)> = leases
+        .iter()
+        .map(|lease| (lease.job_id.to_string(), lease.token))
+        .collect();
+    let attempts = serde_json::to_string(&pairs).map_err(internal)?;
+    let query = Query::new(S::MARK_LONG).text(attempts).int(now.as_millis());
     db.write_alone(query).await?;
     Ok(())
 }
@@ -148,7 +156,7 @@ pub(crate) async fn mark_long_running<S: EndpointStatements>(
 /// [`MAX_LONG_ATTEMPT_GROUP`]), one write at a time, at the latest `now` among them.
 pub(crate) fn spawn_long_attempts<S: EndpointStatements>(
     db: S,
-) -> GroupCommit<(String, Timestamp), ()> {
+) -> GroupCommit<(LeaseRef, Timestamp), ()> {
     let limits = GroupLimits {
         max_weight: MAX_LONG_ATTEMPT_GROUP,
         parallel: 1,
@@ -156,15 +164,15 @@ pub(crate) fn spawn_long_attempts<S: EndpointStatements>(
     GroupCommit::spawn(
         limits,
         |_| 1,
-        move |group: Vec<(String, Timestamp)>| {
+        move |group: Vec<(LeaseRef, Timestamp)>| {
             let db = db.clone();
             async move {
                 let size = group.len();
                 let Some(now) = group.iter().map(|(_, now)| *now).max() else {
                     return Vec::new();
                 };
-                let subscribers = group.into_iter().map(|(id, _)| id).collect();
-                match mark_long_running(&db, subscribers, now).await {
+                let leases = group.into_iter().map(|(lease, _)| lease).collect();
+                match mark_long_running(&db, leases, now).await {
                     Ok(()) => (0..size).map(|_| Ok(())).collect(),
                     Err(error) => (0..size).map(|_| Err(same_kind(&error))).collect(),
                 }

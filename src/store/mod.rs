@@ -221,17 +221,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Timestamp,
     ) -> Result<Fenced, StoreError>;
 
-    /// Notes that an attempt of `subscriber_id` has been open for `--long-attempt-ms`
-    /// without an answer, at `now`: its endpoint counts as long-running from then on
-    /// (docs/DESIGN.md §15.2), until its next result sets that from its typical
-    /// duration again. Group-committed with the notes made meanwhile (at most 512
-    /// subscribers in one write, one write at a time). A subscriber deleted since
-    /// costs nothing.
-    async fn note_long_attempt(
-        &self,
-        subscriber_id: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError>;
+    /// Notes that the attempt under `lease` has been open for `--long-attempt-ms`
+    /// without an answer, at `now`: its subscriber's endpoint counts as long-running
+    /// from then on (docs/DESIGN.md §15.2), until its next result sets that from its
+    /// typical duration again. Group-committed with the notes made meanwhile (at most
+    /// 512 in one write, one write at a time). Fenced by the lease: once the attempt's
+    /// outcome is recorded, its lease taken over, or its subscriber deleted (the id
+    /// registered again is a new endpoint), the note marks nothing and is no error.
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError>;
 
     /// The wake-ups of this instance's worker: the store wakes it when a job it
     /// creates is due before the worker would wake, and when a replay is created; the

@@ -172,9 +172,9 @@ impl Store for Outage {
         self.check()?;
         self.inner.record_outcome(record, now).await
     }
-    async fn note_long_attempt(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
         self.check()?;
-        self.inner.note_long_attempt(id, now).await
+        self.inner.note_long_attempt(lease, now).await
     }
     fn wake(&self) -> Arc<Wake> {
         self.inner.wake()

@@ -36,9 +36,12 @@ impl EndpointStatements for PgPool {
         WHERE e.subscriber_id = v.subscriber_id";
     const MARK_LONG: &'static str = "INSERT INTO endpoint_circuits AS e \
         (subscriber_id, window_start, last_result_at, long_running) \
-        SELECT s.id, $2, $2, true FROM subscribers s \
-        WHERE s.id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) \
-          AND s.deleted_at IS NULL ORDER BY s.id \
+        SELECT DISTINCT j.subscriber_id, $2::BIGINT, $2::BIGINT, true \
+        FROM jsonb_array_elements($1::jsonb) AS v(a) \
+        JOIN jobs j ON j.id = v.a ->> 0 AND j.lease_token = (v.a ->> 1)::BIGINT \
+        WHERE j.state = 'in_flight' AND EXISTS (SELECT 1 FROM subscribers s \
+          WHERE s.id = j.subscriber_id AND s.deleted_at IS NULL) \
+        ORDER BY j.subscriber_id \
         ON CONFLICT (subscriber_id) DO UPDATE SET long_running = true \
         WHERE NOT e.long_running";
 }

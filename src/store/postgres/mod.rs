@@ -230,7 +230,7 @@ pub struct PostgresStore {
     /// Outcomes recorded one by one, group-committed one group at a time.
     outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
     /// Long attempts noted one by one, group-committed one group at a time.
-    long_attempts: GroupCommit<(String, Timestamp), ()>,
+    long_attempts: GroupCommit<(LeaseRef, Timestamp), ()>,
     wake: Arc<Wake>,
 }
 
@@ -407,14 +407,8 @@ impl Store for PostgresStore {
         self.outcomes.submit((record, now)).await
     }
 
-    async fn note_long_attempt(
-        &self,
-        subscriber_id: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.long_attempts
-            .submit((subscriber_id.to_owned(), now))
-            .await
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
+        self.long_attempts.submit((lease, now)).await
     }
 
     fn wake(&self) -> Arc<Wake> {

@@ -79,7 +79,9 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
         AND (COALESCE(e.long_running, 0) = 0 OR a.long_room > 0) AND EXISTS ( \
         SELECT 1 FROM jobs d INDEXED BY jobs_subscriber_due \
         WHERE d.subscriber_id = s.id AND d.state IN ('scheduled', 'retrying', 'in_flight') \
-          AND d.due_at <= ?1) \
+          AND d.due_at <= ?1 AND d.deadline > ?1 \
+          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                   AND d.attempts >= d.max_attempts)) \
     ), allowance AS ( \
       SELECT a.id AS subscriber_id, a.destination, a.room, a.long_room, a.long_running, \
         a.health, a.open, MIN( \

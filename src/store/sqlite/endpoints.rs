@@ -45,7 +45,10 @@ impl EndpointStatements for Pools {
         WHERE endpoint_circuits.subscriber_id = v.subscriber_id";
     const MARK_LONG: &'static str = "INSERT INTO endpoint_circuits \
         (subscriber_id, window_start, last_result_at, long_running) \
-        SELECT s.id, ?2, ?2, 1 FROM subscribers s \
-        WHERE s.id IN (SELECT value FROM json_each(?1)) AND s.deleted_at IS NULL \
+        SELECT DISTINCT j.subscriber_id, ?2, ?2, 1 FROM json_each(?1) v \
+        JOIN jobs j ON j.id = json_extract(v.value, '$[0]') \
+          AND j.lease_token = json_extract(v.value, '$[1]') \
+        WHERE j.state = 'in_flight' AND EXISTS (SELECT 1 FROM subscribers s \
+          WHERE s.id = j.subscriber_id AND s.deleted_at IS NULL) \
         ON CONFLICT (subscriber_id) DO UPDATE SET long_running = 1 WHERE long_running = 0";
 }

@@ -211,7 +211,7 @@ pub struct SqliteStore {
     /// Outcomes recorded one by one, group-committed on the writer.
     outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
     /// Long attempts noted one by one, group-committed one group at a time.
-    long_attempts: GroupCommit<(String, Timestamp), ()>,
+    long_attempts: GroupCommit<(LeaseRef, Timestamp), ()>,
     wake: Arc<Wake>,
 }
 
@@ -497,14 +497,8 @@ impl Store for SqliteStore {
         self.outcomes.submit((record, now)).await
     }
 
-    async fn note_long_attempt(
-        &self,
-        subscriber_id: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.long_attempts
-            .submit((subscriber_id.to_owned(), now))
-            .await
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
+        self.long_attempts.submit((lease, now)).await
     }
 
     fn wake(&self) -> Arc<Wake> {

@@ -14,7 +14,7 @@ use deferhook::domain::{JobEvent, Timestamp};
 use deferhook::store::{ClaimedJob, DestinationPut, SharedStore, SubscriberPut};
 
 use super::destinations::{answer, refuse};
-use crate::support::{at, claim, create, failed, new_job, outcome, subscriber_put};
+use crate::support::{at, claim, create, failed, lease, new_job, outcome, subscriber_put};
 
 /// The destination every subscriber here sends to.
 const HOST: &str = "hooks.example.test:443";
@@ -389,8 +389,7 @@ store_case!(
 // Issue #33: a new slow endpoint counted as quick until its first result (a timeout,
 // 5 s on) and took every place of its shared host meanwhile. The worker notes an
 // attempt still open after `--long-attempt-ms`: from that note the endpoint holds at
-// most the long-running share, before any result. A note for a subscriber that does
-// not exist fails nothing.
+// most the long-running share, before any result.
 store_case!(
     an_attempt_open_past_the_long_attempt_time_caps_its_endpoint_before_any_result,
     async |store: SharedStore| {
@@ -403,7 +402,8 @@ store_case!(
         assert_eq!(first.len(), 2);
         answer(&store, of(&first, "quick")[0], 200, at(20)).await;
         // slow's attempt is still open 1 s in: no result yet, only the worker's note.
-        store.note_long_attempt("slow", at(1_000)).await.unwrap();
+        let open = lease(of(&first, "slow")[0]);
+        store.note_long_attempt(open, at(1_000)).await.unwrap();
         jobs_due(&store, "slow", 5, at(100)).await;
         let slow = claim(&store, at(1_500), 100).await;
         assert_eq!(
@@ -417,7 +417,51 @@ store_case!(
         jobs_due(&store, "quick", 3, at(1_502)).await;
         let quick = claim(&store, at(1_503), 100).await;
         assert_eq!((quick.len(), of(&quick, "quick").len()), (2, 2));
-        store.note_long_attempt("nobody", at(1_600)).await.unwrap();
+    }
+);
+
+// A note is fenced by its attempt's lease: one that arrives after the attempt's
+// outcome (quick's), or after its subscriber was deleted and the id registered again
+// (a new endpoint, judged by its own results), marks nothing, and is no error.
+store_case!(
+    a_note_after_its_attempt_ended_marks_nothing,
+    async |store: SharedStore| {
+        on_host(&store, "slow").await;
+        on_host(&store, "quick").await;
+        limit(&store, 4).await;
+        jobs_due(&store, "slow", 1, at(-100)).await;
+        jobs_due(&store, "quick", 1, at(-100)).await;
+        let first = claim(&store, at(0), 100).await;
+        let (old_slow, quick) = (of(&first, "slow")[0], of(&first, "quick")[0]);
+        answer(&store, quick, 200, at(20)).await;
+        store.delete_subscriber("slow", at(500)).await.unwrap();
+        on_host(&store, "slow").await;
+        store
+            .note_long_attempt(lease(old_slow), at(1_000))
+            .await
+            .unwrap();
+        store
+            .note_long_attempt(lease(quick), at(1_000))
+            .await
+            .unwrap();
+        jobs_due(&store, "slow", 5, at(1_000)).await;
+        let again = claim(&store, at(1_100), 100).await;
+        assert_eq!(
+            (again.len(), of(&again, "slow").len()),
+            (4, 4),
+            "the new slow is no long-running endpoint: every place (marked: 2)"
+        );
+        jobs_due(&store, "quick", 4, at(1_100)).await;
+        for job in &again {
+            answer(&store, job, 200, at(1_150)).await;
+        }
+        let next = claim(&store, at(1_200), 100).await;
+        assert_eq!(
+            (next.len(), of(&next, "quick").len()),
+            (4, 3),
+            "levels 1 (slow's last, quick's first), 2, 3: quick is no long-running \
+             endpoint (marked, it would hold at most 2 and 3 would go)"
+        );
     }
 );
 
