@@ -191,17 +191,19 @@ async fn fan_out_to_2000_with_300_slow_subscribers(db: Db) {
     );
 }
 
-/// Waits (bounded by `within`) until `receiver` has `n` requests open.
-async fn open_requests(receiver: &Receiver, n: usize, within: Duration) {
+/// Waits (bounded by `within`) until `done` holds; fails with `what` otherwise.
+async fn wait_until(done: impl Fn() -> bool, within: Duration, what: &str) {
     let deadline = Instant::now() + within;
-    while receiver.open_now() < n {
-        assert!(
-            Instant::now() < deadline,
-            "{} requests open, not {n}",
-            receiver.open_now()
-        );
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Waits (bounded by `within`) until `receiver` has `n` requests open.
+async fn open_requests(receiver: &Receiver, n: usize, within: Duration) {
+    let what = format!("fewer than {n} requests open within {within:?}");
+    wait_until(|| receiver.open_now() >= n, within, &what).await;
 }
 
 /// Issue #33: a new slow endpoint on a shared host holds at most the long-running
@@ -245,18 +247,16 @@ async fn a_new_slow_endpoint_is_capped_before_its_first_result(db: Db) {
         "slow took more than the long-running share (without the mark: 4)"
     );
     app.job("quick", "q-1", json!({})).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
     let quick = || {
-        receiver
-            .requests()
-            .iter()
-            .filter(|r| r.path == "/quick")
-            .count()
+        let requests = receiver.requests();
+        requests.iter().filter(|r| r.path == "/quick").count()
     };
-    while quick() < 2 {
-        assert!(Instant::now() < deadline, "quick's second job waited");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        || quick() >= 2,
+        Duration::from_secs(10),
+        "quick's second job waited",
+    )
+    .await;
     assert_eq!(receiver.open_now(), 2, "still one place for slow's six");
     receiver.release();
 }

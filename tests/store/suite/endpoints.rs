@@ -335,19 +335,28 @@ async fn limit(store: &SharedStore, n: u32) {
     store.put_destination(HOST, put, at(0)).await.unwrap();
 }
 
+/// Subscribers `slow` and `quick` on [`HOST`], limited to 4 places, each with one job
+/// claimed at 0; quick's is answered at 20 ms (a quick endpoint uses the host). Returns
+/// the claim.
+async fn slow_and_quick_on_a_host_of_4(store: &SharedStore) -> Vec<ClaimedJob> {
+    on_host(store, "slow").await;
+    on_host(store, "quick").await;
+    limit(store, 4).await;
+    jobs_due(store, "slow", 1, at(-100)).await;
+    jobs_due(store, "quick", 1, at(-100)).await;
+    let first = claim(store, at(0), 100).await;
+    assert_eq!(first.len(), 2);
+    answer(store, of(&first, "quick")[0], 200, at(20)).await;
+    first
+}
+
 // While a quick endpoint uses the host, long-running endpoints together hold at most
 // half of its places: the quick one's due jobs find the rest free. Without a quick one
 // there, a long-running endpoint may use all of them.
 store_case!(
     long_running_endpoints_hold_at_most_half_the_places,
     async |store: SharedStore| {
-        on_host(&store, "slow").await;
-        on_host(&store, "quick").await;
-        limit(&store, 4).await;
-        jobs_due(&store, "slow", 1, at(-100)).await;
-        jobs_due(&store, "quick", 1, at(-100)).await;
-        let first = claim(&store, at(0), 100).await;
-        answer(&store, of(&first, "quick")[0], 200, at(20)).await;
+        let first = slow_and_quick_on_a_host_of_4(&store).await;
         // 5 s for an answer: slow is long-running from now on.
         answer(&store, of(&first, "slow")[0], 200, at(5_000)).await;
 
@@ -393,14 +402,7 @@ store_case!(
 store_case!(
     an_attempt_open_past_the_long_attempt_time_caps_its_endpoint_before_any_result,
     async |store: SharedStore| {
-        on_host(&store, "slow").await;
-        on_host(&store, "quick").await;
-        limit(&store, 4).await;
-        jobs_due(&store, "slow", 1, at(-100)).await;
-        jobs_due(&store, "quick", 1, at(-100)).await;
-        let first = claim(&store, at(0), 100).await;
-        assert_eq!(first.len(), 2);
-        answer(&store, of(&first, "quick")[0], 200, at(20)).await;
+        let first = slow_and_quick_on_a_host_of_4(&store).await;
         // slow's attempt is still open 1 s in: no result yet, only the worker's note.
         let open = lease(of(&first, "slow")[0]);
         store.note_long_attempt(open, at(1_000)).await.unwrap();
@@ -426,14 +428,8 @@ store_case!(
 store_case!(
     a_note_after_its_attempt_ended_marks_nothing,
     async |store: SharedStore| {
-        on_host(&store, "slow").await;
-        on_host(&store, "quick").await;
-        limit(&store, 4).await;
-        jobs_due(&store, "slow", 1, at(-100)).await;
-        jobs_due(&store, "quick", 1, at(-100)).await;
-        let first = claim(&store, at(0), 100).await;
+        let first = slow_and_quick_on_a_host_of_4(&store).await;
         let (old_slow, quick) = (of(&first, "slow")[0], of(&first, "quick")[0]);
-        answer(&store, quick, 200, at(20)).await;
         store.delete_subscriber("slow", at(500)).await.unwrap();
         on_host(&store, "slow").await;
         store
