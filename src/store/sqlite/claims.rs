@@ -21,6 +21,26 @@ use crate::store::sweep;
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
+/// The start of a `candidates` branch of [`CLAIM_CANDIDATES`]: each allowance row with
+/// its destination's bound, and its subscriber's due jobs (those of it a claim may take:
+/// before the deadline, attempts left) in due order, to which the branch adds its
+/// `LIMIT` and `OFFSET`.
+macro_rules! candidates_of_allowance {
+    () => {
+        "SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, \
+           al.long_room, al.long_running, al.health, al.open, al.allowed, b.level AS bound \
+         FROM allowance al LEFT JOIN bound b ON b.destination = al.destination \
+         CROSS JOIN jobs j ON j.id IN ( \
+           SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
+           WHERE d.subscriber_id = al.subscriber_id \
+             AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
+             AND d.deadline > ?1 \
+             AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
+                      AND d.attempts >= d.max_attempts) \
+           ORDER BY d.due_at, d.id "
+    };
+}
+
 /// The jobs a claim at `?1` takes, at most `?2`: due (`scheduled`/`retrying` whose time
 /// has come, `in_flight` whose lease expired, unless that was its last allowed
 /// attempt), before the deadline, of enabled subscribers whose destination lets work go
@@ -59,7 +79,8 @@ use crate::store::{Sealer, StoreError};
 /// nothing open, several events due) that is each subscriber's first due job only:
 /// 2,000 candidates to rank instead of 6,000, a claim in 30 ms instead of 85 (issue
 /// #33's shared host, three fan-outs due on one destination; the same jobs taken).
-pub(super) const CLAIM_CANDIDATES: &str = "\
+pub(super) const CLAIM_CANDIDATES: &str = concat!(
+    "\
     WITH admitted AS ( \
       SELECT key AS destination, json_extract(value, '$[0]') AS room, \
         json_extract(value, '$[1]') AS long_room FROM json_each(?3) \
@@ -101,30 +122,14 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
         FROM allowance WHERE allowed > 0 AND long_running = 0 \
       ) WHERE k <= room GROUP BY destination HAVING COUNT(*) >= MAX(room) \
     ), candidates AS ( \
-      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.long_room, \
-        al.long_running, al.health, al.open, al.allowed, b.level AS bound \
-      FROM allowance al LEFT JOIN bound b ON b.destination = al.destination \
-      CROSS JOIN jobs j ON j.id IN ( \
-        SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
-        WHERE d.subscriber_id = al.subscriber_id \
-          AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
-          AND d.deadline > ?1 \
-          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
-                   AND d.attempts >= d.max_attempts) \
-        ORDER BY d.due_at, d.id LIMIT 1) \
+",
+    candidates_of_allowance!(),
+    "LIMIT 1) \
       WHERE al.allowed > 0 AND (b.level IS NULL OR al.open + 1 <= b.level) \
       UNION ALL \
-      SELECT j.id, j.state, j.due_at, j.subscriber_id, al.destination, al.room, al.long_room, \
-        al.long_running, al.health, al.open, al.allowed, b.level AS bound \
-      FROM allowance al LEFT JOIN bound b ON b.destination = al.destination \
-      CROSS JOIN jobs j ON j.id IN ( \
-        SELECT d.id FROM jobs d INDEXED BY jobs_subscriber_due \
-        WHERE d.subscriber_id = al.subscriber_id \
-          AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= ?1 \
-          AND d.deadline > ?1 \
-          AND NOT (d.state = 'in_flight' AND d.max_attempts IS NOT NULL \
-                   AND d.attempts >= d.max_attempts) \
-        ORDER BY d.due_at, d.id LIMIT CAST(?2 AS INTEGER) OFFSET 1) \
+",
+    candidates_of_allowance!(),
+    "LIMIT CAST(?2 AS INTEGER) OFFSET 1) \
       WHERE al.allowed > 1 AND (b.level IS NULL OR al.open + 2 <= b.level) \
     ), ranked AS ( \
       SELECT *, ROW_NUMBER() OVER (PARTITION BY subscriber_id ORDER BY due_at, id) AS rn \
@@ -139,7 +144,8 @@ pub(super) const CLAIM_CANDIDATES: &str = "\
       FROM capped WHERE long_running = 0 OR ln <= long_room \
     ) \
     SELECT id, state, due_at, destination FROM spread WHERE dn <= room \
-    ORDER BY dn, room DESC, due_at, id LIMIT CAST(?2 AS INTEGER)";
+    ORDER BY dn, room DESC, due_at, id LIMIT CAST(?2 AS INTEGER)"
+);
 
 /// Marks the claimed jobs (`?1`, a JSON array of ids) in flight under a new lease, at
 /// their subscriber's destination of this moment, and returns what an attempt needs.
