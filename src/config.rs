@@ -311,6 +311,7 @@ impl ServeArgs {
             tokens: ApiTokens::new(&self.api_tokens).map_err(anyhow::Error::msg)?,
             target_policy: self.target_policy(),
             attempt_timeouts: AttemptTimeouts::new(self.attempt_timeout_ms, self.lease_ms),
+            actions: tokio_util::task::TaskTracker::new(),
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,

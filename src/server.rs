@@ -178,13 +178,19 @@ impl Server {
         if let Some(listener) = listener.filter(|_| !args.no_api) {
             let local_addr = listener.local_addr()?;
             api_addr = Some(local_addr);
-            let router = api::router(store.clone(), clock.clone(), args.api_settings()?);
+            let settings = args.api_settings()?;
+            let actions = settings.actions.clone();
+            let router = api::router(store.clone(), clock.clone(), settings);
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();
             tasks.spawn(async move {
-                let serve =
-                    api::listener::serve(listener, router, stop.clone(), header_read_timeout);
+                // Open requests first, then the actions whose clients left (§5.11).
+                let serve = async {
+                    api::listener::serve(listener, router, stop.clone(), header_read_timeout).await;
+                    actions.close();
+                    actions.wait().await;
+                };
                 tokio::select! {
                     () = serve => Ok(()),
                     () = async { stop.cancelled().await; tokio::time::sleep(grace).await } => {

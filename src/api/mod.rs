@@ -5,6 +5,7 @@ pub mod audit;
 pub mod audit_actions;
 pub mod auth;
 pub mod destinations;
+pub mod detached;
 mod doc;
 pub mod event_reads;
 pub mod event_summary;
@@ -110,6 +111,9 @@ pub struct ApiSettings {
     pub target_policy: Arc<TargetPolicy>,
     /// The attempt timeouts: the server's, and the most a subscriber may set.
     pub attempt_timeouts: AttemptTimeouts,
+    /// Where requests that may change something run to their end, whether or not the
+    /// client waits ([`detached`]); shutdown waits for them.
+    pub actions: tokio_util::task::TaskTracker,
 }
 
 /// The attempt timeouts a subscriber's `attempt_timeout_ms` is read against.
@@ -192,8 +196,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The API's router with its middleware, outermost first: header and target limits
 /// (431, 414; before anything is logged), request ids (a client's unsafe id replaced),
 /// tracing, problem+json for every error, access (tokens, or loopback hosts only), the
-/// declared body length (413 before the body is read), a request timeout, and a body
-/// limit sized from the payload limit.
+/// declared body length (413 before the body is read), a request timeout, a task that
+/// finishes what may change something whether or not the client waits
+/// ([`detached`]), and a body limit sized from the payload limit.
 pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
     let state = AppState {
         loads: load_reads::LoadReads::spawn(store.clone()),
@@ -253,6 +258,10 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             settings.request_timeout,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            settings.actions.clone(),
+            detached::finish_without_client,
         ));
     let console = crate::console::router(crate::console::ConsoleState {
         app: state.clone(),

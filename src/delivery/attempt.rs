@@ -190,11 +190,11 @@ pub async fn execute(
     }) = &answer
     {
         tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
-            event_id = %job.event_id, attempt = job.attempt, status, outcome = %result.outcome,
+            event_id = job.event_id.as_str(), attempt = job.attempt, status, outcome = %result.outcome,
             "attempt finished");
     } else {
         tracing::info!(job_id = %job.job_id, subscriber_id = %job.subscriber_id,
-            event_id = %job.event_id, attempt = job.attempt, outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
+            event_id = job.event_id.as_str(), attempt = job.attempt, outcome = %result.outcome, reason = result.reason.as_deref().unwrap_or(""),
             "attempt finished");
     }
     metrics::attempt_finished(

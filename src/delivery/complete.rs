@@ -51,7 +51,8 @@ pub async fn complete(
         Some(Fenced::Applied) if transition.to.is_terminal() => {
             metrics::job_finished(transition.attempts, transition.dead_reason);
             if let Some(reason) = transition.dead_reason {
-                tracing::warn!(%job_id, %subscriber_id, %event_id, reason = reason.as_str(),
+                tracing::warn!(%job_id, %subscriber_id, event_id = event_id.as_str(),
+                    reason = reason.as_str(),
                     "job is a dead letter");
             }
         }

@@ -207,7 +207,7 @@ impl Scheduler {
         let recurrence = match recurrence_of(definition) {
             Ok(recurrence) => recurrence,
             Err(reason) => {
-                tracing::warn!(schedule_id = %definition.id, %reason,
+                tracing::warn!(schedule_id = %definition.id, reason = reason.as_str(),
                     "a schedule's timing cannot be read; it stops");
                 let advance = ScheduleAdvance {
                     next_period: None,
@@ -239,7 +239,8 @@ impl Scheduler {
                 Err(PeriodError::Refused(reason)) => {
                     report.refused += 1;
                     crate::metrics::schedule_periods("refused", 1);
-                    tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(), %reason,
+                    tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(),
+                        reason = reason.as_str(),
                         "a schedule's period created no job");
                     advance.error = Some(reason);
                 }

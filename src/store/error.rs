@@ -79,8 +79,9 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 }
 
 /// SQLite's SQLITE_BUSY (5), SQLITE_LOCKED (6) and their extended codes; PostgreSQL's
-/// class 08 (connection exception), 57P0x (shutdown) and 40001/40P01 (serialization
-/// failure, deadlock).
+/// class 08 (connection exception), 57P0x (shutdown), 57014 (statement cancelled or
+/// timed out), 25006 (read-only: a standby, or `default_transaction_read_only`) and
+/// 40001/40P01 (serialization failure, deadlock).
 fn is_transient_database_error(error: &dyn sqlx::error::DatabaseError) -> bool {
     let code = error.code();
     if error
@@ -99,10 +100,24 @@ fn sqlite_busy(code: Option<&str>) -> bool {
 }
 
 fn postgres_transient(code: Option<&str>) -> bool {
+    if code == Some(READ_ONLY_TRANSACTION) {
+        crate::store::postgres::writable::note_refusal();
+    }
     code.is_some_and(|c| {
-        c.starts_with("08") || c.starts_with("57P0") || c == "40001" || c == "40P01"
+        c.starts_with("08")
+            || c.starts_with("57P0")
+            || c == QUERY_CANCELED
+            || c == READ_ONLY_TRANSACTION
+            || c == "40001"
+            || c == "40P01"
     })
 }
+
+/// PostgreSQL's `read_only_sql_transaction`: a standby, or `default_transaction_read_only`
+/// (CASES C-19); the session is replaced ([`crate::store::postgres::writable`]).
+const READ_ONLY_TRANSACTION: &str = "25006";
+/// PostgreSQL's `query_canceled`: `statement_timeout`, or a cancel request (CASES C-19).
+const QUERY_CANCELED: &str = "57014";
 
 #[cfg(test)]
 mod tests {
@@ -117,6 +132,8 @@ mod tests {
         assert!(!sqlite_busy(None));
         assert!(postgres_transient(Some("08006")));
         assert!(postgres_transient(Some("57P01")));
+        assert!(postgres_transient(Some("25006")));
+        assert!(postgres_transient(Some("57014")));
         assert!(!postgres_transient(Some("22021")));
         assert!(!postgres_transient(Some("23505")));
     }

@@ -18,6 +18,7 @@ mod errors;
 mod event_reads;
 mod event_types;
 mod fan_out;
+mod hang_ups;
 mod health;
 mod http_errors;
 mod idempotency;

@@ -17,6 +17,8 @@ const WRONG_TOKEN: &str = "wrong-token-9a8b7c6d5e4f";
 /// `whsec_` + base64 of 32 bytes.
 const SECRET: &str = "whsec_c2VjcmV0LWJ5dGVzLWZvci10aGUtbG9nLXRlc3QtMDE=";
 const BAD_SECRET: &str = "whsec_not*base64*at-all-31337";
+/// An event id that would forge fields in a text log line printed unquoted.
+const FORGED_EVENT: &str = r#""e2"outcome=delivered"#;
 
 struct Logged {
     child: Child,
@@ -158,7 +160,7 @@ async fn the_log_holds_no_secret_nor_token() {
     .await;
     create_and_wait(
         &base,
-        json!({"subscriber_id": "gone", "event_id": "e2", "payload": 1, "max_attempts": 1}),
+        json!({"subscriber_id": "gone", "event_id": FORGED_EVENT, "payload": 1, "max_attempts": 1}),
         "dead",
     )
     .await;
@@ -186,6 +188,23 @@ async fn the_log_holds_no_secret_nor_token() {
     let dead_letter = log.lines().find(|l| l.contains("job is a dead letter"));
     let dead_letter = dead_letter.unwrap_or_else(|| panic!("no dead-letter line:\n{log}"));
     assert!(dead_letter.contains("subscriber_id=gone"), "{dead_letter}");
+    // A producer's event id is quoted and escaped, so it cannot forge the fields after
+    // it (issue #34 part 4.9).
+    let quoted = r#"event_id="\"e2\"outcome=delivered""#;
+    for line in [
+        Some(dead_letter),
+        attempts
+            .iter()
+            .copied()
+            .find(|l| l.contains("subscriber_id=gone")),
+    ] {
+        let line = line.unwrap_or_else(|| panic!("no line of the forged event:\n{log}"));
+        assert!(line.contains(quoted), "{line}");
+    }
+    assert!(
+        !log.contains(r#"event_id="e2"#),
+        "an unquoted event id:\n{log}"
+    );
     for secret in [TOKEN, WRONG_TOKEN, SECRET, &SECRET[6..], BAD_SECRET] {
         assert!(!log.contains(secret), "`{secret}` is in the log:\n{log}");
     }

@@ -27,6 +27,7 @@ mod isolation;
 mod leases;
 mod log_secrets;
 mod outcomes;
+mod pg_read_only;
 mod pg_restart;
 mod process;
 mod replay;

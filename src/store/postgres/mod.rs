@@ -47,6 +47,7 @@ mod sessions;
 mod subscribers;
 mod sweep;
 mod throughput;
+pub(crate) mod writable;
 
 /// The statements of the claim, the next wake-up and the figures that read in-flight or
 /// due rows, with their parameter types as bound: `(name, parameter types,
@@ -251,7 +252,7 @@ impl PostgresStore {
         sealer: Sealer,
         policy: DestinationPolicy,
     ) -> Result<Self, StoreError> {
-        let db = PgPoolOptions::new()
+        let db = writable::checked(PgPoolOptions::new())
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect(url)
@@ -283,8 +284,12 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.db).await?;
-        Ok(())
+        let mut conn = self.db.acquire().await?;
+        if writable::can_write(&mut conn).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(writable::READ_ONLY_MESSAGE.into()))
+        }
     }
 
     async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError> {

@@ -1,0 +1,97 @@
+//! Only sessions that can write are used (docs/DESIGN.md §12; `../shared/CASES.md`
+//! C-19).
+//!
+//! PostgreSQL refuses writes for a while when it is demoted to a standby in a failover
+//! or when `default_transaction_read_only` is set on the database (SQLSTATE 25006), and
+//! a session keeps the default it was opened with: sessions opened during such a fault
+//! stay read-only after it ends. So the pool opens no read-only session (a new one is
+//! checked and closed), and while a read-only refusal has been seen in the last
+//! [`RECHECK_FOR`], each session is checked again before a call takes it and closed if
+//! it is still read-only; the pool then opens a fresh one, writable once the database
+//! is. The refusals themselves are transient errors (503 with `Retry-After` to
+//! producers; the worker backs off, `crate::store::StoreError::is_transient`).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::PgConnection;
+use sqlx::postgres::PgPoolOptions;
+
+/// How long after the last read-only refusal sessions are checked before use.
+pub const RECHECK_FOR: Duration = Duration::from_secs(60);
+
+/// True when the session can write nothing: a standby, or read-only by default.
+const READ_ONLY: &str =
+    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'";
+
+/// What a read-only session is reported as.
+pub const READ_ONLY_MESSAGE: &str = "PostgreSQL accepts no writes now (a standby, or \
+     default_transaction_read_only = on); retrying with fresh sessions";
+
+/// Milliseconds from [`epoch`] to the last read-only refusal seen, plus one; 0: none.
+static LAST_REFUSAL: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Notes that PostgreSQL refused a write as read-only (SQLSTATE 25006) just now.
+pub fn note_refusal() {
+    let since = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+    LAST_REFUSAL.store(since + 1, Ordering::Relaxed);
+}
+
+/// True when a read-only refusal was seen in the last [`RECHECK_FOR`].
+fn refused_recently() -> bool {
+    match LAST_REFUSAL.load(Ordering::Relaxed) {
+        0 => false,
+        at => {
+            let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
+            now.saturating_sub(at - 1) < u64::try_from(RECHECK_FOR.as_millis()).unwrap_or(0)
+        }
+    }
+}
+
+/// Whether the session `conn` can write; notes a refusal when it cannot.
+pub async fn can_write(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    let read_only: bool = sqlx::query_scalar(READ_ONLY).fetch_one(conn).await?;
+    if read_only {
+        note_refusal();
+    }
+    Ok(!read_only)
+}
+
+/// The pool's options: `base` with the checks above.
+pub fn checked(base: PgPoolOptions) -> PgPoolOptions {
+    base.after_connect(|conn, _| {
+        Box::pin(async move {
+            if can_write(conn).await? {
+                Ok(())
+            } else {
+                Err(sqlx::Error::Io(std::io::Error::other(READ_ONLY_MESSAGE)))
+            }
+        })
+    })
+    .before_acquire(|conn, _| {
+        Box::pin(async move {
+            if refused_recently() {
+                can_write(conn).await
+            } else {
+                Ok(true)
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_remembered_for_a_while() {
+        note_refusal();
+        assert!(refused_recently());
+    }
+}

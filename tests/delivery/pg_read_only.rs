@@ -1,0 +1,162 @@
+//! `../shared/CASES.md` C-19 (issue #34 part 2): PostgreSQL refuses writes for a while
+//! (`default_transaction_read_only` set on the database, every session ended so each
+//! reconnect is read-only, as a failover does), then accepts them again. Two instances:
+//! during the fault producers get 503 with `Retry-After` and `/readyz` fails; after it,
+//! with no restart, both accept writes and are ready within 10 s, and every job
+//! answered 201, those due during the fault included, is delivered, none left
+//! `in_flight`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+use crate::pg::{TestDatabase, admin_url};
+use crate::process::Process;
+use crate::receiver::{Receiver, Reply};
+
+async fn admin(sql: String) {
+    let mut connection = PgConnection::connect(&admin_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let _ = connection.close().await;
+}
+
+async fn post_job(
+    client: &reqwest::Client,
+    base: &str,
+    event: &str,
+    delay_ms: u64,
+) -> (u16, reqwest::header::HeaderMap) {
+    let body =
+        json!({"subscriber_id": "s", "event_id": event, "payload": {}, "delay_ms": delay_ms});
+    match client
+        .post(format!("{base}/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+    {
+        Ok(response) => (response.status().as_u16(), response.headers().clone()),
+        Err(_) => (0, reqwest::header::HeaderMap::new()),
+    }
+}
+
+async fn status(client: &reqwest::Client, url: String) -> u16 {
+    match client.get(url).send().await {
+        Ok(response) => response.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
+/// Waits until `/readyz` of every instance answers `want`, at most `within`.
+async fn wait_ready(client: &reqwest::Client, instances: &[&Process], want: u16, within: Duration) {
+    let deadline = Instant::now() + within;
+    for process in instances {
+        loop {
+            let got = status(client, format!("{}/readyz", process.base)).await;
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: /readyz answered {got}, not {want}, within {within:?}",
+                process.base
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
+    let Some(database) = TestDatabase::create().await else {
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let name = database.url.rsplit('/').next().unwrap().to_owned();
+    let receiver = Receiver::start(vec![Reply::status(200)]).await;
+    let flags = ["--backoff-base-ms", "200"];
+    let a = crate::process::spawn(&database.url, &flags);
+    let b = crate::process::spawn(&database.url, &flags);
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{}/v1/subscribers/s", a.base))
+        .json(&json!({ "url": receiver.url("/") }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let mut accepted = Vec::new();
+    for n in 0..20 {
+        let event = format!("before-{n}");
+        let (status, _) = post_job(&client, &a.base, &event, 4_000).await;
+        assert_eq!(status, 201);
+        accepted.push(event);
+    }
+
+    // The fault: every session ends, and every new one is read-only.
+    admin(format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = on"
+    ))
+    .await;
+    admin(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+    ))
+    .await;
+    let fault = Instant::now();
+    wait_ready(&client, &[&a, &b], 503, Duration::from_secs(10)).await;
+    for (n, process) in [&a, &b].into_iter().enumerate() {
+        let (status, headers) = post_job(&client, &process.base, &format!("during-{n}"), 0).await;
+        assert_eq!(status, 503, "a write during the fault");
+        assert!(headers.contains_key("retry-after"), "{headers:?}");
+    }
+    // The jobs accepted before come due during the fault.
+    let due = Duration::from_millis(4_500);
+    if let Some(rest) = due.checked_sub(fault.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    admin(format!(
+        "ALTER DATABASE {name} RESET default_transaction_read_only"
+    ))
+    .await;
+
+    wait_ready(&client, &[&a, &b], 200, Duration::from_secs(10)).await;
+    for (n, process) in [&a, &b].into_iter().enumerate() {
+        let event = format!("after-{n}");
+        let (status, _) = post_job(&client, &process.base, &event, 0).await;
+        assert_eq!(status, 201, "a write after the fault");
+        accepted.push(event);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed: Value = client
+            .get(format!("{}/v1/jobs?subscriber_id=s&limit=100", a.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let items = listed["items"].as_array().unwrap();
+        let delivered = items.iter().filter(|j| j["state"] == "delivered").count();
+        if delivered == accepted.len() {
+            assert_eq!(
+                items.len(),
+                accepted.len(),
+                "only the jobs answered 201: {listed}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{delivered} of {} delivered 30 s after the fault: {listed}",
+            accepted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let counts = receiver.counts_by_id();
+    assert_eq!(counts.len(), accepted.len(), "each reached the receiver");
+}
