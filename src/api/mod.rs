@@ -43,10 +43,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::{Level, Span};
@@ -193,8 +194,18 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     openapi
 }
 
-/// The API's router with its middleware, outermost first: header and target limits
-/// (431, 414; before anything is logged), request ids (a client's unsafe id replaced),
+/// The content security policy of every answer but the console's pages (which set a
+/// stricter one): `/docs/` (Swagger UI: its own scripts and style sheets, inline style
+/// attributes, `data:` images) may load only from this origin and be framed by no
+/// page; the JSON answers are not documents, and no page may frame them either (issue
+/// #34 part 4.4).
+const DOCUMENT_CSP: &str = "default-src 'self'; img-src 'self' data:; \
+    style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; \
+    form-action 'self'; frame-ancestors 'none'";
+
+/// The API's router with its middleware, outermost first: `nosniff`, no framing and a
+/// content security policy on every answer that has none (issue #34 part 4.4), header
+/// and target limits (431, 414; before anything is logged), request ids (a client's unsafe id replaced),
 /// tracing, problem+json for every error, access (tokens, or loopback hosts only), the
 /// declared body length (413 before the body is read), a request timeout, a task that
 /// finishes what may change something whether or not the client waits
@@ -234,6 +245,18 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(DOCUMENT_CSP),
+        ))
         .layer(axum::middleware::from_fn(limits::limit_headers))
         .layer(axum::middleware::from_fn(request_id::drop_unsafe_ids))
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))

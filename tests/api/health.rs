@@ -46,3 +46,36 @@ async fn the_docs_page_is_html() {
         reply.text
     );
 }
+
+/// `/docs/` and `/openapi.json` share the console's origin: neither may be framed, sniffed
+/// or load from elsewhere (issue #34 part 4.4); the console keeps its own stricter policy.
+#[tokio::test]
+async fn the_docs_and_the_document_carry_the_security_headers() {
+    let app = spawn_app().await;
+    for path in [
+        "/docs/",
+        "/docs/swagger-initializer.js",
+        "/openapi.json",
+        "/v1/jobs",
+    ] {
+        let reply = app.get(path).await;
+        assert_eq!(reply.status, 200, "{path}: {}", reply.text);
+        assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{path}");
+        assert_eq!(
+            reply.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+        let csp = reply.header("content-security-policy").unwrap_or_default();
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(csp.contains("default-src 'self'"), "{path}: {csp}");
+    }
+    let console = app.get("/console/login").await;
+    let csp = console
+        .header("content-security-policy")
+        .unwrap_or_default();
+    assert!(
+        !csp.contains("'unsafe-inline'"),
+        "the console's own policy: {csp}"
+    );
+}
