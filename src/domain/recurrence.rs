@@ -204,6 +204,15 @@ impl Recurrence {
 
     /// The period starts in `(from_exclusive, to_inclusive]`, earliest first, at most
     /// `limit` of them (the earliest ones).
+    /// How many periods start after `from_exclusive` and at or before `to_inclusive`:
+    /// exactly for an interval, at most [`MAX_CRON_COUNTED`] for a cron pattern.
+    pub fn count_between(&self, from_exclusive: Timestamp, to_inclusive: Timestamp) -> u64 {
+        match self {
+            Recurrence::Cron(cron) => cron.count_between(from_exclusive, to_inclusive),
+            Recurrence::Every(interval) => interval.count_between(from_exclusive, to_inclusive),
+        }
+    }
+
     pub fn starts_between(
         &self,
         from_exclusive: Timestamp,
@@ -219,10 +228,22 @@ impl Recurrence {
     }
 }
 
+/// Most missed periods of a cron schedule counted in one pass (116 days of a
+/// per-second pattern, 19 years of a per-minute one): cron occurrences are counted one
+/// by one. An interval's are counted exactly by arithmetic, however many.
+pub const MAX_CRON_COUNTED: u64 = 10_000_000;
+
 /// One millisecond before [`Timestamp::MIN`]: a search after it may find `MIN` itself.
 const BEFORE_MIN: Timestamp = Timestamp::from_millis(Timestamp::MIN.as_millis() - 1);
 
 impl Interval {
+    fn count_between(&self, from: Timestamp, to: Timestamp) -> u64 {
+        let every = i128::from(self.every_ms);
+        let (from, to) = (from.max(BEFORE_MIN), to.min(Timestamp::MAX));
+        let count = self.offset(to).div_euclid(every) - self.offset(from).div_euclid(every);
+        u64::try_from(count.max(0)).unwrap_or(u64::MAX)
+    }
+
     fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
         let t = t.max(BEFORE_MIN);
         let every = i128::from(self.every_ms);
@@ -307,6 +328,25 @@ impl ZonedCron {
         let found = self.cron.find_previous_occurrence(&at, true).ok()?;
         let start = Timestamp::from_millis(found.timestamp().as_millisecond());
         (Timestamp::MIN..=t).contains(&start).then_some(start)
+    }
+
+    fn count_between(&self, from: Timestamp, to: Timestamp) -> u64 {
+        let Some((mut start, mut at)) = self.first_after(from) else {
+            return 0;
+        };
+        let mut count = 0;
+        while start <= to && count < MAX_CRON_COUNTED {
+            count += 1;
+            let Ok(next) = self.cron.find_next_occurrence(&at, false) else {
+                break;
+            };
+            let next_start = Timestamp::from_millis(next.timestamp().as_millisecond());
+            if next_start <= start {
+                break; // croner did not move on: never seen, but no endless loop
+            }
+            (start, at) = (next_start, next);
+        }
+        count
     }
 
     fn starts_between(&self, from: Timestamp, to: Timestamp, limit: usize) -> Vec<Timestamp> {

@@ -27,10 +27,6 @@ pub const LEAD_MS: u64 = 5_000;
 /// grace.
 pub const MAX_PERIODS_PER_PASS: usize = 32;
 
-/// Most missed periods counted for `deferhook_schedule_periods_skipped_total` in one
-/// pass: a year of 1 s periods is not counted one by one.
-pub const MAX_SKIPPED_COUNTED: usize = 10_000;
-
 /// What becomes of the periods missed while no scheduler ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -53,8 +49,10 @@ wire_names!(CatchUp, "Every catch-up policy." {
 pub struct PassPlan {
     /// The starts of the periods to create now, earliest first.
     pub create: Vec<Timestamp>,
-    /// How many missed periods are skipped (at most [`MAX_SKIPPED_COUNTED`]).
-    pub skipped: usize,
+    /// How many missed periods are skipped, counted without listing them (issue #34:
+    /// a 30-day downtime of a 1 s schedule skips 2,592,000; see
+    /// [`Recurrence::count_between`]).
+    pub skipped: u64,
     /// The cursor afterwards: the start of the earliest period not created; `None`
     /// when no period follows.
     pub next_period: Option<Timestamp>,
@@ -84,8 +82,7 @@ pub fn plan_pass(
     let mut skipped = 0;
     if cursor < grace_start {
         let last_missed = grace_start.minus_ms(1);
-        let missed = recurrence.starts_between(before_cursor, last_missed, MAX_SKIPPED_COUNTED);
-        skipped = missed.len();
+        skipped = recurrence.count_between(before_cursor, last_missed);
         if catch_up == CatchUp::Latest
             && let Some(latest) = recurrence
                 .latest_at_or_before(last_missed)
@@ -188,6 +185,26 @@ mod tests {
         );
         assert_eq!(plan.skipped, 27, "00:00:00 to 00:00:52");
         assert_eq!(plan.next_period, Some(at("2026-11-30T00:01:06Z")));
+    }
+
+    /// Issue #34: after 30 days without a scheduler a 1 s schedule has skipped every
+    /// one of its 2,592,000 missed periods but the latest, not 9,999 of them; a
+    /// per-second cron pattern, counted one by one, after 2 days (172,800).
+    #[test]
+    fn every_missed_period_of_a_long_downtime_is_counted() {
+        let start = at("2026-11-01T00:00:00Z");
+        let every = Recurrence::every(1_000, start).unwrap();
+        let cron = Recurrence::cron("* * * * * *", None).unwrap();
+        for (recurrence, days) in [(every, 30), (cron, 2)] {
+            let now = start.plus_ms(days * 86_400_000);
+            let latest = plan_pass(&recurrence, start, now, CatchUp::Latest);
+            // missed: 00:00:00 up to 5 s before now, the latest of them created
+            let missed = days * 86_400 - 5;
+            assert_eq!(latest.skipped, missed - 1, "{recurrence:?}");
+            assert_eq!(latest.create[0], now.minus_ms(6_000));
+            let none = plan_pass(&recurrence, start, now, CatchUp::None);
+            assert_eq!(none.skipped, missed, "{recurrence:?}");
+        }
     }
 
     #[test]

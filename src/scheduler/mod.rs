@@ -49,7 +49,7 @@ pub struct PassReport {
     /// Periods whose jobs were created (or found already there).
     pub periods: usize,
     /// Missed periods skipped by their catch-up policy.
-    pub skipped: usize,
+    pub skipped: u64,
     /// Periods refused (see [`PeriodError::Refused`]).
     pub refused: usize,
 }
@@ -249,7 +249,7 @@ impl Scheduler {
         }
         if plan.skipped > 0 {
             report.skipped += plan.skipped;
-            crate::metrics::schedule_periods("skipped", plan.skipped as u64);
+            crate::metrics::schedule_periods("skipped", plan.skipped);
             tracing::info!(schedule_id = %definition.id, skipped = plan.skipped,
                 catch_up = %definition.catch_up, "missed periods skipped");
         }
