@@ -331,48 +331,31 @@ impl ZonedCron {
     }
 
     fn count_between(&self, from: Timestamp, to: Timestamp) -> u64 {
-        let Some((mut start, mut at)) = self.first_after(from) else {
-            return 0;
-        };
-        let mut count = 0;
-        while start <= to && count < MAX_CRON_COUNTED {
-            count += 1;
-            let Ok(next) = self.cron.find_next_occurrence(&at, false) else {
-                break;
-            };
-            let next_start = Timestamp::from_millis(next.timestamp().as_millisecond());
-            if next_start <= start {
-                break; // croner did not move on: never seen, but no endless loop
-            }
-            (start, at) = (next_start, next);
-        }
-        count
+        let count = self
+            .starts_after(from)
+            .take_while(|start| *start <= to)
+            .take(usize::try_from(MAX_CRON_COUNTED).unwrap_or(usize::MAX))
+            .count();
+        u64::try_from(count).unwrap_or(u64::MAX)
     }
 
     fn starts_between(&self, from: Timestamp, to: Timestamp, limit: usize) -> Vec<Timestamp> {
-        let mut starts = Vec::new();
-        if limit == 0 {
-            return starts;
-        }
-        let Some((mut start, mut at)) = self.first_after(from) else {
-            return starts;
-        };
-        while start <= to {
-            starts.push(start);
-            if starts.len() == limit {
-                break;
-            }
-            // From the exact instant croner returned, as its README asks.
-            let Ok(next) = self.cron.find_next_occurrence(&at, false) else {
-                break;
-            };
+        self.starts_after(from)
+            .take_while(|start| *start <= to)
+            .take(limit)
+            .collect()
+    }
+
+    /// The occurrences after `from`, in order, each found lazily from the exact instant
+    /// croner returned for the one before, as its README asks.
+    fn starts_after(&self, from: Timestamp) -> impl Iterator<Item = Timestamp> + '_ {
+        std::iter::successors(self.first_after(from), |(start, at)| {
+            let next = self.cron.find_next_occurrence(at, false).ok()?;
             let next_start = Timestamp::from_millis(next.timestamp().as_millisecond());
-            if next_start <= start {
-                break; // croner did not move on: never seen, but no endless loop
-            }
-            (start, at) = (next_start, next);
-        }
-        starts
+            // croner did not move on: never seen, but no endless loop
+            (next_start > *start).then_some((next_start, next))
+        })
+        .map(|(start, _)| start)
     }
 
     /// The whole second `t` lies in, on the zone's wall clock; `None` outside jiff's
