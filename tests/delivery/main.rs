@@ -29,6 +29,7 @@ mod log_secrets;
 mod outcomes;
 mod pg_read_only;
 mod pg_restart;
+mod pgbouncer;
 mod process;
 mod replay;
 mod resend;

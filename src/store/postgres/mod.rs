@@ -39,6 +39,7 @@ mod instances;
 mod jobs;
 mod maintenance;
 pub mod outcomes;
+mod pooler;
 mod renewals;
 mod replays;
 mod schedules;
@@ -97,7 +98,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -235,12 +236,25 @@ pub struct PostgresStore {
     wake: Arc<Wake>,
 }
 
+/// The connection options `url` gives, without the `extra_float_digits` start-up
+/// parameter (PgBouncer refuses it unless told to ignore it; PostgreSQL 12 and later
+/// print floats exactly without it). Errors never include the URL.
+fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    let options: PgConnectOptions = url.parse().map_err(|_| {
+        StoreError::Config(
+            "--database-url is not a PostgreSQL URL (postgres://user@host:port/database)".into(),
+        )
+    })?;
+    Ok(options.extra_float_digits(None))
+}
+
 impl PostgresStore {
     /// Connects to `url` (`postgres://user@host:port/db`) and applies the migrations of
     /// `migrations/postgres` not applied yet (sqlx takes an advisory lock, so instances
     /// starting together are safe); subscriber secrets are written and read through
-    /// `sealer`, under the default [`DestinationPolicy`]. Errors never include the
-    /// URL (it may carry a password).
+    /// `sealer`, under the default [`DestinationPolicy`]. A URL leading to a pooler in
+    /// transaction mode is refused first ([`StoreError::Config`], naming the setting to
+    /// use). Errors never include the URL (it may carry a password).
     pub async fn open(url: &str, sealer: Sealer) -> Result<Self, StoreError> {
         Self::open_with(url, sealer, DestinationPolicy::default()).await
     }
@@ -252,10 +266,12 @@ impl PostgresStore {
         sealer: Sealer,
         policy: DestinationPolicy,
     ) -> Result<Self, StoreError> {
+        let options = connect_options(url)?;
+        pooler::refuse_transaction_pooling(&options).await?;
         let db = writable::checked(PgPoolOptions::new())
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect(url)
+            .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         sqlx::migrate!("./migrations/postgres").run(&db).await?;
