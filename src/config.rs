@@ -15,6 +15,7 @@ use ipnet::IpNet;
 pub use crate::cli::command::{Cli, Command, LogFormat};
 
 use crate::api::auth::{ApiToken, ApiTokens};
+use crate::api::connections::{ConnectionLimits, MAX_CONNECTIONS_LIMIT};
 use crate::api::{ApiSettings, AttemptTimeouts};
 use crate::clock_sync::ClockSyncSettings;
 use crate::delivery::DeliverySettings;
@@ -137,6 +138,22 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_read_timeout_ms: u64,
+    /// Most API connections open at once; more wait in the listener's backlog until
+    /// one closes. At most 768: connections share 1,024 descriptors with the database
+    /// pool and logs, beside the worker's slots.
+    #[arg(long, env = "DEFERHOOK_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS_LIMIT))]
+    pub max_connections: u64,
+    /// Most API connections open at once from one client address (IPv6: one /64); a
+    /// further one is closed at once.
+    #[arg(long, env = "DEFERHOOK_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 128,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS_LIMIT))]
+    pub max_connections_per_client: u64,
+    /// The URL browsers reach this server at (`https://deferhook.example.com`), when a
+    /// proxy in front terminates TLS: with `https`, the console's cookies are always
+    /// `Secure`, whether or not the proxy sends `X-Forwarded-Proto`.
+    #[arg(long, env = "DEFERHOOK_PUBLIC_URL", value_name = "URL", value_parser = parse_public_url)]
+    pub public_url: Option<url::Url>,
     /// On SIGTERM/SIGINT, how long open requests and running attempts may finish
     /// before the remaining leases are released, in milliseconds.
     #[arg(long, env = "DEFERHOOK_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
@@ -285,6 +302,19 @@ pub struct ServeArgs {
     pub no_api: bool,
 }
 
+/// An absolute `http` or `https` URL with a host (`--public-url`).
+fn parse_public_url(text: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(text.trim()).map_err(|e| {
+        format!("`{text}` is not an absolute URL ({e}), e.g. https://deferhook.example.com")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "`{text}` must be an http:// or https:// URL with a host, e.g. https://deferhook.example.com"
+        ));
+    }
+    Ok(url)
+}
+
 /// A CIDR (`10.0.0.0/8`, `fd00::/8`) or a single address (`/32` or `/128`), with the
 /// host bits cleared.
 fn parse_cidr(text: &str) -> Result<IpNet, String> {
@@ -312,6 +342,10 @@ impl ServeArgs {
             target_policy: self.target_policy(),
             attempt_timeouts: AttemptTimeouts::new(self.attempt_timeout_ms, self.lease_ms),
             actions: tokio_util::task::TaskTracker::new(),
+            public_https: self
+                .public_url
+                .as_ref()
+                .is_some_and(|u| u.scheme() == "https"),
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,
@@ -325,6 +359,14 @@ impl ServeArgs {
                 max_jobs: MAX_REPLAY_JOBS,
             },
         })
+    }
+
+    /// The bounds on open API connections.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            total: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            per_client: usize::try_from(self.max_connections_per_client).unwrap_or(usize::MAX),
+        }
     }
 
     /// The header-read timeout of API connections.
@@ -516,6 +558,38 @@ mod tests {
     }
 
     const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+    #[test]
+    fn the_public_url_is_an_http_or_https_url_and_https_makes_cookies_secure() {
+        let https = serve(&["--public-url", "https://deferhook.example.com/"]);
+        assert!(https.api_settings().unwrap().public_https);
+        let http = serve(&["--public-url", "http://127.0.0.1:8080"]);
+        assert!(!http.api_settings().unwrap().public_https);
+        assert!(!serve(&[]).api_settings().unwrap().public_https);
+        for bad in [
+            "deferhook.example.com",
+            "ftp://deferhook.example.com",
+            "https://",
+            "",
+        ] {
+            let argv = ["deferhook", "serve", "--public-url", bad];
+            let error = Cli::try_parse_from(argv)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("--public-url"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn connection_limits_default_to_512_and_128_and_stay_within_the_descriptors() {
+        let limits = serve(&[]).connection_limits();
+        assert_eq!((limits.total, limits.per_client), (512, 128));
+        for bad in ["0", "769"] {
+            let argv = ["deferhook", "serve", "--max-connections", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_secret_key_seals_and_its_debug_output_is_redacted() {

@@ -204,6 +204,26 @@ fn register() {
         "Operator actions answered 2xx whose audit entry could not be written."
     );
     counter!("deferhook_audit_write_failures_total").absolute(0);
+    describe_counter!(
+        "deferhook_connections_refused_total",
+        "API connections closed at once: their client address held its \
+         --max-connections-per-client."
+    );
+    counter!("deferhook_connections_refused_total").absolute(0);
+    describe_counter!(
+        "deferhook_credential_failures_total",
+        "Requests whose API token was not one of the server's, by surface (api: a \
+         bearer token; console: a login)."
+    );
+    describe_counter!(
+        "deferhook_credential_lockouts_total",
+        "Requests with a credential refused unchecked (429): their client address had \
+         used up its failed guesses."
+    );
+    for surface in CREDENTIAL_SURFACES {
+        counter!("deferhook_credential_failures_total", "surface" => surface).absolute(0);
+        counter!("deferhook_credential_lockouts_total", "surface" => surface).absolute(0);
+    }
     for name in [
         "deferhook_oldest_eligible_age_seconds",
         "deferhook_oldest_retrying_age_seconds",
@@ -227,6 +247,24 @@ fn register() {
     ] {
         let _ = histogram!(name);
     }
+}
+
+/// Where a credential is presented: `api` (a bearer token), `console` (a login).
+pub const CREDENTIAL_SURFACES: [&str; 2] = ["api", "console"];
+
+/// A connection was closed at once: its client address held its share.
+pub fn connection_refused() {
+    counter!("deferhook_connections_refused_total").increment(1);
+}
+
+/// A credential presented at `surface` ([`CREDENTIAL_SURFACES`]) was not accepted.
+pub fn credential_failed(surface: &'static str) {
+    counter!("deferhook_credential_failures_total", "surface" => surface).increment(1);
+}
+
+/// A credential presented at `surface` was refused unchecked (the address locked out).
+pub fn credential_locked_out(surface: &'static str) {
+    counter!("deferhook_credential_lockouts_total", "surface" => surface).increment(1);
 }
 
 fn class_label(class: Option<ErrorClass>) -> &'static str {

@@ -184,10 +184,18 @@ impl Server {
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();
+            let connections = api::connections::Connections::new(args.connection_limits());
             tasks.spawn(async move {
                 // Open requests first, then the actions whose clients left (§5.11).
                 let serve = async {
-                    api::listener::serve(listener, router, stop.clone(), header_read_timeout).await;
+                    api::listener::serve(
+                        listener,
+                        router,
+                        stop.clone(),
+                        header_read_timeout,
+                        connections,
+                    )
+                    .await;
                     actions.close();
                     actions.wait().await;
                 };

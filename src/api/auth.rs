@@ -9,16 +9,18 @@
 //! are hashed (SHA-256) and all digests are compared with `subtle`, so neither the
 //! length nor the first differing byte of a token shows in the answer's timing.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::problem::ApiError;
+use super::guesses::{Guesses, Verdict};
+use super::problem::{ApiError, Problem, problem_response};
 
 /// Which API token made a request: its [`fingerprint`], put in the request's
 /// extensions by [`require_token`] when the token is accepted (absent when the API
@@ -149,15 +151,36 @@ fn protected(path: &str) -> bool {
     path == "/v1" || path.starts_with("/v1/")
 }
 
+/// What [`require_token`] needs: the tokens, and the failed guesses of each client
+/// address ([`Guesses`], shared with the console's login).
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// The tokens `/v1/*` accepts; empty: open.
+    pub tokens: ApiTokens,
+    /// Failed guesses per client address.
+    pub guesses: Guesses,
+}
+
+/// The client address of `request`: its connection's peer (absent when the router is
+/// called without a listener, as unit tests do).
+pub fn client_address(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip())
+}
+
 /// Answers 401 problem+json (with `WWW-Authenticate: Bearer`) to a `/v1/*` request
-/// without one of the tokens; without tokens, 421 problem+json to any request addressed
-/// to a host that is not loopback; passes everything else on.
+/// without one of the tokens, and 429 with `Retry-After`, the token unchecked, to one
+/// with a token from a client address locked out by its failed guesses
+/// ([`super::guesses`]); without tokens, 421 problem+json to any request addressed to
+/// a host that is not loopback (or 403 from a page of another origin); passes
+/// everything else on.
 pub async fn require_token(
-    State(tokens): State<ApiTokens>,
+    State(access): State<Access>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if tokens.is_empty() {
+    if access.tokens.is_empty() {
         return match super::loopback_host::refuse_unless_loopback(&request) {
             Some(refusal) => refusal,
             None => next.run(request).await,
@@ -176,18 +199,48 @@ pub async fn require_token(
                 .eq_ignore_ascii_case("bearer")
                 .then_some(token.trim())
         });
-    match presented {
-        Some(token) if tokens.accepts(token) => {
-            let actor = ApiActor(fingerprint(token));
-            request.extensions_mut().insert(actor);
-            next.run(request).await
-        }
-        Some(_) => unauthorized("the bearer token is not valid", "invalid_token"),
-        None => unauthorized(
+    let Some(token) = presented else {
+        return unauthorized(
             "send `Authorization: Bearer <token>` with one of the server's API tokens",
             "invalid_request",
-        ),
+        );
+    };
+    let client = client_address(request.extensions());
+    if let Some(client) = client
+        && let Verdict::LockedOut { retry_after_s } = access.guesses.verdict(client)
+    {
+        crate::metrics::credential_locked_out("api");
+        return locked_out(retry_after_s);
     }
+    if access.tokens.accepts(token) {
+        let actor = ApiActor(fingerprint(token));
+        request.extensions_mut().insert(actor);
+        return next.run(request).await;
+    }
+    crate::metrics::credential_failed("api");
+    if let Some(client) = client
+        && access.guesses.failed(client)
+    {
+        tracing::warn!(
+            client = %client,
+            "API token guesses from this address locked out: too many were not valid"
+        );
+    }
+    unauthorized("the bearer token is not valid", "invalid_token")
+}
+
+/// 429 problem+json with `Retry-After` (RFC 6585 §4): the address's guesses are used up.
+fn locked_out(retry_after_s: u64) -> Response {
+    let mut problem = Problem::from_status(StatusCode::TOO_MANY_REQUESTS);
+    problem.detail = Some(format!(
+        "too many requests from this address carried a token that is not valid; the \
+         token was not checked: retry in {retry_after_s} s"
+    ));
+    let mut response = problem_response(problem);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    response
 }
 
 fn unauthorized(detail: &str, error: &str) -> Response {

@@ -2,15 +2,21 @@
 //! take to send its request headers (`--header-read-timeout-ms`): a client that
 //! trickles its headers (slowloris) is disconnected instead of holding a connection
 //! forever. Likewise a client that stops reading its answers: a write that cannot make
-//! progress for [`WRITE_TIMEOUT`] closes the connection. `axum::serve` sets no timer, so hyper's header-read timeout never fires
-//! there; this loop configures hyper directly. On shutdown it stops accepting and lets
-//! open connections finish (the caller bounds that wait with its grace period).
+//! progress for [`WRITE_TIMEOUT`] closes the connection. `axum::serve` sets no timer,
+//! so hyper's header-read timeout never fires there; this loop configures hyper
+//! directly. Open connections are bounded in all and per client address
+//! ([`super::connections`]), and each request carries its peer's address
+//! (`ConnectInfo<SocketAddr>`) for the log and the credential limits. On shutdown it
+//! stops accepting and lets open connections finish (the caller bounds that wait with
+//! its grace period).
 
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use axum::Router;
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -20,6 +26,8 @@ use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::connections::Connections;
+
 /// Longest a write to a client may block (the client not reading its answers).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -28,12 +36,14 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// Serves `router` on `listener` until `stop` is cancelled, then waits for the open
 /// connections to finish. A connection whose request headers take longer than
-/// `header_read_timeout` to arrive is closed.
+/// `header_read_timeout` to arrive is closed; no more connections than `connections`
+/// allows are open at once.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     stop: CancellationToken,
     header_read_timeout: Duration,
+    connections: Connections,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -41,10 +51,14 @@ pub async fn serve(
         .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
     loop {
-        let stream = tokio::select! {
+        let reserved = tokio::select! {
+            () = stop.cancelled() => break,
+            reserved = connections.reserve() => reserved,
+        };
+        let (stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     tracing::warn!(%error, "cannot accept a connection");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
@@ -52,11 +66,21 @@ pub async fn serve(
                 }
             },
         };
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .map_request(|request: Request<Incoming>| request.map(Body::new)),
-        );
+        let Some(place) = connections.admit(reserved, peer.ip()) else {
+            tracing::debug!(client = %peer.ip(), "connection closed: its address holds its share");
+            crate::metrics::connection_refused();
+            drop(stream);
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |request: Request<Incoming>| {
+                let mut request = request.map(Body::new);
+                request
+                    .extensions_mut()
+                    .insert(ConnectInfo::<SocketAddr>(peer));
+                request
+            },
+        ));
         let mut stream = TimeoutStream::new(stream);
         stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let io = TokioIo::new(Box::pin(stream));
@@ -65,6 +89,7 @@ pub async fn serve(
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
+            drop(place);
         });
     }
     drop(listener);

@@ -14,7 +14,12 @@
 //! A page of another origin can also send a simple cross-site request (a form's
 //! `POST`, which needs no CORS preflight) to `http://127.0.0.1:8080` itself, with a
 //! loopback `Host`: the browser names the page's origin in `Origin` (RFC 6454 §7), so
-//! a request whose `Origin` is not a loopback one (`null` included) gets 403.
+//! a request whose `Origin` is not this server's own (`null` included) gets 403. That
+//! includes a page of another loopback origin (`http://localhost:3000`, any other
+//! port: a development server, or anything a local process serves): browsers count
+//! every port of a host as the same *site*, but it is another *origin*, and only pages
+//! this server served itself (the console, `/docs/`) may act on it (issue #34 part
+//! 4.2). A request sent by something other than a browser names no `Origin` and passes.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -47,13 +52,18 @@ pub fn is_loopback_authority(authority: &str) -> bool {
     loopback && port_ok
 }
 
-/// True when `origin` (RFC 6454 §7: `scheme://host[:port]`, or `null`) is an `http` or
-/// `https` origin of a loopback host ([`is_loopback_authority`]).
-fn is_loopback_origin(origin: &str) -> bool {
+/// True when `origin` is this server's own: an `http` or `https` origin whose
+/// authority is the request's `host` (compared without case) and a loopback one.
+fn is_own_origin(origin: &str, host: Option<&str>) -> bool {
     let authority = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
-    authority.is_some_and(is_loopback_authority)
+    match (authority, host) {
+        (Some(authority), Some(host)) => {
+            authority.eq_ignore_ascii_case(host) && is_loopback_authority(authority)
+        }
+        _ => false,
+    }
 }
 
 fn loopback_v6(ip: Ipv6Addr) -> bool {
@@ -73,14 +83,20 @@ pub fn refuse_unless_loopback(request: &Request) -> Option<Response> {
         return Some(problem_response(problem));
     }
     let origins = request.headers().get_all(header::ORIGIN).iter();
+    let mut host = request.headers().get_all(header::HOST).iter();
+    let own_host = match (host.next(), host.next()) {
+        (Some(value), None) => value.to_str().ok(),
+        _ => None,
+    };
     if !origins
         .map(|value| value.to_str().unwrap_or(""))
-        .all(is_loopback_origin)
+        .all(|origin| is_own_origin(origin, own_host))
     {
         let mut problem = Problem::from_status(StatusCode::FORBIDDEN);
         problem.detail = Some(
             "without API tokens, this server answers no request sent by a web page of \
-             another origin: start it with --api-token"
+             another origin (another port of this host included): start it with \
+             --api-token"
                 .into(),
         );
         return Some(problem_response(problem));
@@ -122,24 +138,32 @@ mod tests {
     }
 
     #[test]
-    fn loopback_origins_only() {
-        for origin in [
-            "http://localhost:8080",
-            "https://127.0.0.1",
-            "http://[::1]:3000",
+    fn only_this_servers_own_loopback_origin() {
+        for (origin, host) in [
+            ("http://localhost:8080", "localhost:8080"),
+            ("https://127.0.0.1", "127.0.0.1"),
+            ("http://[::1]:3000", "[::1]:3000"),
+            ("http://LocalHost:8080", "localhost:8080"),
         ] {
-            assert!(is_loopback_origin(origin), "{origin}");
+            assert!(is_own_origin(origin, Some(host)), "{origin} on {host}");
         }
-        for origin in [
-            "null",
-            "",
-            "https://attacker.example",
-            "http://localhost.attacker.example",
-            "file://",
-            "localhost:8080",
-            "http://127.0.0.1/",
+        for (origin, host) in [
+            ("http://localhost:3000", Some("localhost:8080")),
+            ("http://127.0.0.1:3000", Some("127.0.0.1:8080")),
+            ("http://localhost:8080", Some("127.0.0.1:8080")),
+            ("http://localhost:8080", None),
+            ("null", Some("127.0.0.1:8080")),
+            ("", Some("127.0.0.1:8080")),
+            ("https://attacker.example", Some("attacker.example")),
+            (
+                "http://localhost.attacker.example",
+                Some("localhost.attacker.example"),
+            ),
+            ("file://", Some("127.0.0.1:8080")),
+            ("localhost:8080", Some("localhost:8080")),
+            ("http://127.0.0.1:8080/", Some("127.0.0.1:8080")),
         ] {
-            assert!(!is_loopback_origin(origin), "{origin}");
+            assert!(!is_own_origin(origin, host), "{origin} on {host:?}");
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod audit_actions;
 pub mod auth;
+pub mod connections;
 pub mod destinations;
 pub mod detached;
 mod doc;
@@ -11,6 +12,7 @@ pub mod event_reads;
 pub mod event_summary;
 mod events;
 pub mod extract;
+pub mod guesses;
 mod health;
 pub mod job_control;
 pub mod job_filter;
@@ -115,6 +117,8 @@ pub struct ApiSettings {
     /// Where requests that may change something run to their end, whether or not the
     /// client waits ([`detached`]); shutdown waits for them.
     pub actions: tokio_util::task::TaskTracker,
+    /// `--public-url` is an `https` URL: the console's cookies are always `Secure`.
+    pub public_https: bool,
 }
 
 /// The attempt timeouts a subscriber's `attempt_timeout_ms` is read against.
@@ -243,6 +247,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
             query_params::refuse_on_routes_without,
         ));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let guesses = guesses::Guesses::new(state.clock.clone());
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
@@ -271,7 +276,10 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
             crate::console::gate::bare_errors_as_pages,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            settings.tokens.clone(),
+            auth::Access {
+                tokens: settings.tokens.clone(),
+                guesses: guesses.clone(),
+            },
             auth::require_token,
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -289,6 +297,8 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
     let console = crate::console::router(crate::console::ConsoleState {
         app: state.clone(),
         access: crate::console::access::Access::new(&settings.tokens),
+        guesses,
+        public_https: settings.public_https,
     });
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
@@ -298,8 +308,9 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         .layer(middleware)
 }
 
-/// The span of a request, whose fields every line logged for it carries. The values
-/// are recorded as strings, which the text log prints quoted and escaped (`path="/v1"`)
+/// The span of a request, whose fields every line logged for it carries: its id, the
+/// client's address (its connection's peer; `-` without a listener), method and path.
+/// The values are recorded as strings, which the text log prints quoted and escaped (`path="/v1"`)
 /// and the JSON log as JSON strings: a field cannot forge another. The request id has
 /// been checked (short, safe characters) and the path is at most 8 KiB (414 beyond).
 fn request_span<B>(request: &Request<B>) -> Span {
@@ -308,9 +319,11 @@ fn request_span<B>(request: &Request<B>) -> Span {
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-");
+    let client = auth::client_address(request.extensions()).map(|ip| ip.to_string());
     tracing::info_span!(
         "request",
         request_id = id,
+        client = client.as_deref().unwrap_or("-"),
         method = request.method().as_str(),
         path = request.uri().path(),
     )

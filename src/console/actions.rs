@@ -1,7 +1,8 @@
 //! Operator actions taken in the console, recorded in the audit trail
 //! (docs/DESIGN.md §5.11) under the same action names as the API's (`job.cancel`,
-//! `subscriber.resume`, …) plus `console.login` and `console.logout`, with the
-//! session's token fingerprint as the actor and `"via": "console"` in the parameters.
+//! `subscriber.resume`, …) plus `console.login`, `console.login_failed` and
+//! `console.logout`, with the session's token fingerprint as the actor and `"via":
+//! "console"` in the parameters.
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
@@ -15,7 +16,7 @@ use crate::metrics;
 use crate::store::NewAuditEntry;
 
 /// The action names only the console records.
-pub const CONSOLE_ACTIONS: [&str; 2] = ["console.login", "console.logout"];
+pub const CONSOLE_ACTIONS: [&str; 3] = ["console.login", "console.login_failed", "console.logout"];
 
 /// One action, as the trail records it.
 #[derive(Clone, Debug)]
@@ -58,6 +59,17 @@ impl Action {
 /// most [`MAX_AUDIT_WAIT`] for the write, and a failure is logged and counted, never
 /// shown: the action itself has happened.
 pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap, action: Action) {
+    record_as(state, session.actor.clone(), headers, action).await;
+}
+
+/// [`record`] for `actor` (a token fingerprint; `None`: nobody signed in, as for a
+/// refused login).
+pub async fn record_as(
+    state: &ConsoleState,
+    actor: Option<String>,
+    headers: &HeaderMap,
+    action: Action,
+) {
     let at = state.app.clock.now();
     let mut parameters = action.parameters;
     if let Value::Object(map) = &mut parameters {
@@ -69,7 +81,7 @@ pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap
         action: action.name.to_owned(),
         target: action.target,
         parameters: Some(parameters.to_string()),
-        actor: session.actor.clone(),
+        actor,
         status: action.status,
         request_id: headers
             .get(REQUEST_ID_HEADER)

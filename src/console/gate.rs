@@ -100,12 +100,21 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
 }
 
 /// A `Set-Cookie` value for `name`: HttpOnly, SameSite=Strict, for `/console`, lasting
-/// `max_age_s` seconds (0 deletes it); `Secure` when the request came over HTTPS (a
-/// proxy in front says so with `X-Forwarded-Proto: https`).
-pub fn set_cookie(request: &HeaderMap, name: &str, value: &str, max_age_s: u64) -> HeaderValue {
-    let secure = request
-        .get("x-forwarded-proto")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+/// `max_age_s` seconds (0 deletes it); `Secure` when `public_https` (`--public-url` is
+/// an `https` URL: every browser reaches the console over HTTPS, whatever the proxy in
+/// front says) or when the request came over HTTPS (a proxy in front says so with
+/// `X-Forwarded-Proto: https`).
+pub fn set_cookie(
+    public_https: bool,
+    request: &HeaderMap,
+    name: &str,
+    value: &str,
+    max_age_s: u64,
+) -> HeaderValue {
+    let secure = public_https
+        || request
+            .get("x-forwarded-proto")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
     let text = format!(
         "{name}={value}; Path=/console; Max-Age={max_age_s}; HttpOnly; SameSite=Strict{}",
         if secure { "; Secure" } else { "" }
@@ -224,11 +233,11 @@ pub async fn require_session(
         parts.extensions.insert(fields);
         parts.extensions.insert(session);
         let response = next.run(Request::from_parts(parts, Body::empty())).await;
-        return with_cookie(response, &headers, opened);
+        return with_cookie(state.public_https, response, &headers, opened);
     }
     parts.extensions.insert(session);
     let response = next.run(Request::from_parts(parts, body)).await;
-    with_cookie(response, &headers, opened)
+    with_cookie(state.public_https, response, &headers, opened)
 }
 
 fn forbidden_form() -> Response {
@@ -242,9 +251,20 @@ fn forbidden_form() -> Response {
 }
 
 /// `response`, setting the cookie of a session opened for it.
-fn with_cookie(mut response: Response, request: &HeaderMap, opened: Option<String>) -> Response {
+fn with_cookie(
+    public_https: bool,
+    mut response: Response,
+    request: &HeaderMap,
+    opened: Option<String>,
+) -> Response {
     if let Some(value) = opened {
-        let cookie = set_cookie(request, SESSION_COOKIE, &value, SESSION_TTL_MS / 1000);
+        let cookie = set_cookie(
+            public_https,
+            request,
+            SESSION_COOKIE,
+            &value,
+            SESSION_TTL_MS / 1000,
+        );
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response

@@ -8,16 +8,20 @@
 use askama::Template;
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::access::{LOGIN_COOKIE, LOGIN_NONCE_TTL_S, SESSION_COOKIE, SESSION_TTL_MS, Session};
 use super::actions::{self, Action};
 use super::chrome::{Chrome, local_page};
 use super::gate::{FormFields, cookie, cross_site, foreign_origin, set_cookie};
 use super::{ConsoleError, ConsoleState, render};
+use crate::api::guesses::Verdict;
 
 /// The login page.
 #[derive(Template)]
@@ -44,6 +48,7 @@ pub struct LoginQuery {
 }
 
 fn login_page(
+    state: &ConsoleState,
     headers: &HeaderMap,
     next: String,
     error: Option<String>,
@@ -57,7 +62,13 @@ fn login_page(
         error,
     };
     let mut response = (status, render(&page)).into_response();
-    let cookie = set_cookie(headers, LOGIN_COOKIE, &nonce, LOGIN_NONCE_TTL_S);
+    let cookie = set_cookie(
+        state.public_https,
+        headers,
+        LOGIN_COOKIE,
+        &nonce,
+        LOGIN_NONCE_TTL_S,
+    );
     response.headers_mut().append(header::SET_COOKIE, cookie);
     response
 }
@@ -73,21 +84,26 @@ pub async fn form(
     if !state.access.needs_login() {
         return Redirect::to(&next).into_response();
     }
-    login_page(&headers, next, None, StatusCode::OK)
+    login_page(&state, &headers, next, None, StatusCode::OK)
 }
 
 /// `POST /console/login`: with one of the API tokens and the form's nonce, opens a
 /// session (its cookie set) and goes on to `next`; a wrong token answers the form again
-/// with 401, a missing or wrong nonce 403. Recorded in the audit trail as
-/// `console.login` with the token's fingerprint.
+/// with 401, a missing or wrong nonce 403, and a client address that has used up its
+/// failed guesses 429 with `Retry-After`, the token unchecked ([`crate::api::guesses`],
+/// one budget with the API's bearer tokens). Recorded in the audit trail as
+/// `console.login` with the token's fingerprint, or `console.login_failed` without
+/// one; both with the client's address.
 pub async fn submit(
     State(state): State<ConsoleState>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     if !state.access.needs_login() {
         return Redirect::to("/console/").into_response();
     }
+    let client = client.map(|Extension(ConnectInfo(peer))| peer.ip());
     let fields = FormFields::parse(&body);
     let next = next_page(fields.get("next"));
     let nonce_ok = match (cookie(&headers, LOGIN_COOKIE), fields.get("nonce")) {
@@ -96,18 +112,55 @@ pub async fn submit(
     };
     if !nonce_ok || cross_site(&headers) || foreign_origin(&headers) {
         return login_page(
+            &state,
             &headers,
             next,
             Some("The login form expired or came from another page: log in again.".into()),
             StatusCode::FORBIDDEN,
         );
     }
+    if let Some(client) = client
+        && let Verdict::LockedOut { retry_after_s } = state.guesses.verdict(client)
+    {
+        crate::metrics::credential_locked_out("console");
+        let mut response = login_page(
+            &state,
+            &headers,
+            next,
+            Some(format!(
+                "Too many logins from your address used a token that is not valid. Try \
+                 again in {retry_after_s} s; the token was not checked."
+            )),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+        return response;
+    }
+    let from = json!({ "client_address": client.map(|ip| ip.to_string()) });
     let Some(actor) = fields
         .get("token")
         .and_then(|t| state.access.accepts(t.trim()))
     else {
-        tracing::warn!("console login refused: not one of the API tokens");
+        crate::metrics::credential_failed("console");
+        let locked = client.is_some_and(|client| state.guesses.failed(client));
+        tracing::warn!(
+            client = %client.map_or("-".to_owned(), |ip| ip.to_string()),
+            locked_out = locked,
+            "console login refused: not one of the API tokens"
+        );
+        actions::record_as(
+            &state,
+            None,
+            &headers,
+            Action::new("console.login_failed", None)
+                .with(from)
+                .answered(401),
+        )
+        .await;
         return login_page(
+            &state,
             &headers,
             next,
             Some("That is not one of this server's API tokens.".into()),
@@ -123,18 +176,24 @@ pub async fn submit(
         &state,
         &session,
         &headers,
-        Action::new("console.login", None),
+        Action::new("console.login", None).with(from),
     )
     .await;
     let mut response = Redirect::to(&next).into_response();
     let headers_out = response.headers_mut();
     headers_out.append(
         header::SET_COOKIE,
-        set_cookie(&headers, SESSION_COOKIE, &value, SESSION_TTL_MS / 1000),
+        set_cookie(
+            state.public_https,
+            &headers,
+            SESSION_COOKIE,
+            &value,
+            SESSION_TTL_MS / 1000,
+        ),
     );
     headers_out.append(
         header::SET_COOKIE,
-        set_cookie(&headers, LOGIN_COOKIE, "", 0),
+        set_cookie(state.public_https, &headers, LOGIN_COOKIE, "", 0),
     );
     response
 }
@@ -163,7 +222,7 @@ pub async fn logout(
     let mut response = Redirect::to("/console/login").into_response();
     response.headers_mut().append(
         header::SET_COOKIE,
-        set_cookie(&headers, SESSION_COOKIE, "", 0),
+        set_cookie(state.public_https, &headers, SESSION_COOKIE, "", 0),
     );
     Ok(response)
 }

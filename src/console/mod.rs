@@ -49,6 +49,11 @@ pub struct ConsoleState {
     pub app: AppState,
     /// Signs and checks sessions.
     pub access: Access,
+    /// Failed login guesses per client address, shared with the API's tokens
+    /// ([`crate::api::guesses`]).
+    pub guesses: crate::api::guesses::Guesses,
+    /// `--public-url` is an `https` URL: cookies are always `Secure`.
+    pub public_https: bool,
 }
 
 /// The console's routes, with their gate: every page and form but the login form and

@@ -122,7 +122,11 @@ async fn a_token_opens_a_session_that_logout_ends_for_good() {
         .iter()
         .map(|e| e["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["console.logout", "console.login"]);
+    // The refused login first (issue #34 part 4.1).
+    assert_eq!(
+        actions,
+        ["console.logout", "console.login", "console.login_failed"]
+    );
     let actor = entries["items"][0]["actor"].as_str().unwrap();
     assert_eq!(actor, deferhook::api::auth::fingerprint(TOKEN));
 }
@@ -135,6 +139,26 @@ async fn behind_a_tls_proxy_the_session_cookie_is_secure() {
     let login = browser.login_with("/console/login", TOKEN, &proxied).await;
     let cookie = set_cookie_line(&login, "deferhook_session");
     assert!(cookie.ends_with("; Secure"), "{cookie}");
+}
+
+/// With an `https` `--public-url`, every cookie is `Secure`, whatever the proxy in front
+/// says (issue #34 part 4.3); without one, plain HTTP sets none.
+#[tokio::test]
+async fn with_an_https_public_url_every_cookie_is_secure() {
+    let app = app_with()
+        .flag("--api-token", TOKEN)
+        .flag("--public-url", "https://deferhook.example.com")
+        .start()
+        .await;
+    let mut browser = Browser::new(&app);
+    let form = browser.get("/console/login").await;
+    let nonce = set_cookie_line(&form, "deferhook_login");
+    assert!(nonce.ends_with("; Secure"), "{nonce}");
+    let login = browser.login(TOKEN).await;
+    for name in ["deferhook_session", "deferhook_login"] {
+        let cookie = set_cookie_line(&login, name);
+        assert!(cookie.ends_with("; Secure"), "{cookie}");
+    }
 }
 
 #[tokio::test]

@@ -89,7 +89,8 @@ async fn with_tokens_the_host_is_not_checked() {
 
 /// A page of another origin posting a simple form to `http://127.0.0.1:…` sends a
 /// loopback `Host` but its own `Origin`: refused (403) without tokens, so it cannot
-/// cancel a job (review of issue #15); a loopback origin is served.
+/// cancel a job (review of issue #15), even from another port of this host (issue #34
+/// part 4.2: a page on `http://localhost:3000`); this server's own origin is served.
 #[tokio::test]
 async fn without_tokens_another_origin_is_forbidden() {
     let app = spawn_app().await;
@@ -102,6 +103,8 @@ async fn without_tokens_another_origin_is_forbidden() {
         "https://attacker.example",
         "null",
         "http://localhost.attacker.example",
+        "http://localhost:3000",
+        "http://127.0.0.1:3000",
     ] {
         let reply = app
             .send(
@@ -118,11 +121,9 @@ async fn without_tokens_another_origin_is_forbidden() {
     }
     let job = expect_json(&app.get(&cancel.replace("/cancel", "")).await, 200);
     assert_eq!(job["state"], "scheduled", "nothing was cancelled");
+    let own = app.base_url.clone();
     let reply = app
-        .send(
-            app.request(Method::POST, &cancel)
-                .header("origin", "http://127.0.0.1:8080"),
-        )
+        .send(app.request(Method::POST, &cancel).header("origin", own))
         .await;
     assert_eq!(expect_json(&reply, 200)["state"], "cancelled");
 }

@@ -8,10 +8,12 @@ mod pg;
 
 mod audit;
 mod auth;
+mod connections;
 mod console_access;
 mod console_forms;
 mod console_pages;
 mod console_support;
+mod credential_guesses;
 mod dead_jobs_gauge;
 mod destinations;
 mod errors;

@@ -160,6 +160,8 @@ fn a_request_id_that_imitates_log_fields_is_replaced() {
     let after = wait_for(&server.log, &mut server.child, &marker);
     let line = after.lines().next().unwrap_or_default();
     assert!(line.contains("path=\"/healthz\""), "{line}");
+    // Every request's lines name the client's address (issue #34 part 4.1).
+    assert!(line.contains("client=\"127.0.0.1\""), "{line}");
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(!log.contains("method=DELETE"), "a forged field:\n{log}");
 }
