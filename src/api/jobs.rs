@@ -72,13 +72,14 @@ pub async fn create_job(
             crate::metrics::jobs_accepted(1);
             let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let view = job_view(&state, job, now).await?;
+            let view = written_job_view(&state, job, now).await;
             let mut response = (StatusCode::CREATED, Json(view)).into_response();
             response.headers_mut().insert(header::LOCATION, location);
             Ok(response)
         }
         CreateOutcome::Existing { job, .. } => {
-            Ok((StatusCode::OK, Json(job_view(&state, job, now).await?)).into_response())
+            let view = written_job_view(&state, job, now).await;
+            Ok((StatusCode::OK, Json(view)).into_response())
         }
     }
 }
@@ -90,8 +91,49 @@ pub async fn job_views(
     jobs: Vec<Job>,
     now: Timestamp,
 ) -> Result<Vec<JobView>, ApiError> {
+    let loads = loads_of(state, &jobs, now).await?;
+    Ok(views_with(jobs, &loads, now))
+}
+
+/// The view of `job`, just written (created, or found by its idempotency key): when the
+/// load its view reads cannot be read (the store unavailable a moment after the write),
+/// the view without it, a warning logged. The write has been committed, so the answer
+/// must not be a 503, which says that nothing was (CASES C-19).
+pub async fn written_job_view(state: &AppState, job: Job, now: Timestamp) -> JobView {
+    let loads = match loads_of(state, std::slice::from_ref(&job), now).await {
+        Ok(loads) => loads,
+        Err(error) => {
+            tracing::warn!(job_id = %job.id, %error,
+                "the job is stored; its subscriber's load could not be read for its view");
+            HashMap::new()
+        }
+    };
+    views_with(vec![job], &loads, now)
+        .pop()
+        .expect("one view per job")
+}
+
+fn views_with(
+    jobs: Vec<Job>,
+    loads: &HashMap<String, Option<SubscriberLoad>>,
+    now: Timestamp,
+) -> Vec<JobView> {
+    jobs.into_iter()
+        .map(|job| {
+            let load = loads.get(&job.subscriber_id).and_then(Option::as_ref);
+            JobView::new(job, load, now)
+        })
+        .collect()
+}
+
+/// The load of each subscriber of `jobs` whose view needs it, read once each.
+async fn loads_of(
+    state: &AppState,
+    jobs: &[Job],
+    now: Timestamp,
+) -> Result<HashMap<String, Option<SubscriberLoad>>, ApiError> {
     let mut loads: HashMap<String, Option<SubscriberLoad>> = HashMap::new();
-    for job in &jobs {
+    for job in jobs {
         // A retrying job's advice reads its destination's hold even before it is due;
         // one whose last attempt timed out reads whether its subscriber's recent
         // attempts all did (then the advice is `no`, dead or not, §5.9).
@@ -108,13 +150,7 @@ pub async fn job_views(
             loads.insert(job.subscriber_id.clone(), load);
         }
     }
-    Ok(jobs
-        .into_iter()
-        .map(|job| {
-            let load = loads.get(&job.subscriber_id).and_then(Option::as_ref);
-            JobView::new(job, load, now)
-        })
-        .collect())
+    Ok(loads)
 }
 
 /// The view of one job at `now`.

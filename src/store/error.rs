@@ -103,6 +103,9 @@ fn postgres_transient(code: Option<&str>) -> bool {
     if code == Some(READ_ONLY_TRANSACTION) {
         crate::store::postgres::writable::note_refusal();
     }
+    if code == Some(QUERY_CANCELED) {
+        crate::store::postgres::writable::note_cancelled();
+    }
     code.is_some_and(|c| {
         c.starts_with("08")
             || c.starts_with("57P0")
@@ -116,7 +119,8 @@ fn postgres_transient(code: Option<&str>) -> bool {
 /// PostgreSQL's `read_only_sql_transaction`: a standby, or `default_transaction_read_only`
 /// (CASES C-19); the session is replaced ([`crate::store::postgres::writable`]).
 const READ_ONLY_TRANSACTION: &str = "25006";
-/// PostgreSQL's `query_canceled`: `statement_timeout`, or a cancel request (CASES C-19).
+/// PostgreSQL's `query_canceled`: `statement_timeout`, or a cancel request (CASES C-19);
+/// the sessions opened before it are replaced ([`crate::store::postgres::writable`]).
 const QUERY_CANCELED: &str = "57014";
 
 #[cfg(test)]

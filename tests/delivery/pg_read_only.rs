@@ -4,7 +4,7 @@
 //! during the fault producers get 503 with `Retry-After` and `/readyz` fails; after it,
 //! with no restart, both accept writes and are ready within 10 s, and every job
 //! answered 201, those due during the fault included, is delivered, none left
-//! `in_flight`.
+//! `in_flight`. The same with a 1 ms `statement_timeout` (57014) instead.
 
 use std::time::{Duration, Instant};
 
@@ -153,6 +153,127 @@ async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
         assert!(
             Instant::now() < deadline,
             "{delivered} of {} delivered 30 s after the fault: {listed}",
+            accepted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let counts = receiver.counts_by_id();
+    assert_eq!(counts.len(), accepted.len(), "each reached the receiver");
+}
+
+/// The C-19 variant: a `statement_timeout` of 1 ms on the database for 5 s, every
+/// session ended so each reconnect takes it. Producers get 201 or 503 with
+/// `Retry-After`, never a 500; after the RESET, with no restart and without ending the
+/// sessions opened during the fault (they keep the 1 ms default), both instances accept
+/// every write within 10 s, and every job answered 201 is delivered, none left
+/// `in_flight`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
+    let Some(database) = TestDatabase::create().await else {
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let name = database.url.rsplit('/').next().unwrap().to_owned();
+    let receiver = Receiver::start(vec![Reply::status(200)]).await;
+    let flags = ["--backoff-base-ms", "200"];
+    let a = crate::process::spawn(&database.url, &flags);
+    let b = crate::process::spawn(&database.url, &flags);
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{}/v1/subscribers/s", a.base))
+        .json(&json!({ "url": receiver.url("/") }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let mut accepted = Vec::new();
+    for n in 0..10 {
+        let event = format!("before-{n}");
+        let (status, _) = post_job(&client, &a.base, &event, 3_000).await;
+        assert_eq!(status, 201);
+        accepted.push(event);
+    }
+
+    admin(format!(
+        "ALTER DATABASE {name} SET statement_timeout = '1ms'"
+    ))
+    .await;
+    admin(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+    ))
+    .await;
+    let fault = Instant::now();
+    let mut refused = 0;
+    let mut n = 0;
+    while fault.elapsed() < Duration::from_secs(5) {
+        for process in [&a, &b] {
+            n += 1;
+            let event = format!("during-{n}");
+            let (status, headers) = post_job(&client, &process.base, &event, 0).await;
+            match status {
+                201 => accepted.push(event),
+                503 => {
+                    assert!(headers.contains_key("retry-after"), "{headers:?}");
+                    refused += 1;
+                }
+                other => panic!("a write during the fault answered {other}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused > 0, "the 1 ms timeout cancelled no write in 5 s");
+    admin(format!("ALTER DATABASE {name} RESET statement_timeout")).await;
+
+    // Within 10 s each instance takes every write again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (i, process) in [&a, &b].into_iter().enumerate() {
+        let mut in_a_row = 0;
+        let mut n = 0;
+        while in_a_row < 5 {
+            n += 1;
+            let event = format!("after-{i}-{n}");
+            let (status, _) = post_job(&client, &process.base, &event, 0).await;
+            if status == 201 {
+                accepted.push(event);
+                in_a_row += 1;
+            } else {
+                assert_eq!(status, 503, "never a 500");
+                in_a_row = 0;
+                assert!(
+                    Instant::now() < deadline,
+                    "{}: writes still refused 10 s after the reset",
+                    process.base
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    wait_ready(&client, &[&a, &b], 200, Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = client
+            .get(format!("{}/v1/jobs?subscriber_id=s&limit=1000", a.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let listed: Value = response.json().await.unwrap();
+        let Some(items) = listed["items"].as_array() else {
+            assert!(
+                Instant::now() < deadline,
+                "reads still refused 30 s after the reset: {status} {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let delivered = items.iter().filter(|j| j["state"] == "delivered").count();
+        if delivered == accepted.len() {
+            assert_eq!(items.len(), accepted.len(), "only the jobs answered 201");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{delivered} of {} delivered 30 s after the fault",
             accepted.len()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;

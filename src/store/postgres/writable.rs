@@ -10,6 +10,13 @@
 //! it is still read-only; the pool then opens a fresh one, writable once the database
 //! is. The refusals themselves are transient errors (503 with `Retry-After` to
 //! producers; the worker backs off, `crate::store::StoreError::is_transient`).
+//!
+//! A session also keeps the `statement_timeout` default it was opened with: sessions
+//! opened while the database had a 1 ms timeout would cancel most statements for good
+//! after the setting is reset. So after a cancelled statement (SQLSTATE 57014) every
+//! session opened before it is closed the next time a call would take it, and
+//! replaced by a fresh one that reads the database's defaults then. A timeout an
+//! operator set on purpose costs one reconnection of the pool per cancelled statement.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +42,29 @@ static LAST_REFUSAL: AtomicU64 = AtomicU64::new(0);
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
+}
+
+/// Milliseconds from [`epoch`] to the last cancelled statement seen, plus one; 0: none.
+static LAST_CANCEL: AtomicU64 = AtomicU64::new(0);
+
+fn millis_since_epoch() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+}
+
+/// Notes that PostgreSQL cancelled a statement (SQLSTATE 57014) just now.
+pub fn note_cancelled() {
+    LAST_CANCEL.store(millis_since_epoch() + 1, Ordering::Relaxed);
+}
+
+/// True when a session `age` old was opened before the last cancelled statement.
+fn opened_before_last_cancel(age: Duration) -> bool {
+    match LAST_CANCEL.load(Ordering::Relaxed) {
+        0 => false,
+        at => {
+            let since = Duration::from_millis(millis_since_epoch().saturating_sub(at - 1));
+            age > since
+        }
+    }
 }
 
 /// Notes that PostgreSQL refused a write as read-only (SQLSTATE 25006) just now.
@@ -74,9 +104,11 @@ pub fn checked(base: PgPoolOptions) -> PgPoolOptions {
             }
         })
     })
-    .before_acquire(|conn, _| {
+    .before_acquire(|conn, meta| {
         Box::pin(async move {
-            if refused_recently() {
+            if opened_before_last_cancel(meta.age) {
+                Ok(false)
+            } else if refused_recently() {
                 can_write(conn).await
             } else {
                 Ok(true)
@@ -88,6 +120,13 @@ pub fn checked(base: PgPoolOptions) -> PgPoolOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_opened_before_a_cancelled_statement_are_replaced() {
+        note_cancelled();
+        assert!(opened_before_last_cancel(Duration::from_secs(3600)));
+        assert!(!opened_before_last_cancel(Duration::ZERO));
+    }
 
     #[test]
     fn a_refusal_is_remembered_for_a_while() {
