@@ -294,13 +294,19 @@ fn failed(failure: TransportFailure, reason: String) -> Received {
 /// Classifies a reqwest error without echoing the URL (it may carry a token in its
 /// query string). An [`UnusableName`] from the resolver, anywhere in the chain of
 /// causes, is a `Connect` failure whose reason is its fixed text, the same whether the
-/// name did not resolve or resolved only to refused addresses (issue #34, item 4.7); a
+/// name did not resolve or resolved only to refused addresses (issue #34, item 4.7); an
+/// answer hyper could not parse is a `Protocol` failure (issue #34, item 5.1); a
 /// connection closed or reset before an answer is [`Closed`].
 fn transport_failure(error: &reqwest::Error) -> Result<Received, Closed> {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         if let Some(unusable) = cause.downcast_ref::<UnusableName>() {
             return Ok(failed(TransportFailure::Connect, unusable.to_string()));
+        }
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && hyper.is_parse()
+        {
+            return Ok(not_http(hyper));
         }
         source = cause.source();
     }
@@ -335,6 +341,15 @@ fn connection_broke(causes: &str) -> Received {
     );
     reason.truncate(reason.floor_char_boundary(300));
     failed(TransportFailure::Connect, reason)
+}
+
+/// The failure of a request whose answer was not valid HTTP (a malformed status line,
+/// version or header; a head too large), with hyper's short account of what it could
+/// not parse (`invalid HTTP status-code parsed`), never the bytes received.
+fn not_http(parse: &hyper::Error) -> Received {
+    let mut reason = format!("the receiver's answer was not valid HTTP: {parse}");
+    reason.truncate(reason.floor_char_boundary(300));
+    failed(TransportFailure::Protocol, reason)
 }
 
 /// `what: causes`, or `what` alone when there are none.

@@ -153,6 +153,10 @@ pub enum ErrorClass {
     /// A 5xx answer, or a status outside 200–599.
     #[serde(rename = "http_5xx")]
     Http5xx,
+    /// The receiver's answer was not valid HTTP (a malformed status line or head):
+    /// retryable like a 5xx, a fault of the receiver.
+    #[serde(rename = "protocol")]
+    Protocol,
     /// The URL's literal address was refused by the SSRF policy before connecting (a
     /// host name that resolves only to refused addresses is a `connect`,
     /// docs/DESIGN.md §9).
@@ -172,6 +176,7 @@ wire_names!(ErrorClass, "Every class." {
     Http4xx => "http_4xx",
     Http429 => "http_429",
     Http5xx => "http_5xx",
+    Protocol => "protocol",
     Blocked => "blocked",
     SecretUnreadable => "secret_unreadable",
 });
@@ -226,17 +231,21 @@ pub enum TransportFailure {
     /// The connection could not be made (DNS, TCP, TLS; a host name with no permitted
     /// address), or broke after the request was sent.
     Connect,
+    /// The receiver's answer was not valid HTTP (hyper could not parse its head).
+    Protocol,
     /// The URL's literal address was refused before connecting (SSRF policy,
     /// docs/DESIGN.md §9 / CASES C-08).
     Blocked,
 }
 
-/// Classifies a failure without an HTTP answer (docs/DESIGN.md §3): timeouts and connection
-/// errors are retryable; a blocked target is terminal (`target_rejected`).
+/// Classifies a failure without an HTTP answer (docs/DESIGN.md §3): timeouts, connection
+/// errors and answers that are not valid HTTP are retryable; a blocked target is
+/// terminal (`target_rejected`).
 pub fn classify_transport(failure: TransportFailure) -> Verdict {
     match failure {
         TransportFailure::Timeout => Verdict::Retryable(ErrorClass::Timeout),
         TransportFailure::Connect => Verdict::Retryable(ErrorClass::Connect),
+        TransportFailure::Protocol => Verdict::Retryable(ErrorClass::Protocol),
         TransportFailure::Blocked => Verdict::Terminal(ErrorClass::Blocked),
     }
 }
