@@ -31,6 +31,7 @@ const ATTEMPT_LABELS: &[(AttemptOutcome, Option<ErrorClass>)] = &[
     (AttemptOutcome::Retryable, Some(ErrorClass::Http4xx)),
     (AttemptOutcome::Retryable, Some(ErrorClass::Http429)),
     (AttemptOutcome::Retryable, Some(ErrorClass::Http5xx)),
+    (AttemptOutcome::Retryable, Some(ErrorClass::Protocol)),
     (
         AttemptOutcome::Retryable,
         Some(ErrorClass::SecretUnreadable),

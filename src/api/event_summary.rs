@@ -103,8 +103,8 @@ pub struct FailingSubscriberView {
 /// A job's last failure.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FailureView {
-    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `blocked` or
-    /// `secret_unreadable`.
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `protocol`,
+    /// `blocked` or `secret_unreadable`.
     pub class: ErrorClass,
     /// The HTTP status, when the receiver answered.
     pub status: Option<u16>,

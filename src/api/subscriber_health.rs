@@ -48,8 +48,8 @@ pub struct HealthView {
 /// A subscriber's latest failed attempt.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthErrorView {
-    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `blocked` or
-    /// `secret_unreadable`.
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `protocol`,
+    /// `blocked` or `secret_unreadable`.
     pub class: Option<ErrorClass>,
     /// The HTTP status, when the receiver answered.
     pub status: Option<u16>,

@@ -55,8 +55,8 @@ impl From<JobCounts> for JobCountsView {
 pub struct LastFailureView {
     /// When its result was recorded.
     pub at: Timestamp,
-    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `blocked` or
-    /// `secret_unreadable`.
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `protocol`,
+    /// `blocked` or `secret_unreadable`.
     pub class: Option<ErrorClass>,
     /// The HTTP status, when the receiver answered.
     pub status: Option<u16>,

@@ -203,8 +203,8 @@ impl From<store::DestinationError> for DestinationErrorView {
 /// The last failure of a job.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LastErrorView {
-    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `blocked` or
-    /// `secret_unreadable`.
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `protocol`,
+    /// `blocked` or `secret_unreadable`.
     pub class: ErrorClass,
     /// The HTTP status, when the receiver answered.
     pub status: Option<u16>,

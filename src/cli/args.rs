@@ -24,13 +24,14 @@ pub const FILTERABLE_WAITING_REASONS: [&str; 4] =
     ["scheduled", "backing_off", "subscriber_paused", "in_flight"];
 
 /// The classes of a failed attempt (`last_error.class`, docs/DESIGN.md §3).
-pub const ERROR_CLASSES: [&str; 8] = [
+pub const ERROR_CLASSES: [&str; 9] = [
     "timeout",
     "connect",
     "http_3xx",
     "http_4xx",
     "http_429",
     "http_5xx",
+    "protocol",
     "blocked",
     "secret_unreadable",
 ];
@@ -532,6 +533,15 @@ mod tests {
         for bad in ["127.0.0.1:8080", "ftp://host", "http://h/?q=1", "nonsense"] {
             assert!(parse_server(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_error_classes_offered_are_the_servers() {
+        let server: Vec<&str> = crate::domain::policy::ErrorClass::ALL
+            .iter()
+            .map(|class| class.as_str())
+            .collect();
+        assert_eq!(ERROR_CLASSES.to_vec(), server);
     }
 
     #[test]

@@ -282,6 +282,12 @@ mod tests {
         assert!(matches!(event, JobEvent::RetryableFailure { .. }));
         let (result, _) = judge(&failed(TransportFailure::Connect), 1, NOW, &BACKOFF, 0.0);
         assert_eq!(result.error_class, Some(ErrorClass::Connect));
+        // An answer that is not HTTP backs off as a 5xx does.
+        let (result, event) = judge(&failed(TransportFailure::Protocol), 2, NOW, &BACKOFF, 0.0);
+        assert_eq!(result.outcome, AttemptOutcome::Retryable);
+        assert_eq!(result.error_class, Some(ErrorClass::Protocol));
+        let (_, as_5xx) = judge(&response(503, None, ""), 2, NOW, &BACKOFF, 0.0);
+        assert_eq!(event, as_5xx);
         let (result, event) = judge(&failed(TransportFailure::Blocked), 1, NOW, &BACKOFF, 0.0);
         assert_eq!(result.outcome, AttemptOutcome::Blocked);
         assert_eq!(

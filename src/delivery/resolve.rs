@@ -1,8 +1,9 @@
 //! Name resolution of the sender, checked against the [`TargetPolicy`] (CASES C-08):
 //! a name is resolved once per connection, the addresses the policy refuses are
-//! dropped, and only the rest are connected to; when none remain the connection fails
-//! with [`BlockedTarget`] before any socket is opened. Checking the addresses actually
-//! connected (not a separate, earlier lookup) defeats DNS rebinding.
+//! dropped, and only the rest are connected to; when none remain, or the name does not
+//! resolve, the connection fails with [`UnusableName`] before any socket is opened.
+//! Checking the addresses actually connected (not a separate, earlier lookup) defeats
+//! DNS rebinding.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -54,32 +55,63 @@ impl Resolve for SystemResolver {
     }
 }
 
-/// Every address `host` resolved to was refused. Its `Display`, which becomes the
-/// attempt's `reason` that any API token holder can read, names the host only: the
-/// addresses and their ranges would let a token holder map internal DNS (issue #15,
-/// part 5.4). The fields, for the operator's log, keep them.
+/// A host name that gave no address to connect to: it did not resolve (or resolved to
+/// nothing), or every address it resolved to was refused by the policy. Its `Display`,
+/// which becomes the attempt's `reason` that any API token holder can read, is the same
+/// text in both cases and names neither the host's addresses nor whether it resolved:
+/// the addresses and their ranges would let a token holder map internal DNS (issue #15,
+/// part 5.4), and "refused" against "does not resolve" would tell which internal names
+/// exist (issue #34, item 4.7). The fields, for the operator's log, keep the cause.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockedTarget {
+pub struct UnusableName {
     /// The name that was resolved.
     pub host: String,
-    /// Why its (first) address was refused.
-    pub refusal: Refusal,
-    /// How many addresses it resolved to.
-    pub addresses: usize,
+    /// Why it gave no address (never shown to API clients).
+    pub cause: Unusable,
 }
 
-impl fmt::Display for BlockedTarget {
+/// Why a host name gave no address to connect to; for the operator's log only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// The lookup failed (the resolver's error), or answered no address.
+    NotResolved(String),
+    /// Every address was refused by the policy.
+    Refused {
+        /// Why its (first) address was refused.
+        refusal: Refusal,
+        /// How many addresses it resolved to.
+        addresses: usize,
+    },
+}
+
+/// The attempt's reason for an [`UnusableName`], whatever its cause.
+pub const UNUSABLE_NAME_REASON: &str =
+    "could not connect to the target host (name not resolved or not a permitted address)";
+
+impl fmt::Display for UnusableName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} is refused by the outbound-target policy: it resolves to no permitted \
-             address (the server log names them)",
-            self.host
-        )
+        f.write_str(UNUSABLE_NAME_REASON)
     }
 }
 
-impl std::error::Error for BlockedTarget {}
+impl std::error::Error for UnusableName {}
+
+impl UnusableName {
+    /// Logs the exact cause at `warn`, for the operator (host, and the first refused
+    /// address and its range or the resolver's error), and boxes `self` for reqwest.
+    fn logged(self) -> Box<dyn std::error::Error + Send + Sync> {
+        match &self.cause {
+            Unusable::NotResolved(error) => tracing::warn!(host = %self.host, %error,
+                "a subscriber host name did not resolve; the attempt reads as a connection \
+                 failure"),
+            Unusable::Refused { refusal, addresses } => tracing::warn!(host = %self.host,
+                addresses, first_refusal = %refusal,
+                "refusing a target: every address of the name is refused; the attempt \
+                 reads as a connection failure"),
+        }
+        Box::new(self)
+    }
+}
 
 /// The resolver given to reqwest: `inner` looks the name up and the policy keeps only
 /// the addresses it permits.
@@ -101,7 +133,17 @@ impl Resolve for GuardedResolver {
         let lookup = self.inner.0.resolve(name);
         let policy = self.policy.clone();
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> = lookup.await?.collect();
+            let unusable = |cause| {
+                UnusableName {
+                    host: host.clone(),
+                    cause,
+                }
+                .logged()
+            };
+            let resolved: Vec<SocketAddr> = match lookup.await {
+                Ok(addrs) => addrs.collect(),
+                Err(error) => return Err(unusable(Unusable::NotResolved(error.to_string()))),
+            };
             let addresses = resolved.len();
             let mut first_refusal = None;
             let permitted: Vec<SocketAddr> = resolved
@@ -114,23 +156,16 @@ impl Resolve for GuardedResolver {
                     }
                 })
                 .collect();
-            match first_refusal {
-                Some(refusal) if permitted.is_empty() => {
-                    tracing::info!(%host, addresses, first_refusal = %refusal,
-                        "refusing a target: every address of the name is refused");
-                    Err(Box::new(BlockedTarget {
-                        host,
-                        refusal,
-                        addresses,
-                    })
-                        as Box<dyn std::error::Error + Send + Sync>)
-                }
-                Some(refusal) => {
+            if !permitted.is_empty() {
+                if let Some(refusal) = first_refusal {
                     tracing::debug!(%host, %refusal, "skipping a refused address");
-                    Ok(Box::new(permitted.into_iter()) as Addrs)
                 }
-                None => Ok(Box::new(permitted.into_iter()) as Addrs),
+                return Ok(Box::new(permitted.into_iter()) as Addrs);
             }
+            Err(unusable(match first_refusal {
+                Some(refusal) => Unusable::Refused { refusal, addresses },
+                None => Unusable::NotResolved("no address".to_owned()),
+            }))
         })
     }
 }
@@ -143,13 +178,15 @@ mod tests {
     use crate::delivery::sender::{Outgoing, Received, Sender};
     use crate::domain::policy::TransportFailure;
 
-    /// Answers every name with `addrs`.
+    /// Answers `evil.test` with `addrs`; any other name does not resolve.
     struct Fixed(Vec<SocketAddr>);
 
     impl Resolve for Fixed {
-        fn resolve(&self, _name: Name) -> Resolving {
-            let addrs = self.0.clone();
-            Box::pin(async move { Ok(Box::new(addrs.into_iter()) as Addrs) })
+        fn resolve(&self, name: Name) -> Resolving {
+            let answer = (name.as_str() == "evil.test")
+                .then(|| self.0.clone())
+                .ok_or_else(|| format!("{} does not resolve", name.as_str()));
+            Box::pin(async move { Ok(Box::new(answer?.into_iter()) as Addrs) })
         }
     }
 
@@ -159,9 +196,9 @@ mod tests {
         )))
     }
 
-    async fn resolve(resolver: &GuardedResolver) -> Result<Vec<SocketAddr>, String> {
+    async fn resolve(resolver: &GuardedResolver, host: &str) -> Result<Vec<SocketAddr>, String> {
         resolver
-            .resolve("evil.test".parse().unwrap())
+            .resolve(host.parse().unwrap())
             .await
             .map(Iterator::collect)
             .map_err(|e| e.to_string())
@@ -175,16 +212,24 @@ mod tests {
             policy.clone(),
         );
         assert_eq!(
-            resolve(&mixed).await.unwrap(),
+            resolve(&mixed, "evil.test").await.unwrap(),
             ["93.184.216.34:0".parse::<SocketAddr>().unwrap()]
         );
-        let internal = GuardedResolver::new(fixed(&["127.0.0.1:0", "[::1]:0"]), policy);
-        // The reason names the host, never the addresses or their ranges.
-        assert_eq!(
-            resolve(&internal).await.unwrap_err(),
-            "evil.test is refused by the outbound-target policy: it resolves to no \
-             permitted address (the server log names them)"
-        );
+        let internal = GuardedResolver::new(fixed(&["127.0.0.1:0", "[::1]:0"]), policy.clone());
+        let nothing = GuardedResolver::new(fixed(&[]), policy);
+        // Refused, not resolved, resolved to nothing: one text, which names neither the
+        // addresses, their ranges, nor which of these happened.
+        for (resolver, host) in [
+            (&internal, "evil.test"),
+            (&internal, "nowhere.invalid"),
+            (&nothing, "evil.test"),
+        ] {
+            assert_eq!(
+                resolve(resolver, host).await.unwrap_err(),
+                UNUSABLE_NAME_REASON,
+                "{host}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -194,31 +239,40 @@ mod tests {
             allowed: vec!["127.0.0.0/8".parse().unwrap()],
         });
         let resolver = GuardedResolver::new(fixed(&["127.0.0.1:0"]), policy);
-        assert_eq!(resolve(&resolver).await.unwrap().len(), 1);
+        assert_eq!(resolve(&resolver, "evil.test").await.unwrap().len(), 1);
     }
 
-    /// Through reqwest: the resolver's refusal comes back as a `Blocked` failure, and
-    /// the listener behind the refused address is never connected to.
+    /// Through reqwest: a name whose addresses are all refused and a name that does not
+    /// resolve come back as the same `Connect` failure; a literal refused address is
+    /// `Blocked`, naming it (the client typed it); the listener behind the refused
+    /// address is never connected to.
     #[tokio::test]
     async fn the_sender_never_connects_to_a_refused_address() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let policy = Arc::new(TargetPolicy::default());
         let sender = Sender::new(policy, fixed(&["127.0.0.1:0"])).unwrap();
-        for (url, reason) in [
+        let unusable = (TransportFailure::Connect, UNUSABLE_NAME_REASON);
+        for (url, (failure, reason)) in [
             (
                 format!("http://evil.test:{port}/hook?token=s3cret"),
-                "blocked before connecting: evil.test is refused by the outbound-target \
-                 policy: it resolves to no permitted address (the server log names them)",
+                unusable,
             ),
+            (format!("http://nowhere.invalid:{port}/hook"), unusable),
             (
                 format!("http://0x7f000001:{port}/hook?token=s3cret"),
-                "blocked before connecting: 127.0.0.1 is a loopback address (127.0.0.0/8)",
+                (
+                    TransportFailure::Blocked,
+                    "blocked before connecting: 127.0.0.1 is a loopback address (127.0.0.0/8)",
+                ),
             ),
             (
                 format!("http://[::ffff:127.0.0.1]:{port}/"),
-                "blocked before connecting: ::ffff:127.0.0.1 is an IPv4-mapped form of \
-                 127.0.0.1, a loopback address (127.0.0.0/8)",
+                (
+                    TransportFailure::Blocked,
+                    "blocked before connecting: ::ffff:127.0.0.1 is an IPv4-mapped form of \
+                     127.0.0.1, a loopback address (127.0.0.0/8)",
+                ),
             ),
         ] {
             let outgoing = Outgoing {
@@ -234,7 +288,7 @@ mod tests {
             assert_eq!(
                 sent.received,
                 Received::Failed {
-                    failure: TransportFailure::Blocked,
+                    failure,
                     reason: reason.to_owned(),
                 },
                 "{url}"

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::redirect::Policy;
 
-use super::resolve::{BlockedTarget, GuardedResolver, Resolver};
+use super::resolve::{GuardedResolver, Resolver, UnusableName};
 use super::signing::signature_header;
 use crate::domain::policy::TransportFailure;
 use crate::domain::secret::SigningSecret;
@@ -292,17 +292,21 @@ fn failed(failure: TransportFailure, reason: String) -> Received {
 }
 
 /// Classifies a reqwest error without echoing the URL (it may carry a token in its
-/// query string). A [`BlockedTarget`] from the resolver, anywhere in the chain of
-/// causes, makes the failure `Blocked`; a connection closed or reset before an answer
-/// is [`Closed`].
+/// query string). An [`UnusableName`] from the resolver, anywhere in the chain of
+/// causes, is a `Connect` failure whose reason is its fixed text, the same whether the
+/// name did not resolve or resolved only to refused addresses (issue #34, item 4.7); an
+/// answer hyper could not parse is a `Protocol` failure (issue #34, item 5.1); a
+/// connection closed or reset before an answer is [`Closed`].
 fn transport_failure(error: &reqwest::Error) -> Result<Received, Closed> {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        if let Some(blocked) = cause.downcast_ref::<BlockedTarget>() {
-            return Ok(failed(
-                TransportFailure::Blocked,
-                format!("blocked before connecting: {blocked}"),
-            ));
+        if let Some(unusable) = cause.downcast_ref::<UnusableName>() {
+            return Ok(failed(TransportFailure::Connect, unusable.to_string()));
+        }
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && hyper.is_parse()
+        {
+            return Ok(not_http(hyper));
         }
         source = cause.source();
     }
@@ -337,6 +341,15 @@ fn connection_broke(causes: &str) -> Received {
     );
     reason.truncate(reason.floor_char_boundary(300));
     failed(TransportFailure::Connect, reason)
+}
+
+/// The failure of a request whose answer was not valid HTTP (a malformed status line,
+/// version or header; a head too large), with hyper's short account of what it could
+/// not parse (`invalid HTTP status-code parsed`), never the bytes received.
+fn not_http(parse: &hyper::Error) -> Received {
+    let mut reason = format!("the receiver's answer was not valid HTTP: {parse}");
+    reason.truncate(reason.floor_char_boundary(300));
+    failed(TransportFailure::Protocol, reason)
 }
 
 /// `what: causes`, or `what` alone when there are none.

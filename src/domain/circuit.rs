@@ -61,10 +61,10 @@ pub enum HostVerdict {
     /// endpoint's failure (its breaker counts it), no evidence against the host while
     /// the circuit is closed; a probe that times out failed.
     Slow,
-    /// The host answered with a failure worth a retry (a 5xx, 408 or 425): the
-    /// endpoint's failure while the circuit is closed (the host is reachable: it resets
-    /// the count of connection failures), but a probe that gets it failed: the host
-    /// does not serve yet.
+    /// The host answered with a failure worth a retry (a 5xx, 408 or 425, or an answer
+    /// that is not valid HTTP): the endpoint's failure while the circuit is closed (the
+    /// host is reachable: it resets the count of connection failures), but a probe that
+    /// gets it failed: the host does not serve yet.
     Erring,
     /// The host answered something else (a 2xx, 3xx or another 4xx), whatever it means
     /// for the subscriber.
@@ -79,6 +79,7 @@ impl HostVerdict {
         match (error_class, status) {
             (Some(ErrorClass::Connect), _) => Some(HostVerdict::Unwell),
             (Some(ErrorClass::Timeout), _) => Some(HostVerdict::Slow),
+            (Some(ErrorClass::Protocol), _) => Some(HostVerdict::Erring),
             (Some(ErrorClass::Blocked | ErrorClass::SecretUnreadable), _) => None,
             (_, Some(500..=599 | 408 | 425)) => Some(HostVerdict::Erring),
             (_, Some(_)) => Some(HostVerdict::Well),
@@ -353,6 +354,11 @@ mod tests {
         assert_eq!(
             HostVerdict::of(Some(Timeout), None),
             Some(HostVerdict::Slow)
+        );
+        // An answer that is not valid HTTP came from a reachable host that errs.
+        assert_eq!(
+            HostVerdict::of(Some(Protocol), None),
+            Some(HostVerdict::Erring)
         );
         // A gateway's 502–504 is an answer that errs: the endpoint breaker judges it;
         // only a probe is failed by it.

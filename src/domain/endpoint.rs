@@ -68,7 +68,8 @@ pub enum EndpointVerdict {
     /// 425, 429): the endpoint answers; the job's fate is its own.
     Answered,
     /// A retryable failure of the endpoint: a timeout, a 5xx (a 503 without
-    /// `Retry-After`), 408, 425, or a status outside 200–599.
+    /// `Retry-After`), 408, 425, a status outside 200–599, or an answer that is not
+    /// valid HTTP.
     Failed {
         /// The attempt timed out.
         timeout: bool,
@@ -96,7 +97,9 @@ impl EndpointVerdict {
             (Some(ErrorClass::Http5xx), Some(503)) if retry_after.is_some() => {
                 Some(EndpointVerdict::BackPressure(retry_after))
             }
-            (Some(ErrorClass::Http5xx), _) => Some(EndpointVerdict::Failed { timeout: false }),
+            (Some(ErrorClass::Http5xx | ErrorClass::Protocol), _) => {
+                Some(EndpointVerdict::Failed { timeout: false })
+            }
             (Some(ErrorClass::Http4xx), Some(408 | 425)) => {
                 Some(EndpointVerdict::Failed { timeout: false })
             }

@@ -50,6 +50,7 @@ fn results_are_told_apart_by_what_they_say_about_the_endpoint() {
     }
     assert_eq!(of(Some(Http4xx), Some(408), None), Some(FAILED));
     assert_eq!(of(Some(Http4xx), Some(425), None), Some(FAILED));
+    assert_eq!(of(Some(Protocol), None, None), Some(FAILED));
     // Back-pressure: a 429 with or without a time, a 503 with one.
     assert_eq!(
         of(Some(Http429), Some(429), None),

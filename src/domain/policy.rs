@@ -136,7 +136,9 @@ pub enum ErrorClass {
     /// No complete answer within the attempt timeout.
     #[serde(rename = "timeout")]
     Timeout,
-    /// The connection (DNS, TCP or TLS) could not be made.
+    /// The connection (DNS, TCP or TLS) could not be made, a host name gave no
+    /// permitted address (docs/DESIGN.md §9), or the connection broke after the request
+    /// was sent.
     #[serde(rename = "connect")]
     Connect,
     /// A 3xx answer; redirects are not followed.
@@ -151,7 +153,13 @@ pub enum ErrorClass {
     /// A 5xx answer, or a status outside 200–599.
     #[serde(rename = "http_5xx")]
     Http5xx,
-    /// The target was refused before connecting (e.g. by the SSRF policy).
+    /// The receiver's answer was not valid HTTP (a malformed status line or head):
+    /// retryable like a 5xx, a fault of the receiver.
+    #[serde(rename = "protocol")]
+    Protocol,
+    /// The URL's literal address was refused by the SSRF policy before connecting (a
+    /// host name that resolves only to refused addresses is a `connect`,
+    /// docs/DESIGN.md §9).
     #[serde(rename = "blocked")]
     Blocked,
     /// Nothing was sent: the subscriber's stored signing secret could not be read
@@ -168,6 +176,7 @@ wire_names!(ErrorClass, "Every class." {
     Http4xx => "http_4xx",
     Http429 => "http_429",
     Http5xx => "http_5xx",
+    Protocol => "protocol",
     Blocked => "blocked",
     SecretUnreadable => "secret_unreadable",
 });
@@ -219,18 +228,24 @@ pub fn pauses_subscriber(status: u16) -> bool {
 pub enum TransportFailure {
     /// The attempt timeout elapsed (connect, response or body read).
     Timeout,
-    /// The connection could not be made (DNS, TCP, TLS).
+    /// The connection could not be made (DNS, TCP, TLS; a host name with no permitted
+    /// address), or broke after the request was sent.
     Connect,
-    /// The target was refused before connecting (SSRF policy, docs/DESIGN.md §3 / CASES C-08).
+    /// The receiver's answer was not valid HTTP (hyper could not parse its head).
+    Protocol,
+    /// The URL's literal address was refused before connecting (SSRF policy,
+    /// docs/DESIGN.md §9 / CASES C-08).
     Blocked,
 }
 
-/// Classifies a failure without an HTTP answer (docs/DESIGN.md §3): timeouts and connection
-/// errors are retryable; a blocked target is terminal (`target_rejected`).
+/// Classifies a failure without an HTTP answer (docs/DESIGN.md §3): timeouts, connection
+/// errors and answers that are not valid HTTP are retryable; a blocked target is
+/// terminal (`target_rejected`).
 pub fn classify_transport(failure: TransportFailure) -> Verdict {
     match failure {
         TransportFailure::Timeout => Verdict::Retryable(ErrorClass::Timeout),
         TransportFailure::Connect => Verdict::Retryable(ErrorClass::Connect),
+        TransportFailure::Protocol => Verdict::Retryable(ErrorClass::Protocol),
         TransportFailure::Blocked => Verdict::Terminal(ErrorClass::Blocked),
     }
 }

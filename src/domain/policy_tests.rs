@@ -187,6 +187,7 @@ fn error_class_names_round_trip_and_match_serde() {
         "http_4xx",
         "http_429",
         "http_5xx",
+        "protocol",
         "blocked",
         "secret_unreadable",
     ];
@@ -298,6 +299,11 @@ fn transport_failures() {
     assert_eq!(
         classify_transport(F::Connect),
         Verdict::Retryable(ErrorClass::Connect)
+    );
+    // Not valid HTTP: the receiver's fault, retried with the backoff like a 5xx.
+    assert_eq!(
+        classify_transport(F::Protocol),
+        Verdict::Retryable(ErrorClass::Protocol)
     );
     assert_eq!(
         classify_transport(F::Blocked),

@@ -20,9 +20,9 @@
 //!   the instant the hold clears when it is known (an open circuit's next probe); a
 //!   `retrying` job not yet due whose destination is paused or whose circuit is open
 //!   gets the same, since brought forward it would wait for them;
-//! - `retrying` after a transient failure (a timeout, a connect error, a 5xx, 429, 408
-//!   or 425): [`RetryVerdict::Yes`]; it is retried at `next_attempt_at` anyway and
-//!   `POST /v1/jobs/{id}/retry` brings that forward;
+//! - `retrying` after a transient failure (a timeout, a connect error, an answer that
+//!   is not valid HTTP, a 5xx, 429, 408 or 425): [`RetryVerdict::Yes`]; it is retried
+//!   at `next_attempt_at` anyway and `POST /v1/jobs/{id}/retry` brings that forward;
 //! - `dead` after a 3xx or another 4xx, a target the SSRF policy refuses, or its
 //!   subscriber's deletion: [`RetryVerdict::No`]: the same request gets the same
 //!   answer until the receiver or the subscriber's URL is fixed;

@@ -26,6 +26,7 @@ mod interop;
 mod isolation;
 mod leases;
 mod log_secrets;
+mod malformed_answers;
 mod outcomes;
 mod pg_read_only;
 mod pg_restart;

@@ -3,6 +3,14 @@
 //! receiver echoed back. Hand-written scanning, no regex: every pattern is ASCII, and
 //! the few judgement calls (prose or field? word or credential?) read better as code.
 
+use delimiters::{
+    Closing, Separator, escaped_quote_ends_at, inside_escaped_quote, quote_at, quoted_end,
+    raw_quoted_end, separator_at,
+};
+
+#[path = "redact_delimiters.rs"]
+mod delimiters;
+
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";
 
@@ -112,8 +120,13 @@ const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
 ///   `key=value` (up to a blank or `& ; ,`), `key%3Dvalue` (percent-encoded, up to an
 ///   encoded or plain delimiter), `key: value` (to the end of the line or `, ; &`; a
 ///   cookie or signature header to the end of the line) and `"key": value` forms (JSON,
-///   also with `'` quotes or `\"` inside a JSON string; any whitespace around the `:`).
-///   A quoted value loses its content, an array or object value is hidden whole (to the
+///   also with `'` quotes or `\"` inside a JSON string; any whitespace around the `:`);
+///   `key => value` as `key: value` (Ruby, PHP and Perl hashes); quotes spelled as HTML
+///   character references (`&quot;`, `&#34;`, `&#x27;`, …) or `\u0022`/`\x22` escapes
+///   as raw ones; a bracketed key (`[password] => …` of PHP's `print_r`, to the end of
+///   the line; `user[password]=…`) as a quoted one (see `redact_delimiters.rs`). A
+///   value that is an authorization scheme and its credentials (`token=Bearer …`) is
+///   hidden with them. A quoted value loses its content, an array or object value is hidden whole (to the
 ///   matching bracket or the end of the text), a scalar to the next delimiter, and the
 ///   comma-separated items that follow a scalar with it (`sig=v1,<MAC>`) unless an item
 ///   is a pair of its own or reads as prose. A `key: value` inside a sentence
@@ -184,11 +197,15 @@ fn redact(text: &str) -> String {
 /// both are character boundaries.
 fn secret_at(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     // A `%XX` escape (`%26`, `%3F`, …) ends a word or key like the byte it encodes; its
-    // hex digits start none.
-    let after_escape = at >= 3 && is_escape(bytes, at - 3);
+    // hex digits start none. So does an escaped quote (`\u0022password\u0022`): its
+    // letters and digits start no key or word either.
+    let after_escape = (at >= 3 && is_escape(bytes, at - 3)) || escaped_quote_ends_at(bytes, at);
     let in_escape = (at >= 1 && is_escape(bytes, at - 1)) || (at >= 2 && is_escape(bytes, at - 2));
-    let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric() || after_escape;
-    let key_start = !in_escape && (at == 0 || !is_key_byte(bytes[at - 1]) || after_escape);
+    let in_quote = inside_escaped_quote(bytes, at);
+    let word_start =
+        !in_quote && (at == 0 || !bytes[at - 1].is_ascii_alphanumeric() || after_escape);
+    let key_start =
+        !in_escape && !in_quote && (at == 0 || !is_key_byte(bytes[at - 1]) || after_escape);
     let whole = |end| (at, end);
     whsec_token(bytes, at)
         .map(whole)
@@ -381,12 +398,11 @@ fn digest_response(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     }
     let equals = skip_blanks(bytes, key_end);
     (bytes.get(equals) == Some(&b'=')).then_some(())?;
-    let quote = skip_blanks(bytes, equals + 1);
-    let (start, end) = match &bytes[quote..] {
-        [b'\\', b'"', ..] => (quote + 2, escaped_quote_end(bytes, quote + 2)),
-        [b'"', ..] => (quote + 1, quoted_end(bytes, quote + 1, b'"')),
-        _ => return None,
-    };
+    let quote_from = skip_blanks(bytes, equals + 1);
+    let quote = quote_at(bytes, quote_from)
+        .filter(|quote| matches!(quote.closing, Closing::Raw(b'"') | Closing::Escaped))?;
+    let start = quote_from + quote.spelling.len();
+    let end = quoted_end(bytes, start, quote);
     (end > start).then_some((start, end))
 }
 
@@ -477,43 +493,64 @@ fn jwt(bytes: &[u8], at: usize) -> Option<usize> {
 
 /// When a key named like a secret starts at `at` and has a non-empty value: the value's
 /// (start, end). A quoted value excludes its quotes; an array or object includes its
-/// brackets.
+/// brackets. Quotes and separators are read in every spelling that
+/// `redact_delimiters.rs` lists (`"password" => "X"`, `&quot;password&quot;:…`,
+/// `\u0022password\u0022:…`); a key in brackets (`[password] => X` of PHP's `print_r`,
+/// `user[password]=X` of a form) is read as a quoted one, and after `=>` its value runs
+/// to the end of the line, as `print_r` writes it.
 fn secret_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     let key_end = run_end(bytes, at, is_key_byte);
     let key = &bytes[at..key_end];
     if key.is_empty() || !is_secret_key(key) {
         return None;
     }
-    // The closing quote of a quoted key: `"`, `'`, or `\"` in JSON inside a JSON string.
-    let (quoted, escaped, after_key) = match &bytes[key_end..] {
-        [b'\\', b'"', ..] => (true, true, key_end + 2),
-        [b'"' | b'\'', ..] => (true, false, key_end + 1),
-        _ => (false, false, key_end),
+    let key_quote = quote_at(bytes, key_end);
+    let bracketed = at > 0 && bytes[at - 1] == b'[' && bytes.get(key_end) == Some(&b']');
+    let after_key = match key_quote {
+        Some(quote) => key_end + quote.spelling.len(),
+        None => key_end + usize::from(bracketed),
     };
+    let quoted = key_quote.is_some() || bracketed;
+    // `\"` opens a value only after a key quoted so: both are inside a JSON string.
+    let escaped = key_quote.is_some_and(|quote| quote.closing == Closing::Escaped);
     if !quoted && has_prefix(bytes, after_key, b"%3D") {
         // `password%3Dhunter2`: a pair inside a percent-encoded URL or form.
         let start = after_key + 3;
         let end = encoded_value_end(bytes, start);
         return (end > start).then_some((start, end));
     }
-    let skip = if quoted { skip_whitespace } else { skip_blanks };
-    let separator_at = skip(bytes, after_key);
-    let separator = *bytes
-        .get(separator_at)
-        .filter(|b| matches!(b, b'=' | b':'))?;
-    let start = skip(bytes, separator_at + 1);
-    let to_line_end = separator == b':' && !quoted && is_whole_line_key(key);
-    let (start, end) = match &bytes[start..] {
-        [b'\\', b'"', ..] if escaped => (start + 2, escaped_quote_end(bytes, start + 2)),
-        [quote @ (b'"' | b'\''), ..] => (start + 1, quoted_end(bytes, start + 1, *quote)),
-        [b'{' | b'[', ..] => (start, bracketed_end(bytes, start, !escaped)),
-        _ => {
-            let end = unquoted_end(bytes, start, separator, to_line_end);
-            (start, list_end(bytes, end, separator))
+    // A quoted key's value may follow on another line (JSON); a bracketed key's may not.
+    let skip = if key_quote.is_some() {
+        skip_whitespace
+    } else {
+        skip_blanks
+    };
+    let separator_from = skip(bytes, after_key);
+    let (separator, separator_len) = separator_at(bytes, separator_from)?;
+    let start = skip(bytes, separator_from + separator_len);
+    let reads_as = separator.reads_as();
+    let to_line_end = match separator {
+        Separator::Colon => !quoted && is_whole_line_key(key),
+        Separator::Arrow => bracketed,
+        Separator::Equals => false,
+    };
+    let value_quote =
+        quote_at(bytes, start).filter(|quote| quote.closing != Closing::Escaped || escaped);
+    let (start, end) = match (value_quote, bytes.get(start)) {
+        (Some(quote), _) => {
+            let from = start + quote.spelling.len();
+            (from, quoted_end(bytes, from, quote))
+        }
+        (None, Some(b'{' | b'[')) => (start, bracketed_end(bytes, start, !escaped)),
+        (None, _) => {
+            let end = unquoted_end(bytes, start, reads_as, to_line_end);
+            // `token=Bearer X`: the scheme's credentials belong to the value.
+            let end = scheme_credentials(bytes, start).map_or(end, |(_, after)| after.max(end));
+            (start, list_end(bytes, end, reads_as))
         }
     };
     let empty = bytes[start..end].iter().all(|b| b"{}[] \t\r\n".contains(b));
-    let phrase = separator == b':'
+    let phrase = separator == Separator::Colon
         && !quoted
         && is_word(key)
         && !at_clause_start(bytes, at)
@@ -665,28 +702,6 @@ fn skip_whitespace(bytes: &[u8], from: usize) -> usize {
     run_end(bytes, from, |b| b" \t\r\n".contains(&b))
 }
 
-/// The closing `quote` of a string whose content starts at `from` (backslash escapes
-/// honoured), or the end of the text when it is cut.
-fn quoted_end(bytes: &[u8], from: usize, quote: u8) -> usize {
-    let mut at = from;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'\\' => at += 2,
-            b if b == quote => return at,
-            _ => at += 1,
-        }
-    }
-    bytes.len()
-}
-
-/// The `\"` that closes a string inside a JSON string, or the end of the text.
-fn escaped_quote_end(bytes: &[u8], from: usize) -> usize {
-    bytes[from..]
-        .windows(2)
-        .position(|pair| pair == b"\\\"")
-        .map_or(bytes.len(), |i| from + i)
-}
-
 /// The end of the array or object opening at `from`: just after its matching bracket, or
 /// the end of the text when it is cut. With `strings`, brackets inside `"…"` are skipped.
 fn bracketed_end(bytes: &[u8], from: usize, strings: bool) -> usize {
@@ -701,7 +716,7 @@ fn bracketed_end(bytes: &[u8], from: usize, strings: bool) -> usize {
                     return at + 1;
                 }
             }
-            b'"' if strings => at = quoted_end(bytes, at + 1, b'"'),
+            b'"' if strings => at = raw_quoted_end(bytes, at + 1, b'"'),
             _ => {}
         }
         at += 1;

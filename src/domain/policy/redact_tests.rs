@@ -406,7 +406,7 @@ proptest! {
         before in plain(),
         after in plain(),
         secret in secret(),
-        form in 0usize..16,
+        form in 0usize..21,
     ) {
         let shown = match form {
             0 => format!("whsec_{secret}"),
@@ -424,6 +424,11 @@ proptest! {
             12 => format!(r#"Digest username="u", response="{secret}""#),
             13 => format!("sk-proj-{secret}"),
             14 => format!("u%3Fx%26password%3D{secret}%26y"),
+            16 => format!("token=Bearer {secret}"),
+            17 => format!(r#"{{"password" => "{secret}"}}"#),
+            18 => format!("Array\n(\n    [password] => {secret}\n)"),
+            19 => format!("{{&quot;password&quot;:&quot;{secret}&quot;}}"),
+            20 => format!(r#"{{\u0022password\u0022:\u0022{secret}\u0022}}"#),
             _ => format!("X-Auth-Token={secret}"),
         };
         let text = format!("{before} {shown}\nE42 {after}");
@@ -687,4 +692,101 @@ fn a_nul_byte_becomes_a_replacement_character() {
     let excerpt = redact_excerpt(b"bin\0ary\0", 100);
     assert_eq!(excerpt, "bin\u{FFFD}ary\u{FFFD}");
     assert!(!excerpt.contains('\0'));
+}
+
+/// Issue #34 item 4.8: the spellings the first rules missed. Each hides the value `X…`
+/// (and nothing else) and keeps its key readable.
+#[test]
+fn hides_secret_pairs_in_every_spelling_of_quotes_and_separators() {
+    let cases = [
+        // A credential given with its scheme after `=`.
+        ("token=Bearer Xs3cr3t&code=E42", "token=[redacted]&code=E42"),
+        (
+            "authorization=Bearer Xs3cr3t code=E42",
+            "authorization=[redacted] code=E42",
+        ),
+        ("auth = Basic Xs3cr3t==", "auth = [redacted]"),
+        // Ruby and PHP hashes, Perl.
+        (
+            r#"{"password" => "Xs3cr3t", "code" => "E42"}"#,
+            r#"{"password" => "[redacted]", "code" => "E42"}"#,
+        ),
+        (
+            "array('api_key' => 'Xs3cr3t', 'code' => 'E42')",
+            "array('api_key' => '[redacted]', 'code' => 'E42')",
+        ),
+        (
+            "{:password=>\"Xs3cr3t\", :code=>\"E42\"}",
+            "{:password=>\"[redacted]\", :code=>\"E42\"}",
+        ),
+        (
+            "secret => Xs3cr3t, code => E42",
+            "secret => [redacted], code => E42",
+        ),
+        // PHP's print_r: the value runs to the end of its line, blanks included.
+        (
+            "Array\n(\n    [password] => Xs3cr3t with blanks\n    [code] => E42\n)",
+            "Array\n(\n    [password] => [redacted]\n    [code] => E42\n)",
+        ),
+        // A form's bracketed key.
+        (
+            "user[password]=Xs3cr3t&user[name]=ann",
+            "user[password]=[redacted]&user[name]=ann",
+        ),
+        // HTML-escaped JSON (an error page quoting the request).
+        (
+            "{&quot;password&quot;:&quot;Xs3cr3t&quot;,&quot;code&quot;:&quot;E42&quot;}",
+            "{&quot;password&quot;:&quot;[redacted]&quot;,&quot;code&quot;:&quot;E42&quot;}",
+        ),
+        (
+            "{&#34;token&#34;: &#34;Xs3cr3t&#34;}",
+            "{&#34;token&#34;: &#34;[redacted]&#34;}",
+        ),
+        (
+            "&#x27;secret&#x27; =&gt; &#x27;Xs3cr3t&#x27;",
+            "&#x27;secret&#x27; =&gt; &#x27;[redacted]&#x27;",
+        ),
+        // JSON whose quotes an encoder escaped again.
+        (
+            r#"{\u0022password\u0022:\u0022Xs3cr3t\u0022,\u0022code\u0022:\u0022E42\u0022}"#,
+            r#"{\u0022password\u0022:\u0022[redacted]\u0022,\u0022code\u0022:\u0022E42\u0022}"#,
+        ),
+        (
+            r#"{\u0022auth\u0022: \u0022Xs3cr3t\u0022}"#,
+            r#"{\u0022auth\u0022: \u0022[redacted]\u0022}"#,
+        ),
+        (
+            r#"{\x22token\x22:\x22Xs3cr3t\x22}"#,
+            r#"{\x22token\x22:\x22[redacted]\x22}"#,
+        ),
+    ];
+    // Every case is judged before failing, so that a failure lists all the spellings
+    // missed.
+    let missed: Vec<String> = cases
+        .iter()
+        .map(|(text, want)| (text, want, redacted(text)))
+        .filter(|(_, want, excerpt)| excerpt != *want || excerpt.contains("Xs3cr3t"))
+        .map(|(text, want, excerpt)| format!("{text:?} -> {excerpt:?}, not {want:?}"))
+        .collect();
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// The same spellings around keys that name no secret, and prose, are kept.
+#[test]
+fn keeps_ordinary_pairs_in_every_spelling() {
+    let plain = [
+        r#"{"name" => "ann", "code" => "E42"}"#,
+        "Array\n(\n    [name] => ann\n    [code] => E42\n)",
+        "{&quot;status&quot;:&quot;failed&quot;,&quot;code&quot;:&quot;E42&quot;}",
+        r#"{\u0022user\u0022:\u0022ann\u0022,\u0022code\u0022:\u0022E42\u0022}"#,
+        "user[name]=ann&page=2",
+        "missing [password] field",
+        "the [token] is => required",
+        "code=E42 => retry later",
+        "&quot;author&quot;:&quot;ann&quot;",
+        r#"\u0022unauthorized\u0022"#,
+    ];
+    for text in plain {
+        assert_eq!(redacted(text), text);
+    }
 }
