@@ -1,6 +1,7 @@
 //! What the OpenAPI document says for every operation at once, added after the routes
 //! are collected: the bearer-token scheme on `/v1/*`; the problem responses any
-//! operation can give (RFC 9457 bodies) — 401 without a valid token, 408 after the
+//! operation can give (RFC 9457 bodies) — 401 without a valid token, 429 when the
+//! client address used up its failed guesses, 408 after the
 //! request timeout, 414/431 for an oversized target or headers, 503 while the store is
 //! unavailable, and for operations with a body 400, 413, 415 and 422; the rules of ids,
 //! destinations and cursors wherever a request carries one ([`rules`]); and `$ref`s
@@ -135,6 +136,12 @@ fn add_common_responses(operation: &mut Operation, protected: bool) {
         common.push((
             "401",
             "Missing or invalid API token (when tokens are configured)",
+        ));
+        common.push((
+            "429",
+            "This client address presented too many tokens that were not valid: the \
+             token was not checked; retry after `Retry-After` seconds (when tokens are \
+             configured)",
         ));
         common.push(("503", "Store unavailable; nothing was written, retry"));
         common.push(("422", "Invalid parameter"));
