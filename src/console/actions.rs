@@ -3,13 +3,12 @@
 //! `subscriber.resume`, …) plus `console.login` and `console.logout`, with the
 //! session's token fingerprint as the actor and `"via": "console"` in the parameters.
 
-use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::ConsoleState;
 use super::access::Session;
-use crate::api::REQUEST_ID_HEADER;
 use crate::api::audit::MAX_AUDIT_WAIT;
+use crate::api::request_id::RequestIds;
 use crate::domain::ids::new_id;
 use crate::metrics;
 use crate::store::NewAuditEntry;
@@ -54,10 +53,10 @@ impl Action {
     }
 }
 
-/// Records `action`, taken in `session`, in the audit trail. Like the API, waits at
-/// most [`MAX_AUDIT_WAIT`] for the write, and a failure is logged and counted, never
-/// shown: the action itself has happened.
-pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap, action: Action) {
+/// Records `action`, taken in `session` by the request with `ids`, in the audit trail.
+/// Like the API, waits at most [`MAX_AUDIT_WAIT`] for the write, and a failure is
+/// logged and counted, never shown: the action itself has happened.
+pub async fn record(state: &ConsoleState, session: &Session, ids: &RequestIds, action: Action) {
     let at = state.app.clock.now();
     let mut parameters = action.parameters;
     if let Value::Object(map) = &mut parameters {
@@ -71,10 +70,8 @@ pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap
         parameters: Some(parameters.to_string()),
         actor: session.actor.clone(),
         status: action.status,
-        request_id: headers
-            .get(REQUEST_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        request_id: ids.request_id.clone(),
+        server_request_id: ids.server_request_id,
     };
     let store = state.app.store.clone();
     let name = action.name;

@@ -18,6 +18,7 @@ use super::actions::{self, Action};
 use super::chrome::{Chrome, local_page};
 use super::gate::{FormFields, cookie, cross_site, foreign_origin, set_cookie};
 use super::{ConsoleError, ConsoleState, render};
+use crate::api::request_id::RequestIds;
 
 /// The login page.
 #[derive(Template)]
@@ -83,6 +84,7 @@ pub async fn form(
 pub async fn submit(
     State(state): State<ConsoleState>,
     headers: HeaderMap,
+    request_ids: RequestIds,
     body: Bytes,
 ) -> Response {
     if !state.access.needs_login() {
@@ -122,7 +124,7 @@ pub async fn submit(
     actions::record(
         &state,
         &session,
-        &headers,
+        &request_ids,
         Action::new("console.login", None),
     )
     .await;
@@ -146,6 +148,7 @@ pub async fn logout(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> Result<Response, ConsoleError> {
     let now = state.app.clock.now();
     state
@@ -156,7 +159,7 @@ pub async fn logout(
     actions::record(
         &state,
         &session,
-        &headers,
+        &request_ids,
         Action::new("console.logout", None),
     )
     .await;
