@@ -37,7 +37,9 @@ COPY --from=build /usr/local/bin/deferhook-receiver /usr/local/bin/deferhook-rec
 
 # Numeric, so that runtimes checking for a non-root user (runAsNonRoot) can verify it.
 USER 10001:10001
-# The default database, sqlite://deferhook.db, is relative to this directory.
+# The default database, sqlite://deferhook.db, is relative to this directory, and so is
+# the key file that encrypts its subscriber secrets, deferhook.db.key, generated at the
+# first start: back the volume up whole (README, "Secrets").
 WORKDIR /var/lib/deferhook
 VOLUME ["/var/lib/deferhook"]
 

@@ -268,7 +268,9 @@ pub struct ServeArgs {
     /// Encrypts subscriber secrets at rest (ChaCha20-Poly1305) with this key: 32 random
     /// bytes in standard base64 (`openssl rand -base64 32`). Prefer the environment
     /// variable or --secret-key-file: a flag's value shows in the process list. Every
-    /// instance sharing a database needs the same key.
+    /// instance sharing a database needs the same key. Without a key, an SQLite
+    /// database gets one generated in a file beside it (`deferhook.db.key`); PostgreSQL
+    /// keeps secrets in plaintext (a warning at start).
     #[arg(
         long,
         env = "DEFERHOOK_SECRET_KEY",
@@ -281,6 +283,15 @@ pub struct ServeArgs {
     /// ignored), e.g. a mounted Docker or Kubernetes secret.
     #[arg(long, env = "DEFERHOOK_SECRET_KEY_FILE", value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
+    /// Store subscriber secrets in plaintext (a warning at start): no key file is
+    /// generated beside an SQLite database. A database that already holds encrypted
+    /// secrets still needs their key.
+    #[arg(
+        long,
+        env = "DEFERHOOK_PLAINTEXT_SECRETS",
+        conflicts_with_all = ["secret_key", "secret_key_file"]
+    )]
+    pub plaintext_secrets: bool,
     /// Deliver to internal addresses too: loopback, private (RFC 1918), link-local
     /// (cloud metadata), carrier-grade NAT, IPv6 unique local and site-local,
     /// unspecified, multicast, reserved and special-purpose. Off by default: such subscriber URLs are refused (422) and such
@@ -374,25 +385,26 @@ impl ServeArgs {
         Duration::from_millis(self.header_read_timeout_ms)
     }
 
-    /// How subscriber secrets are stored: sealed with the key of `--secret-key` or
-    /// `--secret-key-file`, plaintext without one. Errors name the flag or the file,
-    /// never the key.
-    pub fn sealer(&self) -> anyhow::Result<Sealer> {
+    /// The sealer of the key that `--secret-key` or `--secret-key-file` gives; `None`
+    /// without either (then [`crate::secret_key::choose`] decides). Errors name the
+    /// flag or the file, never the key.
+    pub fn given_sealer(&self) -> anyhow::Result<Option<Sealer>> {
         if let Some(key) = &self.secret_key {
             return Sealer::from_base64_key(key.expose())
+                .map(Some)
                 .context("--secret-key (DEFERHOOK_SECRET_KEY) is not usable");
         }
         if let Some(path) = &self.secret_key_file {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read --secret-key-file {}", path.display()))?;
-            return Sealer::from_base64_key(&text).with_context(|| {
+            return Sealer::from_base64_key(&text).map(Some).with_context(|| {
                 format!(
                     "--secret-key-file {}: the key is not usable",
                     path.display()
                 )
             });
         }
-        Ok(Sealer::plaintext())
+        Ok(None)
     }
 
     /// The shutdown grace period.
@@ -594,10 +606,10 @@ mod tests {
     #[test]
     fn a_secret_key_seals_and_its_debug_output_is_redacted() {
         let args = serve(&["--secret-key", KEY]);
-        assert!(args.sealer().unwrap().is_sealing());
+        assert!(args.given_sealer().unwrap().unwrap().is_sealing());
         let shown = format!("{args:?}");
         assert!(!shown.contains(KEY), "{shown}");
-        assert!(!serve(&[]).sealer().unwrap().is_sealing());
+        assert!(serve(&[]).given_sealer().unwrap().is_none());
     }
 
     #[test]
@@ -606,18 +618,21 @@ mod tests {
         let path = dir.path().join("key");
         std::fs::write(&path, format!("{KEY}\n")).unwrap();
         let args = serve(&["--secret-key-file", path.to_str().unwrap()]);
-        assert!(args.sealer().unwrap().is_sealing());
+        assert!(args.given_sealer().unwrap().unwrap().is_sealing());
 
         let missing = dir.path().join("missing");
         let args = serve(&["--secret-key-file", missing.to_str().unwrap()]);
-        let error = format!("{:#}", args.sealer().unwrap_err());
+        let error = format!("{:#}", args.given_sealer().unwrap_err());
         assert!(error.contains("cannot read --secret-key-file"), "{error}");
     }
 
     #[test]
     fn a_bad_key_is_refused_without_echoing_it() {
         for bad in ["c2hvcnQ=", "not base64 !!", ""] {
-            let error = format!("{:#}", serve(&["--secret-key", bad]).sealer().unwrap_err());
+            let error = format!(
+                "{:#}",
+                serve(&["--secret-key", bad]).given_sealer().unwrap_err()
+            );
             assert!(error.contains("--secret-key"), "{error}");
             assert!(bad.is_empty() || !error.contains(bad), "{error}");
         }
@@ -625,7 +640,7 @@ mod tests {
         let path = dir.path().join("key");
         std::fs::write(&path, "c2hvcnQ=").unwrap();
         let args = serve(&["--secret-key-file", path.to_str().unwrap()]);
-        let error = format!("{:#}", args.sealer().unwrap_err());
+        let error = format!("{:#}", args.given_sealer().unwrap_err());
         assert!(error.contains("32 bytes, found 5"), "{error}");
         assert!(!error.contains("c2hvcnQ="), "{error}");
     }
@@ -642,6 +657,14 @@ mod tests {
         ];
         let error = Cli::try_parse_from(argv).unwrap_err().to_string();
         assert!(!error.contains(KEY), "{error}");
+        for key_flag in [["--secret-key", KEY], ["--secret-key-file", "/k"]] {
+            let argv = ["deferhook", "serve", "--plaintext-secrets"]
+                .into_iter()
+                .chain(key_flag);
+            let error = Cli::try_parse_from(argv).unwrap_err().to_string();
+            assert!(error.contains("--plaintext-secrets"), "{error}");
+            assert!(!error.contains(KEY), "{error}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod heartbeat;
 pub mod metrics;
 pub mod open_files;
 pub mod scheduler;
+pub mod secret_key;
 pub mod server;
 pub mod store;
 pub mod telemetry;

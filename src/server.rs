@@ -81,7 +81,8 @@ impl Server {
     /// the worker (unless `--no-worker`) with [`ServerClock::System`].
     pub async fn start(args: &ServeArgs) -> anyhow::Result<Server> {
         let slots = prepare_worker(args)?;
-        let sealer = args.sealer()?;
+        // A bad key stops the start before anything is bound or created.
+        args.given_sealer()?;
         let listener = if args.no_api {
             None
         } else {
@@ -102,22 +103,15 @@ impl Server {
                     .with_context(|| format!("cannot listen on {}", args.listen))?,
             )
         };
-        let sealing = sealer.is_sealing();
+        let key = crate::secret_key::choose(args).await?;
         let store = store::open_configured(
             &args.database.database_url,
-            sealer,
+            key.sealer.clone(),
             args.destination_policy(),
         )
         .await?;
         // Once the start can no longer fail on a bad setting: an error stays one line.
-        if !sealing {
-            tracing::warn!(
-                "subscriber signing secrets are stored in plaintext in the database; to \
-                 encrypt them at rest, start with --secret-key-file PATH or \
-                 DEFERHOOK_SECRET_KEY set to 32 random bytes in base64 \
-                 (openssl rand -base64 32)"
-            );
-        }
+        key.log();
         if args.allow_private_targets {
             tracing::warn!(
                 "--allow-private-targets: deliveries may reach loopback, private and \

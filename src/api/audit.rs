@@ -22,12 +22,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::AppState;
 use super::audit_actions::{self, Target};
 use super::auth::ApiActor;
 use super::extract::AppQuery;
 use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
-use super::{AppState, REQUEST_ID_HEADER};
+use super::request_id::RequestIds;
 use crate::domain::audit::without_secrets;
 use crate::domain::ids::new_id;
 use crate::domain::{Clock, Timestamp};
@@ -84,11 +85,7 @@ pub async fn record(
         _ => None,
     };
     let actor = parts.extensions.get::<ApiActor>().map(|a| a.0.clone());
-    let request_id = parts
-        .headers
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let ids = RequestIds::of(&parts.headers, &parts.extensions);
     let bytes = match axum::body::to_bytes(body, recorder.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -117,7 +114,8 @@ pub async fn record(
         parameters,
         actor,
         status: status.as_u16(),
-        request_id,
+        request_id: ids.request_id,
+        server_request_id: ids.server_request_id,
     };
     let store = recorder.store.clone();
     let action = audited.action;
@@ -238,8 +236,13 @@ pub struct AuditEntryView {
     pub actor: Option<String>,
     /// The HTTP status it was answered with.
     pub status: u16,
-    /// The request's `x-request-id`.
+    /// The request's `x-request-id`: the client's when it sent an acceptable one, else
+    /// the server's own id. A client chooses it, so it may repeat another entry's.
     pub request_id: Option<String>,
+    /// The server's own id of the request, as answered in `x-server-request-id`: a
+    /// fresh UUID the client cannot choose; `null` for entries recorded before the
+    /// server kept it.
+    pub server_request_id: Option<Uuid>,
 }
 
 impl From<AuditEntry> for AuditEntryView {
@@ -255,6 +258,7 @@ impl From<AuditEntry> for AuditEntryView {
             actor: entry.actor,
             status: entry.status,
             request_id: entry.request_id,
+            server_request_id: entry.server_request_id,
         }
     }
 }

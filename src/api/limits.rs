@@ -10,10 +10,10 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tower_http::request_id::{MakeRequestId, MakeRequestUuid};
 
 use super::REQUEST_ID_HEADER;
 use super::problem::{ApiError, FieldError, Problem, problem_response};
+use super::request_id::{SERVER_REQUEST_ID_HEADER, ServerRequestId};
 
 /// Most bytes of all header names and values together.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -25,7 +25,7 @@ pub const MAX_TARGET_BYTES: usize = 8 * 1024;
 /// Answers 431 to a request whose headers exceed [`MAX_HEADERS`] fields or
 /// [`MAX_HEADER_BYTES`] bytes, and 414 to a target over [`MAX_TARGET_BYTES`]. It runs
 /// before the request is logged or its `x-request-id` read: the refusal carries a fresh
-/// id of its own.
+/// server id of its own, as both its `x-request-id` and its `x-server-request-id`.
 pub async fn limit_headers(request: Request, next: Next) -> Response {
     let headers = request.headers();
     let bytes: usize = headers
@@ -78,11 +78,9 @@ fn refuse(status: StatusCode, detail: String) -> Response {
     let mut problem = Problem::from_status(status);
     problem.detail = Some(detail);
     let mut response = problem_response(problem);
-    if let Some(id) = MakeRequestUuid.make_request_id(&Request::new(())) {
-        response.headers_mut().insert(
-            HeaderName::from_static(REQUEST_ID_HEADER),
-            id.into_header_value(),
-        );
-    }
+    let id = ServerRequestId::fresh().header_value();
+    let headers = response.headers_mut();
+    headers.insert(HeaderName::from_static(REQUEST_ID_HEADER), id.clone());
+    headers.insert(HeaderName::from_static(SERVER_REQUEST_ID_HEADER), id);
     response
 }

@@ -48,7 +48,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -64,7 +64,7 @@ use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
 
 /// The header carrying each request's id: the client's when [`request_id::acceptable`],
-/// a fresh UUID otherwise.
+/// the server's own id ([`request_id::ServerRequestId`]) otherwise.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Room for the fields around the payload when sizing the body limit, in bytes: a
 /// fan-out's 10,000 subscriber ids of up to 128 bytes each, quoted and separated.
@@ -209,7 +209,8 @@ const DOCUMENT_CSP: &str = "default-src 'self'; img-src 'self' data:; \
 
 /// The API's router with its middleware, outermost first: `nosniff`, no framing and a
 /// content security policy on every answer that has none (issue #34 part 4.4), header
-/// and target limits (431, 414; before anything is logged), request ids (a client's unsafe id replaced),
+/// and target limits (431, 414; before anything is logged), request ids (the server's own,
+/// and a client's unsafe id replaced by it),
 /// tracing, problem+json for every error, access (tokens, or loopback hosts only), the
 /// declared body length (413 before the body is read), a request timeout, a task that
 /// finishes what may change something whether or not the client waits
@@ -246,7 +247,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
             query_params::QueryRoutes::from_doc(&openapi),
             query_params::refuse_on_routes_without,
         ));
-    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let request_id_header = HeaderName::from_static(REQUEST_ID_HEADER);
     let guesses = guesses::Guesses::new(state.clock.clone());
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()
@@ -263,14 +264,17 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
             HeaderValue::from_static(DOCUMENT_CSP),
         ))
         .layer(axum::middleware::from_fn(limits::limit_headers))
-        .layer(axum::middleware::from_fn(request_id::drop_unsafe_ids))
-        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        .layer(axum::middleware::from_fn(request_id::assign_ids))
+        .layer(SetRequestIdLayer::new(
+            request_id_header.clone(),
+            request_id::ServerIdAsRequestId,
+        ))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
-        .layer(PropagateRequestIdLayer::new(request_id))
+        .layer(PropagateRequestIdLayer::new(request_id_header))
         .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
         .layer(axum::middleware::from_fn(
             crate::console::gate::bare_errors_as_pages,
@@ -308,9 +312,10 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         .layer(middleware)
 }
 
-/// The span of a request, whose fields every line logged for it carries: its id, the
-/// client's address (its connection's peer; `-` without a listener), method and path.
-/// The values are recorded as strings, which the text log prints quoted and escaped (`path="/v1"`)
+/// The span of a request, whose fields every line logged for it carries: the request
+/// id (the client's or the server's), the server's own id, the client's address (its
+/// connection's peer; `-` without a listener), method and path. The values are
+/// recorded as strings, which the text log prints quoted and escaped (`path="/v1"`)
 /// and the JSON log as JSON strings: a field cannot forge another. The request id has
 /// been checked (short, safe characters) and the path is at most 8 KiB (414 beyond).
 fn request_span<B>(request: &Request<B>) -> Span {
@@ -319,10 +324,15 @@ fn request_span<B>(request: &Request<B>) -> Span {
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-");
+    let server_id = request
+        .extensions()
+        .get::<request_id::ServerRequestId>()
+        .map_or_else(|| "-".to_owned(), |id| id.0.to_string());
     let client = auth::client_address(request.extensions()).map(|ip| ip.to_string());
     tracing::info_span!(
         "request",
         request_id = id,
+        server_request_id = server_id.as_str(),
         client = client.as_deref().unwrap_or("-"),
         method = request.method().as_str(),
         path = request.uri().path(),

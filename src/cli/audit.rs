@@ -22,6 +22,11 @@ pub struct Entry {
     pub actor: Option<String>,
     /// The answer's status.
     pub status: u16,
+    /// The request's `x-request-id` (the client's, or the server's when it sent none).
+    pub request_id: Option<String>,
+    /// The server's own id of the request; none for entries recorded before the server
+    /// kept it.
+    pub server_request_id: Option<String>,
     /// The request's parameters (no secrets).
     pub parameters: Option<Value>,
 }
@@ -90,11 +95,22 @@ pub fn audit_table(entries: &[Entry]) -> String {
             or_none(e.target.as_ref()),
             e.actor.clone().unwrap_or_else(|| "local".to_owned()),
             e.status.to_string(),
+            or_none(e.request_id.as_ref()),
+            or_none(e.server_request_id.as_ref()),
             or_none(e.parameters.as_ref().map(Value::to_string)),
         ]
     });
     render::table(
-        &["at", "action", "target", "actor", "status", "parameters"],
+        &[
+            "at",
+            "action",
+            "target",
+            "actor",
+            "status",
+            "request_id",
+            "server_request_id",
+            "parameters",
+        ],
         rows,
     )
 }

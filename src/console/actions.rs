@@ -4,13 +4,12 @@
 //! `console.logout`, with the session's token fingerprint as the actor and `"via":
 //! "console"` in the parameters.
 
-use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::ConsoleState;
 use super::access::Session;
-use crate::api::REQUEST_ID_HEADER;
 use crate::api::audit::MAX_AUDIT_WAIT;
+use crate::api::request_id::RequestIds;
 use crate::domain::ids::new_id;
 use crate::metrics;
 use crate::store::NewAuditEntry;
@@ -55,11 +54,11 @@ impl Action {
     }
 }
 
-/// Records `action`, taken in `session`, in the audit trail. Like the API, waits at
-/// most [`MAX_AUDIT_WAIT`] for the write, and a failure is logged and counted, never
-/// shown: the action itself has happened.
-pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap, action: Action) {
-    record_as(state, session.actor.clone(), headers, action).await;
+/// Records `action`, taken in `session` by the request with `ids`, in the audit trail.
+/// Like the API, waits at most [`MAX_AUDIT_WAIT`] for the write, and a failure is
+/// logged and counted, never shown: the action itself has happened.
+pub async fn record(state: &ConsoleState, session: &Session, ids: &RequestIds, action: Action) {
+    record_as(state, session.actor.clone(), ids, action).await;
 }
 
 /// [`record`] for `actor` (a token fingerprint; `None`: nobody signed in, as for a
@@ -67,7 +66,7 @@ pub async fn record(state: &ConsoleState, session: &Session, headers: &HeaderMap
 pub async fn record_as(
     state: &ConsoleState,
     actor: Option<String>,
-    headers: &HeaderMap,
+    ids: &RequestIds,
     action: Action,
 ) {
     let at = state.app.clock.now();
@@ -83,10 +82,8 @@ pub async fn record_as(
         parameters: Some(parameters.to_string()),
         actor,
         status: action.status,
-        request_id: headers
-            .get(REQUEST_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        request_id: ids.request_id.clone(),
+        server_request_id: ids.server_request_id,
     };
     let store = state.app.store.clone();
     let name = action.name;

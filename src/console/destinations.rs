@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+
 use axum::response::{IntoResponse, Redirect};
 use serde_json::json;
 
@@ -17,6 +17,7 @@ use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::destinations::{CircuitSetting, PutDestinationRequest, put_destination};
 use crate::api::extract::AppJson;
+use crate::api::request_id::RequestIds;
 use crate::api::views::DestinationView;
 use crate::store::PageRequest;
 
@@ -86,7 +87,7 @@ pub async fn change(
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
     Path(destination): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let mut request = PutDestinationRequest::default();
     let mut parameters = serde_json::Map::new();
@@ -135,7 +136,7 @@ pub async fn change(
     .0;
     let action = Action::new("destination.put", Some(changed.destination.clone()))
         .with(serde_json::Value::Object(parameters));
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     let done = if form.get("max_in_flight").is_some() {
         "limit"
     } else if form.get("circuit").is_some() {

@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+
 use axum::response::{IntoResponse, Redirect};
 use serde_json::json;
 
@@ -18,6 +18,7 @@ use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::extract::AppJson;
 use crate::api::job_control::{RescheduleRequest, cancel_job, reschedule_job, retry_job};
 use crate::api::jobs::job_view;
+use crate::api::request_id::RequestIds;
 use crate::api::views::{AttemptView, JobView};
 use crate::domain::JobState;
 use uuid::Uuid;
@@ -97,12 +98,12 @@ pub async fn page(
 async fn done(
     state: &ConsoleState,
     session: &Session,
-    headers: &HeaderMap,
+    request_ids: &RequestIds,
     action: Action,
     id: Uuid,
     done: &str,
 ) -> PageResult {
-    actions::record(state, session, headers, action).await;
+    actions::record(state, session, request_ids, action).await;
     Ok(Redirect::to(&format!("/console/jobs/{id}?done={done}")).into_response())
 }
 
@@ -112,12 +113,12 @@ pub async fn cancel(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     Path(raw): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
     let _ = cancel_job(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("job.cancel", Some(id.to_string()));
-    done(&state, &session, &headers, action, id, "cancelled").await
+    done(&state, &session, &request_ids, action, id, "cancelled").await
 }
 
 /// `POST /console/jobs/{id}/retry`: as `POST /v1/jobs/{id}/retry`; audited as
@@ -126,12 +127,12 @@ pub async fn retry(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     Path(raw): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
     let _ = retry_job(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("job.retry", Some(id.to_string()));
-    done(&state, &session, &headers, action, id, "retried").await
+    done(&state, &session, &request_ids, action, id, "retried").await
 }
 
 /// `POST /console/jobs/{id}/reschedule` with `deliver_at` and/or `deadline` (RFC 3339
@@ -141,7 +142,7 @@ pub async fn reschedule(
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
     Path(raw): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
     let request = RescheduleRequest {
@@ -156,5 +157,5 @@ pub async fn reschedule(
     )
     .await?;
     let action = Action::new("job.reschedule", Some(id.to_string())).with(parameters);
-    done(&state, &session, &headers, action, id, "rescheduled").await
+    done(&state, &session, &request_ids, action, id, "rescheduled").await
 }

@@ -22,6 +22,7 @@ use super::chrome::{Chrome, local_page};
 use super::gate::{FormFields, cookie, cross_site, foreign_origin, set_cookie};
 use super::{ConsoleError, ConsoleState, render};
 use crate::api::guesses::Verdict;
+use crate::api::request_id::RequestIds;
 
 /// The login page.
 #[derive(Template)]
@@ -98,6 +99,7 @@ pub async fn submit(
     State(state): State<ConsoleState>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
+    request_ids: RequestIds,
     body: Bytes,
 ) -> Response {
     if !state.access.needs_login() {
@@ -153,7 +155,7 @@ pub async fn submit(
         actions::record_as(
             &state,
             None,
-            &headers,
+            &request_ids,
             Action::new("console.login_failed", None)
                 .with(from)
                 .answered(401),
@@ -175,7 +177,7 @@ pub async fn submit(
     actions::record(
         &state,
         &session,
-        &headers,
+        &request_ids,
         Action::new("console.login", None).with(from),
     )
     .await;
@@ -205,6 +207,7 @@ pub async fn logout(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> Result<Response, ConsoleError> {
     let now = state.app.clock.now();
     state
@@ -215,7 +218,7 @@ pub async fn logout(
     actions::record(
         &state,
         &session,
-        &headers,
+        &request_ids,
         Action::new("console.logout", None),
     )
     .await;

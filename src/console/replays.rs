@@ -6,7 +6,7 @@
 use askama::Template;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+
 use axum::response::{IntoResponse, Redirect};
 use serde_json::json;
 use uuid::Uuid;
@@ -19,6 +19,7 @@ use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::replays::{ReplayView, cancel_replay, replay_record};
+use crate::api::request_id::RequestIds;
 use crate::domain::ids::new_id;
 use crate::domain::replay::ReplayState;
 use crate::store::PageRequest;
@@ -121,7 +122,7 @@ pub async fn start(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let slice = Slice::from_fields(&form);
     let app = &state.app;
@@ -143,7 +144,7 @@ pub async fn start(
         "rate_per_second": created.rate_per_second,
     });
     let action = Action::new("replay.create", Some(created.id.to_string())).with(parameters);
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     Ok(Redirect::to("/console/replays?done=replay-started").into_response())
 }
 
@@ -153,12 +154,12 @@ pub async fn cancel(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     Path(raw): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let id =
         Uuid::parse_str(&raw).map_err(|_| ConsoleError::invalid("replay_id", "must be a UUID"))?;
     let _ = cancel_replay(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("replay.cancel", Some(id.to_string()));
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     Ok(Redirect::to("/console/replays?done=replay-cancelled").into_response())
 }

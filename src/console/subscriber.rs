@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+
 use axum::response::{IntoResponse, Redirect};
 use serde_json::json;
 
@@ -17,6 +17,7 @@ use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::extract::AppJson;
 use crate::api::jobs::job_views;
+use crate::api::request_id::RequestIds;
 use crate::api::secret_rotation::{RotateSecretRequest, rotate_secret as rotate};
 use crate::api::subscriber_health::view_now;
 use crate::api::subscriber_stats::JobCountsView;
@@ -164,7 +165,7 @@ pub async fn set_enabled(
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let enabled = match form.get("enabled") {
         Some("true") => true,
@@ -182,7 +183,7 @@ pub async fn set_enabled(
     let _ = patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
     let action =
         Action::new("subscriber.patch", Some(id.clone())).with(json!({ "enabled": enabled }));
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     let done = if enabled { "resumed" } else { "paused" };
     let back = match form
         .text("back")
@@ -204,7 +205,7 @@ pub async fn rotate_secret(
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let grace_seconds: i64 = form
         .text("grace_seconds")
@@ -225,7 +226,7 @@ pub async fn rotate_secret(
     let action = Action::new("subscriber.rotate_secret", Some(id.clone()))
         .with(json!({ "grace_seconds": grace_seconds }))
         .answered(200);
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     let now = state.app.clock.now();
     let shown = Rotated {
         secret: rotated.secret,

@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::Extension;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+
 use axum::response::{IntoResponse, Redirect};
 use serde::Deserialize;
 use serde_json::json;
@@ -17,6 +17,7 @@ use super::gate::FormFields;
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::AppState;
 use crate::api::extract::AppJson;
+use crate::api::request_id::RequestIds;
 use crate::api::subscriber_health;
 use crate::api::subscribers::{MAX_RESUME_IDS, ResumeSubscribersRequest, resume_subscribers};
 use crate::api::views::SubscriberView;
@@ -273,7 +274,7 @@ pub async fn resume(
     State(state): State<ConsoleState>,
     Extension(session): Extension<Session>,
     Extension(form): Extension<FormFields>,
-    headers: HeaderMap,
+    request_ids: RequestIds,
 ) -> PageResult {
     let ids = form.all("subscriber_id");
     if ids.is_empty() {
@@ -297,7 +298,7 @@ pub async fn resume(
         .0
         .resumed;
     let action = Action::new("subscriber.resume", None).with(json!({ "subscriber_ids": ids }));
-    actions::record(&state, &session, &headers, action).await;
+    actions::record(&state, &session, &request_ids, action).await;
     let done = if resumed > 0 {
         "resumed-some"
     } else {

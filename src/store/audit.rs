@@ -12,7 +12,7 @@ use uuid::Uuid;
 /// The statements of the audit trail, in the backend's dialect.
 pub(crate) trait AuditStatements: Transactions {
     /// Inserts entry `$1` (id), at `$2`, action `$3`, target `$4`, parameters `$5`,
-    /// actor `$6`, status `$7`, request id `$8`.
+    /// actor `$6`, status `$7`, request id `$8`, server request id `$9`.
     const INSERT: &'static str;
     /// Entries ([`AuditRow`]) with an id below `$1` (all when NULL), of action `$2`
     /// and target `$3` (any when NULL), newest first, at most `$4`.
@@ -32,6 +32,7 @@ pub struct AuditRow {
     actor: Option<String>,
     status: i64,
     request_id: Option<String>,
+    server_request_id: Option<String>,
 }
 crate::store::sqlite::direct::rows::lite_row!(AuditRow {
     id,
@@ -41,7 +42,8 @@ crate::store::sqlite::direct::rows::lite_row!(AuditRow {
     parameters,
     actor,
     status,
-    request_id
+    request_id,
+    server_request_id
 });
 
 impl TryFrom<AuditRow> for AuditEntry {
@@ -57,6 +59,11 @@ impl TryFrom<AuditRow> for AuditEntry {
             actor: row.actor,
             status: decode::num("status", row.status)?,
             request_id: row.request_id,
+            server_request_id: row
+                .server_request_id
+                .as_deref()
+                .map(decode::uuid)
+                .transpose()?,
         })
     }
 }
@@ -74,7 +81,10 @@ pub(crate) async fn insert<S: AuditStatements>(
         .bind(Value::OptText(entry.parameters))
         .bind(Value::OptText(entry.actor))
         .int(i64::from(entry.status))
-        .bind(Value::OptText(entry.request_id));
+        .bind(Value::OptText(entry.request_id))
+        .bind(Value::OptText(
+            entry.server_request_id.map(|id| id.to_string()),
+        ));
     db.write_alone(query).await?;
     Ok(())
 }

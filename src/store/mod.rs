@@ -33,6 +33,7 @@ pub mod group_commit;
 mod health;
 pub mod instances;
 mod jobs;
+pub mod key_file;
 mod maintenance;
 mod outcomes;
 pub mod postgres;

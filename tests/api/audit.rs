@@ -1,7 +1,9 @@
 //! The audit trail (issue #16 part 9), on both backends: every successful operator
 //! action is listed by `GET /v1/audit`, newest first, with its time, target,
 //! parameters (never a secret) and the fingerprint of the token that made it (never the
-//! token); a refused action leaves no entry.
+//! token); a refused action leaves no entry. Each entry carries the request's
+//! `x-request-id` (the client's choice) and the server's own id of the request, which
+//! no client can choose (issue #34 part 4.10).
 
 use deferhook::domain::JobEvent;
 use deferhook::domain::attempt::AttemptOutcome;
@@ -229,6 +231,53 @@ async fn a_refused_action_leaves_no_entry(db: Db) {
     assert_eq!(app.get_json("/v1/audit").await, before);
 }
 
+/// An actor copies the `x-request-id` of another's entry: the two entries share
+/// `request_id`, but each has the server's own id of its request, as answered in
+/// `x-server-request-id`, and the two differ.
+async fn a_copied_request_id_does_not_copy_the_server_s(db: Db) {
+    let app = app_with()
+        .backend(db)
+        .flag("--api-token", TOKEN)
+        .start()
+        .await;
+    let put = json!({"url": "https://example.com/hooks"});
+    let first = call(&app, Method::PUT, "/v1/subscribers/acme", Some(put)).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let first_server_id = first.header("x-server-request-id").unwrap().to_owned();
+    assert_eq!(
+        first.header("x-request-id"),
+        Some(first_server_id.as_str()),
+        "a client that sends no id sees one: the server's"
+    );
+    let listed = audit(&app, "").await;
+    let original = &listed["items"][0];
+    assert_eq!(original["request_id"], first_server_id.as_str());
+    assert_eq!(original["server_request_id"], first_server_id.as_str());
+
+    let copied = original["request_id"].as_str().unwrap().to_owned();
+    app.advance(1);
+    let request = app
+        .request(Method::PATCH, "/v1/subscribers/acme")
+        .bearer_auth(TOKEN)
+        .header("x-request-id", &copied)
+        .json(&json!({"enabled": false}));
+    let second = app.send(request).await;
+    assert_eq!(second.status, 200, "{}", second.text);
+    assert_eq!(second.header("x-request-id"), Some(copied.as_str()));
+    let second_server_id = second.header("x-server-request-id").unwrap().to_owned();
+    assert_ne!(second_server_id, first_server_id);
+
+    let listed = audit(&app, "").await;
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{listed}");
+    let (patch, put) = (&items[0], &items[1]);
+    assert_eq!(patch["action"], "subscriber.patch");
+    assert_eq!(patch["request_id"], put["request_id"], "the copy is kept");
+    assert_eq!(patch["server_request_id"], second_server_id.as_str());
+    assert_eq!(put["server_request_id"], first_server_id.as_str());
+    assert_ne!(patch["server_request_id"], put["server_request_id"]);
+}
+
 /// The audit table is gone (dropped from outside the server), so every audit write
 /// fails: the action still answers, and the failure is counted.
 async fn a_failed_audit_write_does_not_fail_the_action(db: Db) {
@@ -278,5 +327,6 @@ macro_rules! on_both_backends {
 on_both_backends!(
     every_operator_action_is_recorded_without_secrets,
     a_refused_action_leaves_no_entry,
+    a_copied_request_id_does_not_copy_the_server_s,
     a_failed_audit_write_does_not_fail_the_action,
 );

@@ -81,6 +81,11 @@ async fn subscribers_are_paused_resumed_and_resumed_together() {
         trail[0]["parameters"],
         json!({"subscriber_ids": ["a", "b"], "via": "console"})
     );
+    // The entry carries the server's own id of the form's request (issue #34 part 4.10).
+    let server_id = resumed.header("x-server-request-id").unwrap();
+    assert_eq!(trail[0]["server_request_id"], server_id);
+    assert_eq!(trail[0]["request_id"], server_id, "the browser sent no id");
+    assert_ne!(trail[1]["server_request_id"], server_id);
     assert_eq!(trail[1]["action"], "subscriber.patch");
     assert_eq!(trail[1]["target"], "b");
     assert_eq!(

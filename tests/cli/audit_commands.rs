@@ -43,7 +43,16 @@ fn a_subscriber_is_deleted_and_the_deletion_is_in_the_audit_trail() {
     let header = row(&ran.stdout, "at");
     assert_eq!(
         header,
-        ["at", "action", "target", "actor", "status", "parameters"]
+        [
+            "at",
+            "action",
+            "target",
+            "actor",
+            "status",
+            "request_id",
+            "server_request_id",
+            "parameters"
+        ]
     );
     let line = ran
         .stdout
@@ -54,10 +63,11 @@ fn a_subscriber_is_deleted_and_the_deletion_is_in_the_audit_trail() {
         .trim_matches(|c| c == '|' || c == ' ')
         .split_whitespace()
         .collect();
-    assert_eq!(
-        cells[1..],
-        ["subscriber.delete", "acme", "local", "200", "-"]
-    );
+    assert_eq!(cells[1..5], ["subscriber.delete", "acme", "local", "200"]);
+    // The CLI sends no `x-request-id`: both ids are the server's.
+    assert!(uuid::Uuid::parse_str(cells[5]).is_ok(), "{line}");
+    assert_eq!(cells[6], cells[5], "{line}");
+    assert_eq!(cells[7], "-");
     let ran = cli(
         base,
         &["audit", "list", "--action", "subscriber.delete", "--json"],
@@ -68,4 +78,5 @@ fn a_subscriber_is_deleted_and_the_deletion_is_in_the_audit_trail() {
     assert_eq!(items.len(), 1, "{listed}");
     assert_eq!(items[0]["target"], "acme");
     assert_eq!(items[0]["actor"], Value::Null, "no tokens");
+    assert_eq!(items[0]["server_request_id"], cells[6]);
 }

@@ -24,4 +24,5 @@ mod replay_slices;
 mod request_log;
 mod schedule_commands;
 mod secret_flags;
+mod secret_key_file;
 mod subscriber_commands;

@@ -165,3 +165,37 @@ fn a_request_id_that_imitates_log_fields_is_replaced() {
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(!log.contains("method=DELETE"), "a forged field:\n{log}");
 }
+
+/// The line of a request carries both its ids: the client's `x-request-id` and the
+/// server's own, as answered in `x-server-request-id` (issue #34 part 4.10).
+#[test]
+fn the_request_log_line_carries_the_client_s_and_the_server_s_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = spawn(dir.path());
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+
+    let (head, _) = exchange(&mut stream, "/healthz", "client-chosen-7");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(echoed_id(&head), "client-chosen-7");
+    let server_id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-server-request-id: "))
+        .expect("an x-server-request-id")
+        .trim()
+        .to_owned();
+    assert!(uuid::Uuid::parse_str(&server_id).is_ok(), "{server_id}");
+
+    let after = wait_for(
+        &server.log,
+        &mut server.child,
+        "request_id=\"client-chosen-7\"",
+    );
+    let line = after.lines().next().unwrap_or_default();
+    assert!(
+        line.starts_with(&format!(" server_request_id=\"{server_id}\"")),
+        "{line}"
+    );
+}

@@ -319,11 +319,12 @@ impl AppBuilder {
         let args = self.serve_args(&database_url);
         let store = match self.store {
             Some(store) => store,
-            // Secrets sealed with the key of `--secret-key` when the flags give one.
+            // Secrets sealed as `serve` seals them: with the key of `--secret-key`
+            // when the flags give one, else (SQLite) the key file beside the database.
             None => {
                 deferhook::store::open_configured(
                     &database_url,
-                    args.sealer()?,
+                    deferhook::secret_key::choose(&args).await?.sealer,
                     args.destination_policy(),
                 )
                 .await?

@@ -17,7 +17,8 @@ impl TestApp {
         self.client.request(method, self.url(path))
     }
 
-    /// Sends and reads the whole response; every response must carry an `x-request-id`.
+    /// Sends and reads the whole response; every response must carry an `x-request-id`
+    /// and the server's own id, a UUID, in `x-server-request-id`.
     pub async fn send(&self, request: RequestBuilder) -> Reply {
         let response = request.send().await.expect("request failed");
         let status = response.status().as_u16();
@@ -32,6 +33,11 @@ impl TestApp {
         assert!(
             id.is_some_and(|id| !id.is_empty()),
             "no x-request-id: {reply:?}"
+        );
+        let server_id = reply.header("x-server-request-id");
+        assert!(
+            server_id.is_some_and(|id| uuid::Uuid::parse_str(id).is_ok()),
+            "no x-server-request-id: {reply:?}"
         );
         reply
     }

@@ -6,7 +6,8 @@
 //! - a secret sealed with another `--secret-key` is never sent: the attempt is
 //!   retryable (`secret_unreadable`), names the subscriber, and the right key delivers;
 //! - the real binary's log, through rotations and a retried delivery, never shows a
-//!   secret or the key; without a key it warns that secrets are stored in plaintext;
+//!   secret or the key; with `--plaintext-secrets` it warns that secrets are stored in
+//!   plaintext;
 //!   a malformed key stops it with exit code 1 without echoing the key.
 
 use std::path::Path;
@@ -209,7 +210,7 @@ async fn raw_secret(url: &str, id: &str) -> String {
 
 /// Turning `--secret-key` on seals the secrets already stored in plaintext at start.
 async fn enabling_a_key_seals_the_stored_secrets(db: Db) {
-    let mut plain = instance(db).start().await;
+    let mut plain = instance(db).flags(&["--plaintext-secrets"]).start().await;
     plain.subscriber("p", "http://127.0.0.1:9/hook", None).await;
     let database = plain.keep_database();
     let url = plain.database_url.clone();
@@ -395,10 +396,10 @@ async fn the_log_never_shows_a_secret_or_the_key() {
 }
 
 #[tokio::test]
-async fn without_a_key_the_server_warns_and_a_bad_key_stops_it() {
+async fn with_plaintext_secrets_the_server_warns_and_a_bad_key_stops_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stderr.log");
-    let server = serve_logged(dir.path(), &log, &[]);
+    let server = serve_logged(dir.path(), &log, &[("DEFERHOOK_PLAINTEXT_SECRETS", "true")]);
     drop(server);
     let text = std::fs::read_to_string(&log).unwrap();
     let warning = text

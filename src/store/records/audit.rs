@@ -24,8 +24,12 @@ pub struct NewAuditEntry {
     pub actor: Option<String>,
     /// The HTTP status the action was answered with (2xx).
     pub status: u16,
-    /// The request's id (`x-request-id`).
+    /// The request's id (`x-request-id`): the client's when it sent an acceptable one,
+    /// else the server's; `None` only for an entry written without either.
     pub request_id: Option<String>,
+    /// The server's own id of the request (`x-server-request-id`, never the client's;
+    /// docs/DESIGN.md §5.1); `None` for entries written before migration 0020.
+    pub server_request_id: Option<Uuid>,
 }
 
 /// A recorded entry, as listed: the same fields as [`NewAuditEntry`].

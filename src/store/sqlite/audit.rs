@@ -5,12 +5,12 @@ use crate::store::audit::AuditStatements;
 
 /// Records an entry.
 const INSERT: &str = "INSERT INTO audit (id, at, action, target, parameters, actor, status, \
-    request_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    request_id, server_request_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// Entries older than `?1`, of action `?2` and target `?3` (any when NULL), newest
 /// first, at most `?4`.
-pub(super) const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id \
-    FROM audit WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR action = ?2) \
+pub(super) const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id, \
+    server_request_id FROM audit WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR action = ?2) \
       AND (?3 IS NULL OR target = ?3) \
     ORDER BY id DESC LIMIT CAST(?4 AS INTEGER)";
 

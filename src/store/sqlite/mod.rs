@@ -33,6 +33,7 @@ mod renewals;
 pub(crate) mod replays;
 mod schedules;
 mod secrets;
+pub use secrets::holds_sealed_secrets;
 mod sessions;
 mod subscribers;
 mod sweep;
@@ -238,7 +239,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let in_memory = in_memory(url);
         if !in_memory {
             create_private(options.get_filename())?;
         }
@@ -303,6 +304,24 @@ impl SqliteStore {
     pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
         shared::secrets::prepare(&self.db, &self.sealer).await
     }
+}
+
+/// Whether `url` names an in-memory database (`sqlite::memory:`, `mode=memory`), which
+/// lives in one connection and dies with it.
+fn in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
+/// The file that the SQLite database at `url` (`sqlite://path`, `sqlite:path`) lives
+/// in, as [`SqliteStore::open`] opens it; `None` for an in-memory database. Fails on a
+/// URL that is not SQLite's.
+pub fn database_file(url: &str) -> Result<Option<std::path::PathBuf>, StoreError> {
+    if in_memory(url) {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?;
+    Ok(Some(options.get_filename().to_path_buf()))
 }
 
 /// Creates the database file at `path`, empty and readable by its owner only (0600),

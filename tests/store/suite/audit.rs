@@ -1,5 +1,7 @@
 //! The audit trail (issue #16 part 9): entries listed newest first, paginated,
-//! filtered by action and target, purged oldest first before a cutoff.
+//! filtered by action and target, purged oldest first before a cutoff. Every field
+//! reads back as written, the server's request id (issue #34 part 4.10) and its absence
+//! (an entry recorded before migration 0020) included.
 
 use deferhook::domain::Timestamp;
 use deferhook::domain::ids::new_id;
@@ -18,6 +20,7 @@ fn entry(action: &str, target: Option<&str>, when: Timestamp) -> NewAuditEntry {
         actor: Some("sha256:0123456789abcdef".to_owned()),
         status: 200,
         request_id: Some("req-1".to_owned()),
+        server_request_id: Some(new_id(when)),
     }
 }
 
@@ -36,12 +39,15 @@ async fn page(
 store_case!(
     entries_are_listed_newest_first_paginated_and_filtered,
     async |store: SharedStore| {
-        let written = [
+        let mut written = [
             entry("job.cancel", Some("j1"), at(1)),
             entry("subscriber.patch", Some("acme"), at(2)),
             entry("subscriber.resume", None, at(3)),
             entry("subscriber.patch", Some("other"), at(4)),
         ];
+        // as recorded before migration 0020: without the server's id
+        written[2].server_request_id = None;
+        assert_ne!(written[0].server_request_id, written[1].server_request_id);
         for e in &written {
             store.record_audit(e.clone()).await.unwrap();
         }
