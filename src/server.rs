@@ -250,7 +250,8 @@ impl Server {
             });
             // So does the scheduler of recurring schedules.
             let limits = args.api_settings()?.job_limits;
-            let scheduler = Scheduler::new(store.clone(), clock.clone(), limits);
+            let scheduler = Scheduler::new(store.clone(), clock.clone(), limits)
+                .with_quotas(args.schedule_quotas());
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 scheduler.run(stop).await;

@@ -15,10 +15,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::job_template::JobLimits;
+use crate::domain::recurrence::Recurrence;
 use crate::domain::recurring::{LEAD_MS, plan_pass};
+use crate::domain::schedule_quota::ScheduleQuotas;
 use crate::domain::{Clock, Timestamp};
-use crate::store::{Schedule, ScheduleAdvance, SharedStore, StoreError};
-use period::{PeriodError, create_period, recurrence_of};
+use crate::store::{Schedule, ScheduleAdvance, ScheduleDefinition, SharedStore, StoreError};
+use period::{PeriodError, PeriodJobs, plan_period, recurrence_of, write_period};
 
 /// How often the scheduler looks for due schedules: well within [`LEAD_MS`], so a
 /// period's jobs are stored before it starts.
@@ -48,7 +50,8 @@ pub struct PassReport {
     pub schedules: usize,
     /// Periods whose jobs were created (or found already there).
     pub periods: usize,
-    /// Missed periods skipped by their catch-up policy.
+    /// Periods skipped: missed ones by their catch-up policy, and those of a schedule
+    /// over its quota ([`ScheduleQuotas::judge`]).
     pub skipped: u64,
     /// Periods refused (see [`PeriodError::Refused`]).
     pub refused: usize,
@@ -69,17 +72,26 @@ pub struct Scheduler {
     store: SharedStore,
     clock: Arc<dyn Clock>,
     limits: JobLimits,
+    quotas: ScheduleQuotas,
 }
 
 impl Scheduler {
     /// A scheduler over `store`, reading `clock`, making jobs under `limits` (the
-    /// API's: the same rules as a job posted).
+    /// API's: the same rules as a job posted), under the default quotas.
     pub fn new(store: SharedStore, clock: Arc<dyn Clock>, limits: JobLimits) -> Self {
         Scheduler {
             store,
             clock,
             limits,
+            quotas: ScheduleQuotas::default(),
         }
+    }
+
+    /// The same scheduler bounding each schedule by `quotas` (the server's; see
+    /// [`ScheduleQuotas::judge`]).
+    pub fn with_quotas(mut self, quotas: ScheduleQuotas) -> Self {
+        self.quotas = quotas;
+        self
     }
 
     /// Starts a pass every [`POLL`] until `stop`, without waiting for the passes still
@@ -226,17 +238,29 @@ impl Scheduler {
             run: None,
             error: None,
         };
+        let mut last_made = schedule.last_run.as_ref().map(|run| run.period);
         for start in plan.create {
-            match create_period(&self.store, definition, start, now, self.limits).await {
-                Ok(made) => {
+            match self
+                .make_period(definition, &recurrence, start, now, last_made)
+                .await?
+            {
+                Made::Jobs(made, over) => {
                     report.periods += 1;
                     crate::metrics::schedule_periods("created", 1);
+                    last_made = Some(start);
                     advance.run = Some(made.run);
                     // A period made clears an earlier period's refusal, unless some of
-                    // its event ids are another job's.
-                    advance.error = made.taken;
+                    // its event ids are another job's or the schedule is over its quota.
+                    advance.error = made.taken.or(over);
                 }
-                Err(PeriodError::Refused(reason)) => {
+                Made::OverQuota(reason) => {
+                    report.skipped += 1;
+                    crate::metrics::schedule_periods("skipped", 1);
+                    tracing::info!(schedule_id = %definition.id, period = %start.to_rfc3339(),
+                        reason = reason.as_str(), "a schedule's period skipped");
+                    advance.error = Some(reason);
+                }
+                Made::Refused(reason) => {
                     report.refused += 1;
                     crate::metrics::schedule_periods("refused", 1);
                     tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(),
@@ -244,7 +268,6 @@ impl Scheduler {
                         "a schedule's period created no job");
                     advance.error = Some(reason);
                 }
-                Err(PeriodError::Store(error)) => return Err(error),
             }
         }
         if plan.skipped > 0 {
@@ -257,4 +280,48 @@ impl Scheduler {
             .advance_schedule(&definition.id, schedule.seen(), advance)
             .await
     }
+
+    /// Makes the period of `definition` (periods by `recurrence`) starting at `start`,
+    /// at `now`, the last period made having started at `last_made`: its jobs, unless
+    /// the schedule is over its quota and this period comes too soon after the last
+    /// one made ([`ScheduleQuotas::judge`], with the jobs its targets make now), or the
+    /// period cannot be made.
+    async fn make_period(
+        &self,
+        definition: &ScheduleDefinition,
+        recurrence: &Recurrence,
+        start: Timestamp,
+        now: Timestamp,
+        last_made: Option<Timestamp>,
+    ) -> Result<Made, StoreError> {
+        let plan = match plan_period(&self.store, definition, start, now, self.limits).await {
+            Ok(plan) => plan,
+            Err(PeriodError::Refused(reason)) => return Ok(Made::Refused(reason)),
+            Err(PeriodError::Store(error)) => return Err(error),
+        };
+        let jobs = u64::try_from(plan.jobs.len()).unwrap_or(u64::MAX);
+        let previous = recurrence.latest_at_or_before(start.minus_ms(1));
+        let quota = self.quotas.judge(jobs, start, previous, last_made);
+        if !quota.make {
+            let reason = quota.over.unwrap_or_default();
+            return Ok(Made::OverQuota(reason));
+        }
+        match write_period(&self.store, definition, plan, now).await {
+            Ok(made) => Ok(Made::Jobs(made, quota.over)),
+            Err(PeriodError::Refused(reason)) => Ok(Made::Refused(reason)),
+            Err(PeriodError::Store(error)) => Err(error),
+        }
+    }
+}
+
+/// What became of one period of a pass.
+enum Made {
+    /// Its jobs were made (or found already there); with why the schedule is over its
+    /// quota, when it is.
+    Jobs(PeriodJobs, Option<String>),
+    /// Skipped: the schedule is over its quota, and the period came too soon after the
+    /// last one made.
+    OverQuota(String),
+    /// It cannot be made (see [`PeriodError::Refused`]).
+    Refused(String),
 }

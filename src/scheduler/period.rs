@@ -10,7 +10,7 @@ use crate::domain::ids::new_id;
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::recurrence::{Recurrence, fill_event_id, period_text};
 use crate::domain::schedule::ScheduleFields;
-use crate::fan_out::{FanOutError, create_for_event_type};
+use crate::fan_out::{FanOutError, MAX_FAN_OUT};
 use crate::store::{
     CreateOutcome, Job, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
     SharedStore, StoreError,
@@ -65,16 +65,33 @@ pub fn recurrence_of(definition: &ScheduleDefinition) -> Result<Recurrence, Stri
     }
 }
 
-/// Creates the jobs of the period of `definition` that starts at `start`, at `now`,
-/// under `limits`: one request, all or nothing. A job that exists with another payload
-/// (the schedule's payload changed since it was made) counts as the period's job.
-pub async fn create_period(
+/// One period of a schedule ready to be written: a job per target, matched when it
+/// was planned.
+#[derive(Debug)]
+pub struct PeriodPlan {
+    /// The period's start.
+    pub start: Timestamp,
+    /// Its event id (the template filled).
+    pub event_id: String,
+    /// One job per target (none when no subscriber matches the event type), in
+    /// subscriber id order.
+    pub jobs: Vec<NewJob>,
+}
+
+/// The jobs of the period of `definition` that starts at `start`, at `now`, under
+/// `limits`: its subscriber's job, or one job per subscriber its event type matches
+/// now.
+///
+/// # Errors
+/// [`PeriodError::Refused`] when the period's job is invalid under `limits` or more
+/// than [`crate::fan_out::MAX_FAN_OUT`] subscribers match; the store's error.
+pub async fn plan_period(
     store: &SharedStore,
     definition: &ScheduleDefinition,
     start: Timestamp,
     now: Timestamp,
     limits: JobLimits,
-) -> Result<PeriodJobs, PeriodError> {
+) -> Result<PeriodPlan, PeriodError> {
     let event_id = fill_event_id(&definition.event_id, start);
     let deliver_at = period_text(start);
     let fields = JobFields {
@@ -110,32 +127,82 @@ pub async fn create_period(
         event_type: event_type.map(str::to_owned),
         schedule_id: Some(definition.id.clone()),
     };
-    let created = match &definition.target {
-        ScheduleTarget::Subscriber(id) => store
-            .create_jobs(vec![job_for(id.clone(), None)])
-            .await
-            .map_err(FanOutError::from),
+    let jobs = match &definition.target {
+        ScheduleTarget::Subscriber(id) => vec![job_for(id.clone(), None)],
         ScheduleTarget::EventType(name) => {
-            create_for_event_type(store, name, |id| job_for(id, Some(name))).await
+            let limit = u32::try_from(MAX_FAN_OUT + 1).unwrap_or(u32::MAX);
+            let ids = store
+                .subscribers_of_event_type(name, limit)
+                .await
+                .map_err(PeriodError::Store)?;
+            if ids.len() > MAX_FAN_OUT {
+                let too_many = FanOutError::TooMany(name.clone());
+                return Err(PeriodError::Refused(too_many.to_string()));
+            }
+            ids.into_iter().map(|id| job_for(id, Some(name))).collect()
         }
     };
-    let outcomes = match created {
+    Ok(PeriodPlan {
+        start,
+        event_id,
+        jobs,
+    })
+}
+
+/// Writes the jobs `plan` holds for `definition`, at `now`: one request, all or
+/// nothing. A job that exists with another payload (the schedule's payload changed
+/// since it was made) counts as the period's job; a matched subscriber deleted since
+/// the match gets none.
+///
+/// # Errors
+/// [`PeriodError::Refused`] when the schedule's subscriber does not exist, or every
+/// event id of the period belongs to other jobs; the store's error.
+pub async fn write_period(
+    store: &SharedStore,
+    definition: &ScheduleDefinition,
+    plan: PeriodPlan,
+    now: Timestamp,
+) -> Result<PeriodJobs, PeriodError> {
+    let outcomes = match store.create_jobs(plan.jobs.clone()).await {
         Ok(outcomes) => outcomes,
-        Err(FanOutError::TooMany(name)) => {
-            return Err(PeriodError::Refused(FanOutError::TooMany(name).to_string()));
-        }
-        Err(FanOutError::Store(StoreError::UnknownSubscriber(id))) => {
+        Err(StoreError::UnknownSubscriber(id))
+            if matches!(definition.target, ScheduleTarget::Subscriber(_)) =>
+        {
             return Err(PeriodError::Refused(format!(
                 "subscriber `{id}` does not exist"
             )));
         }
-        Err(FanOutError::Store(StoreError::PayloadConflict { .. })) => {
-            // Made before the payload changed: each job on its own, a conflict being
-            // the period's job already there.
-            one_by_one(store, &definition.target, now, &job_for).await?
+        // Made before the payload changed, or a subscriber deleted since the match:
+        // each job on its own.
+        Err(StoreError::PayloadConflict { .. } | StoreError::UnknownSubscriber(_)) => {
+            one_by_one(store, plan.jobs, now).await?
         }
-        Err(FanOutError::Store(other)) => return Err(PeriodError::Store(other)),
+        Err(other) => return Err(PeriodError::Store(other)),
     };
+    period_jobs(definition, plan.start, plan.event_id, outcomes)
+}
+
+/// Plans the period of `definition` that starts at `start` and writes its jobs, at
+/// `now`, under `limits` (see [`plan_period`] and [`write_period`]).
+pub async fn create_period(
+    store: &SharedStore,
+    definition: &ScheduleDefinition,
+    start: Timestamp,
+    now: Timestamp,
+    limits: JobLimits,
+) -> Result<PeriodJobs, PeriodError> {
+    let plan = plan_period(store, definition, start, now, limits).await?;
+    write_period(store, definition, plan, now).await
+}
+
+/// The period of `definition` starting at `start` with `event_id`, from the outcomes
+/// of its jobs: its own jobs, and which of its event ids other jobs hold.
+fn period_jobs(
+    definition: &ScheduleDefinition,
+    start: Timestamp,
+    event_id: String,
+    outcomes: Vec<CreateOutcome>,
+) -> Result<PeriodJobs, PeriodError> {
     let created = outcomes
         .iter()
         .filter(|o| matches!(o, CreateOutcome::Created(_)))
@@ -181,27 +248,16 @@ pub async fn create_period(
 
 /// The jobs of a period created one by one, at `now`: a job whose key holds another
 /// payload (made before the schedule's payload changed) is left as it is and counts as
-/// its subscriber's job of the period, read as it stands.
+/// its subscriber's job of the period, read as it stands; a subscriber deleted since the
+/// period was planned gets none.
 async fn one_by_one(
     store: &SharedStore,
-    target: &ScheduleTarget,
+    jobs: Vec<NewJob>,
     now: Timestamp,
-    job_for: impl Fn(String, Option<&str>) -> NewJob,
 ) -> Result<Vec<CreateOutcome>, PeriodError> {
-    let (ids, event_type) = match target {
-        ScheduleTarget::Subscriber(id) => (vec![id.clone()], None),
-        ScheduleTarget::EventType(name) => {
-            let limit = u32::try_from(crate::fan_out::MAX_FAN_OUT).unwrap_or(u32::MAX);
-            let ids = store
-                .subscribers_of_event_type(name, limit)
-                .await
-                .map_err(PeriodError::Store)?;
-            (ids, Some(name.as_str()))
-        }
-    };
     let mut outcomes = Vec::new();
-    for id in ids {
-        match store.create_jobs(vec![job_for(id, event_type)]).await {
+    for job in jobs {
+        match store.create_jobs(vec![job]).await {
             Ok(mut created) => outcomes.append(&mut created),
             Err(StoreError::PayloadConflict { job_id, .. }) => {
                 let existing = store.get_job(job_id, now).await;

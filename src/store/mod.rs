@@ -543,6 +543,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// cursor of an existing schedule restarts at `put.next_period` only when the put
     /// changes its cron, zone, interval or anchor, or enables it; otherwise it stays as
     /// stored (however a scheduler moved it meanwhile). Returns it as stored.
+    ///
+    /// # Errors
+    /// [`StoreError::TooManySchedules`] when the put would create a schedule while
+    /// `put.max_schedules` exist (counted in the put's transaction; nothing written).
     async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError>;
 
     /// One schedule, or `None`.

@@ -24,6 +24,13 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// interval or anchor, or `$16` enabling a paused one), which also counts in
     /// `cursor_version` and ends a scheduler's lease; otherwise it stays as stored.
     const PUT: &'static str;
+    /// Taken first in a put's transaction so that puts count the schedules one at a
+    /// time (PostgreSQL: a transaction-scoped advisory lock); `None` where
+    /// transactions write one at a time already (SQLite's one writer).
+    const SERIALIZE_PUTS: Option<&'static str>;
+    /// One row, true when schedule `$1` does not exist and `$2` or more schedules do
+    /// (a put of `$1` would create one over the limit).
+    const FULL: &'static str;
     /// Schedule `$1`.
     const GET: &'static str;
     /// Schedules after id `$1` (all when NULL) in id order, at most `$2`.
@@ -167,7 +174,8 @@ fn opt_int(value: Option<u64>) -> Value {
 }
 
 /// Writes `definition` at `now`, with cursor `next_period` if it is created or
-/// restarted (see [`crate::store::Store::put_schedule`]).
+/// restarted (see [`crate::store::Store::put_schedule`]); refuses to create one over
+/// `max_schedules`, counted in the same transaction.
 pub(crate) async fn put<S: ScheduleStatements>(
     db: &S,
     put: SchedulePut,
@@ -177,7 +185,11 @@ pub(crate) async fn put<S: ScheduleStatements>(
         definition,
         next_period,
         enabled_given,
+        max_schedules,
     } = put;
+    let full = Query::new(S::FULL)
+        .text(definition.id.clone())
+        .int(i64::try_from(max_schedules).unwrap_or(i64::MAX));
     let (subscriber, event_type) = match definition.target {
         ScheduleTarget::Subscriber(id) => (Some(id), None),
         ScheduleTarget::EventType(name) => (None, Some(name)),
@@ -209,7 +221,18 @@ pub(crate) async fn put<S: ScheduleStatements>(
         .bind(Value::OptInt(next_period.map(Timestamp::as_millis)))
         .bind(Value::Bool(enabled_given));
     let row: ScheduleRow = db
-        .transaction(move |tx| Box::pin(S::fetch_one(tx, query)))
+        .transaction(move |tx| {
+            Box::pin(async move {
+                if let Some(serialize) = S::SERIALIZE_PUTS {
+                    S::execute(tx, Query::new(serialize)).await?;
+                }
+                let (full,): (bool,) = S::fetch_one(tx, full).await?;
+                if full {
+                    return Err(StoreError::TooManySchedules { max: max_schedules });
+                }
+                S::fetch_one(tx, query).await
+            })
+        })
         .await?;
     row.try_into()
 }

@@ -33,6 +33,7 @@ mod on_call_edges;
 mod replay_slices;
 mod replays;
 mod request_ids;
+mod schedule_quotas;
 mod schedules;
 mod secret_rotation;
 mod subscriber_changes;

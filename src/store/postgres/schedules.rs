@@ -31,6 +31,15 @@ const PUT: &str = "INSERT INTO schedules (id, subscriber_id, event_type, cron, t
       payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
       next_period, cursor_version, last_period, last_event_id, last_job_id, last_jobs, last_error";
 
+/// Puts of schedules one at a time, until the transaction ends: two puts creating
+/// schedules at once would each count the schedules without the other's. The key is
+/// `defhschd` in ASCII, a lock of this table's puts alone.
+const SERIALIZE_PUTS: &str = "SELECT pg_advisory_xact_lock(7234300975239096420)";
+
+/// Whether a put of `$1` would create a schedule over `$2`.
+const FULL: &str = "SELECT NOT EXISTS (SELECT 1 FROM schedules WHERE id = $1) \
+    AND (SELECT count(*) FROM schedules) >= $2";
+
 /// Schedule `$1`.
 const GET: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
     event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
@@ -83,6 +92,8 @@ const RECORD_RUN: &str = "UPDATE schedules SET last_period = $2, last_event_id =
 
 impl ScheduleStatements for PgPool {
     const PUT: &'static str = PUT;
+    const SERIALIZE_PUTS: Option<&'static str> = Some(SERIALIZE_PUTS);
+    const FULL: &'static str = FULL;
     const GET: &'static str = GET;
     const LIST: &'static str = LIST;
     const DELETE: &'static str = DELETE;

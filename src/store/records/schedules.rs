@@ -137,4 +137,8 @@ pub struct SchedulePut {
     /// Whether the put gave `enabled` (else the stored value stays, whatever
     /// `definition.enabled` says).
     pub enabled_given: bool,
+    /// Most schedules that may exist: a put that would create one more writes nothing
+    /// ([`crate::store::StoreError::TooManySchedules`]); one that replaces a schedule is
+    /// never refused.
+    pub max_schedules: u64,
 }

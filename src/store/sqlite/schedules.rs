@@ -30,6 +30,10 @@ const PUT: &str = "INSERT INTO schedules (id, subscriber_id, event_type, cron, t
       payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
       next_period, cursor_version, last_period, last_event_id, last_job_id, last_jobs, last_error";
 
+/// Whether a put of `?1` would create a schedule over `?2`.
+const FULL: &str = "SELECT NOT EXISTS (SELECT 1 FROM schedules WHERE id = ?1) \
+    AND (SELECT count(*) FROM schedules) >= ?2";
+
 /// Schedule `?1`.
 const GET: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
     event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
@@ -80,6 +84,9 @@ const RECORD_RUN: &str = "UPDATE schedules SET last_period = ?2, last_event_id =
 
 impl ScheduleStatements for Pools {
     const PUT: &'static str = PUT;
+    // The one writer runs one transaction at a time.
+    const SERIALIZE_PUTS: Option<&'static str> = None;
+    const FULL: &'static str = FULL;
     const GET: &'static str = GET;
     const LIST: &'static str = LIST;
     const DELETE: &'static str = DELETE;
