@@ -1,10 +1,14 @@
 //! The scheduler of recurring schedules (docs/DESIGN.md §5.14): every instance with a
 //! worker passes over the enabled schedules whose next period starts within
-//! [`LEAD_MS`] and creates those periods' jobs through the ordinary create path
-//! ([`period::create_period`]), then moves each schedule's cursor only if the schedule
-//! is still as it read it. Two instances passing at once both create a period's jobs,
-//! and the store keeps one (the jobs' idempotency on subscriber and event id); a
-//! crash between the jobs and the cursor makes the period again, to the same effect.
+//! [`LEAD_MS`], holds each one it makes periods for ([`HOLD_MS`]), and writes each
+//! period's jobs in the transaction that moves the schedule's cursor past the period,
+//! fenced by its hold ([`period::write_period`]): only if the schedule is still as it
+//! read it and still its own. A scheduler that stalled past its hold (a frozen
+//! process) writes nothing once another has taken the schedule over, so a period is
+//! made by one scheduler or passed by (skipped) by another, never both; a crash
+//! between two periods leaves the cursor after the last one written. The jobs'
+//! idempotency on subscriber and event id stays the guarantee of one job per period
+//! and subscriber (a manual run, a job made before the cursor was fenced).
 
 pub mod period;
 
@@ -19,8 +23,10 @@ use crate::domain::recurrence::Recurrence;
 use crate::domain::recurring::{LEAD_MS, plan_pass};
 use crate::domain::schedule_quota::ScheduleQuotas;
 use crate::domain::{Clock, Timestamp};
-use crate::store::{Schedule, ScheduleAdvance, ScheduleDefinition, SharedStore, StoreError};
-use period::{PeriodError, PeriodJobs, plan_period, recurrence_of, write_period};
+use crate::store::{
+    PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, SharedStore, StoreError,
+};
+use period::{PeriodError, PeriodJobs, Written, plan_period, recurrence_of, write_period};
 
 /// How often the scheduler looks for due schedules: well within [`LEAD_MS`], so a
 /// period's jobs are stored before it starts.
@@ -238,13 +244,28 @@ impl Scheduler {
             run: None,
             error: None,
         };
+        let mut passed = Passed {
+            missed: plan.skipped,
+            ..Passed::default()
+        };
+        let (mut seen, mut moved) = (schedule.seen(), false);
         let mut last_made = schedule.last_run.as_ref().map(|run| run.period);
         for start in plan.create {
-            match self
-                .make_period(definition, &recurrence, start, now, last_made)
-                .await?
-            {
+            let fence = PeriodFence {
+                schedule_id: definition.id.clone(),
+                seen,
+                held_until: hold,
+                next_period: recurrence.next_after(start),
+            };
+            let next = fence.next_period;
+            let made = self
+                .make_period(definition, &recurrence, start, now, last_made, fence)
+                .await?;
+            let period = start.to_rfc3339();
+            match made {
                 Made::Jobs(made, over) => {
+                    passed.count(&definition.id, report);
+                    (seen.next_period, moved) = (next, true);
                     report.periods += 1;
                     crate::metrics::schedule_periods("created", 1);
                     last_made = Some(start);
@@ -254,31 +275,38 @@ impl Scheduler {
                     advance.error = made.taken.or(over);
                 }
                 Made::OverQuota(reason) => {
-                    report.skipped += 1;
-                    crate::metrics::schedule_periods("skipped", 1);
-                    tracing::info!(schedule_id = %definition.id, period = %start.to_rfc3339(),
+                    passed.over_quota += 1;
+                    tracing::info!(schedule_id = %definition.id, %period,
                         reason = reason.as_str(), "a schedule's period skipped");
                     advance.error = Some(reason);
                 }
-                Made::Refused(reason) => {
-                    report.refused += 1;
-                    crate::metrics::schedule_periods("refused", 1);
-                    tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(),
-                        reason = reason.as_str(),
-                        "a schedule's period created no job");
+                Made::Refused { reason, written } => {
+                    passed.refused += 1;
+                    tracing::warn!(schedule_id = %definition.id, %period,
+                        reason = reason.as_str(), "a schedule's period created no job");
+                    if written {
+                        passed.count(&definition.id, report);
+                        (seen.next_period, moved) = (next, true);
+                    }
                     advance.error = Some(reason);
+                }
+                Made::Fenced => {
+                    tracing::info!(schedule_id = %definition.id, %period,
+                        "another scheduler took the schedule over: this pass wrote nothing \
+                         of its period and leaves it");
+                    return Ok(moved);
                 }
             }
         }
-        if plan.skipped > 0 {
-            report.skipped += plan.skipped;
-            crate::metrics::schedule_periods("skipped", plan.skipped);
-            tracing::info!(schedule_id = %definition.id, skipped = plan.skipped,
-                catch_up = %definition.catch_up, "missed periods skipped");
+        if self
+            .store
+            .advance_schedule(&definition.id, seen, advance)
+            .await?
+        {
+            passed.count(&definition.id, report);
+            moved = true;
         }
-        self.store
-            .advance_schedule(&definition.id, schedule.seen(), advance)
-            .await
+        Ok(moved)
     }
 
     /// Makes the period of `definition` (periods by `recurrence`) starting at `start`,
@@ -293,10 +321,16 @@ impl Scheduler {
         start: Timestamp,
         now: Timestamp,
         last_made: Option<Timestamp>,
+        fence: PeriodFence,
     ) -> Result<Made, StoreError> {
         let plan = match plan_period(&self.store, definition, start, now, self.limits).await {
             Ok(plan) => plan,
-            Err(PeriodError::Refused(reason)) => return Ok(Made::Refused(reason)),
+            Err(PeriodError::Refused(reason)) => {
+                return Ok(Made::Refused {
+                    reason,
+                    written: false,
+                });
+            }
             Err(PeriodError::Store(error)) => return Err(error),
         };
         let jobs = u64::try_from(plan.jobs.len()).unwrap_or(u64::MAX);
@@ -306,11 +340,49 @@ impl Scheduler {
             let reason = quota.over.unwrap_or_default();
             return Ok(Made::OverQuota(reason));
         }
-        match write_period(&self.store, definition, plan, now).await {
-            Ok(made) => Ok(Made::Jobs(made, quota.over)),
-            Err(PeriodError::Refused(reason)) => Ok(Made::Refused(reason)),
-            Err(PeriodError::Store(error)) => Err(error),
+        Ok(
+            match write_period(&self.store, definition, plan, Some(fence)).await? {
+                Written::Made(made) => Made::Jobs(made, quota.over),
+                Written::Refused(reason) => Made::Refused {
+                    reason,
+                    written: true,
+                },
+                Written::Fenced => Made::Fenced,
+            },
+        )
+    }
+}
+
+/// The periods a pass of one schedule passed by since its last write that moved the
+/// schedule's cursor: counted (and the missed ones logged) only once a later write
+/// moves the cursor past them, so a pass whose writes another scheduler fenced out
+/// counts nothing that the other counts or makes.
+#[derive(Debug, Default)]
+struct Passed {
+    /// Missed periods skipped by the catch-up policy.
+    missed: u64,
+    /// Periods skipped because the schedule is over its quota.
+    over_quota: u64,
+    /// Periods refused.
+    refused: usize,
+}
+
+impl Passed {
+    /// Counts them in `report` and the metrics, and starts again from none.
+    fn count(&mut self, schedule_id: &str, report: &mut PassReport) {
+        let skipped = self.missed + self.over_quota;
+        if skipped > 0 {
+            report.skipped += skipped;
+            crate::metrics::schedule_periods("skipped", skipped);
         }
+        if self.missed > 0 {
+            tracing::info!(schedule_id, skipped = self.missed, "missed periods skipped");
+        }
+        if self.refused > 0 {
+            report.refused += self.refused;
+            crate::metrics::schedule_periods("refused", self.refused as u64);
+        }
+        *self = Passed::default();
     }
 }
 
@@ -322,6 +394,15 @@ enum Made {
     /// Skipped: the schedule is over its quota, and the period came too soon after the
     /// last one made.
     OverQuota(String),
-    /// It cannot be made (see [`PeriodError::Refused`]).
-    Refused(String),
+    /// It has no job of its own (see [`PeriodError::Refused`] and [`Written::Refused`]);
+    /// `written`: the cursor moved past it (the fenced write committed).
+    Refused {
+        /// Why.
+        reason: String,
+        /// Whether the cursor moved past it.
+        written: bool,
+    },
+    /// Another scheduler took the schedule over, or a put restarted it: nothing of the
+    /// period was written.
+    Fenced,
 }

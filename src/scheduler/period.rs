@@ -1,8 +1,10 @@
-//! One period of a schedule made into jobs, through the ordinary create path: a job
-//! per target whose event id is the schedule's template filled with the period's start
-//! and whose `deliver_at` is that start (a start already past means now, as for any
-//! job), so the store's idempotency on (subscriber, event id) makes the period's jobs
-//! unique however often, and by however many instances, it is made.
+//! One period of a schedule made into jobs: a job per target whose event id is the
+//! schedule's template filled with the period's start and whose `deliver_at` is that
+//! start (a start already past means now, as for any job), so the store's idempotency
+//! on (subscriber, event id) makes the period's jobs unique however often it is
+//! written. The scheduler writes them in the transaction that moves the schedule's
+//! cursor past the period, fenced by its hold ([`write_period`]), so a period another
+//! scheduler passed by (skipped) is never made too.
 
 use crate::domain::Timestamp;
 use crate::domain::field_error::FieldError;
@@ -12,8 +14,8 @@ use crate::domain::recurrence::{Recurrence, fill_event_id, period_text};
 use crate::domain::schedule::ScheduleFields;
 use crate::fan_out::{FanOutError, MAX_FAN_OUT};
 use crate::store::{
-    CreateOutcome, Job, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
-    SharedStore, StoreError,
+    CreateOutcome, Job, NewJob, PeriodFence, ScheduleDefinition, ScheduleRun, ScheduleTarget,
+    ScheduleTiming, SharedStore, StoreError,
 };
 
 /// Why a period created no job.
@@ -149,41 +151,55 @@ pub async fn plan_period(
     })
 }
 
-/// Writes the jobs `plan` holds for `definition`, at `now`: one request, all or
-/// nothing. A job that exists with another payload (the schedule's payload changed
-/// since it was made) counts as the period's job; a matched subscriber deleted since
-/// the match gets none.
+/// What became of a period's write ([`write_period`]).
+#[derive(Debug)]
+pub enum Written {
+    /// Its jobs were written (or found already there), and with a fence the cursor
+    /// moved past it.
+    Made(PeriodJobs),
+    /// It has no job of its own (its subscriber does not exist, or every event id of
+    /// the period is another job's): why. With a fence the cursor moved past it.
+    Refused(String),
+    /// The fence did not hold (another scheduler took the schedule over, or a put
+    /// restarted it): nothing was written.
+    Fenced,
+}
+
+/// Writes the jobs `plan` holds for `definition`, as one request, all or nothing: with
+/// `fence`, in the transaction that moves the schedule's cursor past the period, only
+/// if the fence holds (see [`crate::store::Store::make_schedule_period`]). A job that
+/// exists with another payload (the schedule's payload changed since it was made)
+/// counts as the period's job; a matched subscriber deleted since the match gets none.
 ///
 /// # Errors
-/// [`PeriodError::Refused`] when the schedule's subscriber does not exist, or every
-/// event id of the period belongs to other jobs; the store's error.
+/// The store's error: nothing was written.
 pub async fn write_period(
     store: &SharedStore,
     definition: &ScheduleDefinition,
     plan: PeriodPlan,
-    now: Timestamp,
-) -> Result<PeriodJobs, PeriodError> {
-    let outcomes = match store.create_jobs(plan.jobs.clone()).await {
-        Ok(outcomes) => outcomes,
-        Err(StoreError::UnknownSubscriber(id))
-            if matches!(definition.target, ScheduleTarget::Subscriber(_)) =>
-        {
-            return Err(PeriodError::Refused(format!(
-                "subscriber `{id}` does not exist"
-            )));
-        }
-        // Made before the payload changed, or a subscriber deleted since the match:
-        // each job on its own.
-        Err(StoreError::PayloadConflict { .. } | StoreError::UnknownSubscriber(_)) => {
-            one_by_one(store, plan.jobs, now).await?
-        }
-        Err(other) => return Err(PeriodError::Store(other)),
+    fence: Option<PeriodFence>,
+) -> Result<Written, StoreError> {
+    let Some(outcomes) = store.make_schedule_period(fence, plan.jobs).await? else {
+        return Ok(Written::Fenced);
     };
-    period_jobs(definition, plan.start, plan.event_id, outcomes)
+    if let ScheduleTarget::Subscriber(id) = &definition.target
+        && outcomes.is_empty()
+    {
+        return Ok(Written::Refused(format!(
+            "subscriber `{id}` does not exist"
+        )));
+    }
+    Ok(
+        match period_jobs(definition, plan.start, plan.event_id, outcomes) {
+            Ok(made) => Written::Made(made),
+            Err(reason) => Written::Refused(reason),
+        },
+    )
 }
 
 /// Plans the period of `definition` that starts at `start` and writes its jobs, at
-/// `now`, under `limits` (see [`plan_period`] and [`write_period`]).
+/// `now`, under `limits`, without moving the schedule's cursor (a manual run; see
+/// [`plan_period`] and [`write_period`]).
 pub async fn create_period(
     store: &SharedStore,
     definition: &ScheduleDefinition,
@@ -192,7 +208,14 @@ pub async fn create_period(
     limits: JobLimits,
 ) -> Result<PeriodJobs, PeriodError> {
     let plan = plan_period(store, definition, start, now, limits).await?;
-    write_period(store, definition, plan, now).await
+    match write_period(store, definition, plan, None).await {
+        Ok(Written::Made(made)) => Ok(made),
+        Ok(Written::Refused(reason)) => Err(PeriodError::Refused(reason)),
+        Ok(Written::Fenced) => Err(PeriodError::Store(StoreError::Internal(
+            "a period written without a fence was fenced".into(),
+        ))),
+        Err(error) => Err(PeriodError::Store(error)),
+    }
 }
 
 /// The period of `definition` starting at `start` with `event_id`, from the outcomes
@@ -202,7 +225,7 @@ fn period_jobs(
     start: Timestamp,
     event_id: String,
     outcomes: Vec<CreateOutcome>,
-) -> Result<PeriodJobs, PeriodError> {
+) -> Result<PeriodJobs, String> {
     let created = outcomes
         .iter()
         .filter(|o| matches!(o, CreateOutcome::Created(_)))
@@ -231,7 +254,7 @@ fn period_jobs(
     if jobs.is_empty()
         && let Some(taken) = taken
     {
-        return Err(PeriodError::Refused(taken));
+        return Err(taken);
     }
     Ok(PeriodJobs {
         run: ScheduleRun {
@@ -244,35 +267,4 @@ fn period_jobs(
         created,
         taken,
     })
-}
-
-/// The jobs of a period created one by one, at `now`: a job whose key holds another
-/// payload (made before the schedule's payload changed) is left as it is and counts as
-/// its subscriber's job of the period, read as it stands; a subscriber deleted since the
-/// period was planned gets none.
-async fn one_by_one(
-    store: &SharedStore,
-    jobs: Vec<NewJob>,
-    now: Timestamp,
-) -> Result<Vec<CreateOutcome>, PeriodError> {
-    let mut outcomes = Vec::new();
-    for job in jobs {
-        match store.create_jobs(vec![job]).await {
-            Ok(mut created) => outcomes.append(&mut created),
-            Err(StoreError::PayloadConflict { job_id, .. }) => {
-                let existing = store.get_job(job_id, now).await;
-                if let Some(job) = existing.map_err(PeriodError::Store)? {
-                    // Its stored payload is not read: nothing here shows it.
-                    outcomes.push(CreateOutcome::Existing {
-                        job,
-                        payload: String::new(),
-                    });
-                }
-            }
-            // Deleted since the match: no job of the period for it.
-            Err(StoreError::UnknownSubscriber(_)) => {}
-            Err(other) => return Err(PeriodError::Store(other)),
-        }
-    }
-    Ok(outcomes)
 }

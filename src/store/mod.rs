@@ -38,6 +38,7 @@ mod outcomes;
 pub mod postgres;
 pub mod records;
 pub mod replays;
+mod schedule_periods;
 mod schedules;
 pub mod sealing;
 mod secrets;
@@ -589,6 +590,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         seen: ScheduleSeen,
         advance: ScheduleAdvance,
     ) -> Result<bool, StoreError>;
+
+    /// Writes `jobs`, the jobs of one period of a schedule (one per target, as one
+    /// create request: all or nothing, in key order), and with `fence` moves the
+    /// schedule's cursor past the period, in one transaction: only if the schedule's
+    /// cursor and version are still `fence.seen` and its hold still ends at
+    /// `fence.held_until` (no other scheduler took it over, no put restarted it).
+    /// Otherwise nothing is written and `None` is returned, so a period is never both
+    /// made by one scheduler and passed by (skipped) by another (docs/DESIGN.md
+    /// §5.14). Without a fence (a manual run), the jobs alone. A job whose key exists
+    /// counts as the period's whatever its payload (made before the schedule's payload
+    /// changed); a subscriber that no longer exists gets no job (no outcome).
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError>;
 
     /// Another schedule whose periods could take the jobs' keys of `definition`'s (the
     /// same event id template, and the same subscriber or an event type on either

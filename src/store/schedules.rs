@@ -8,8 +8,8 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::{Query, Value};
 use crate::store::records::{
-    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut, ScheduleRun,
-    ScheduleSeen, ScheduleTarget, ScheduleTiming,
+    PageRequest, PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut,
+    ScheduleRun, ScheduleSeen, ScheduleTarget, ScheduleTiming,
 };
 use crate::store::transactions::Transactions;
 
@@ -48,6 +48,11 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// `$6` (event id `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not
     /// NULL, else clears it with `$5`.
     const ADVANCE: &'static str;
+    /// Moves schedule `$1`'s cursor to `$5`, keeping its hold, if its cursor version is
+    /// `$2`, its cursor `$3` (NULL included) and its hold ends at `$4` (the fence of a
+    /// period's write, [`crate::store::PeriodFence`]); on PostgreSQL the row stays
+    /// locked until the transaction ends.
+    const FENCE: &'static str;
     /// Another schedule than `$2` (in id order, one) whose event id template is `$1`
     /// and whose jobs could take the same keys: one of subscriber `$3`, or any when
     /// `$3` is NULL (a schedule of an event type), or one of an event type.
@@ -288,6 +293,18 @@ fn run_values(query: Query, run: Option<&ScheduleRun>) -> Query {
             run.and_then(|r| r.job_id).map(|id| id.to_string()),
         ))
         .bind(Value::OptInt(run.map(|r| i64::from(r.jobs))))
+}
+
+/// The fence statement of `fence` ([`ScheduleStatements::FENCE`]).
+pub(crate) fn fence_query<S: ScheduleStatements>(fence: &PeriodFence) -> Query {
+    Query::new(S::FENCE)
+        .text(fence.schedule_id.as_str())
+        .int(version(fence.seen))
+        .bind(Value::OptInt(
+            fence.seen.next_period.map(Timestamp::as_millis),
+        ))
+        .int(fence.held_until.as_millis())
+        .bind(Value::OptInt(fence.next_period.map(Timestamp::as_millis)))
 }
 
 fn version(seen: ScheduleSeen) -> i64 {

@@ -728,6 +728,14 @@ impl Store for PostgresStore {
         shared::schedules::advance(&self.db, id, seen, advance).await
     }
 
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
+        shared::schedule_periods::make(&self.db, &self.wake, fence, jobs).await
+    }
+
     async fn schedule_sharing_template(
         &self,
         definition: &ScheduleDefinition,

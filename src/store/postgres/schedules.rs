@@ -80,6 +80,11 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = $4::BIGINT, leased_unt
     WHERE id = $1 AND cursor_version = $2 \
       AND next_period IS NOT DISTINCT FROM $3::BIGINT";
 
+/// Moves a schedule's cursor past a period if the scheduler still holds it as read.
+const FENCE: &str = "UPDATE schedules SET next_period = $5::BIGINT \
+    WHERE id = $1 AND cursor_version = $2 \
+      AND next_period IS NOT DISTINCT FROM $3::BIGINT AND leased_until = $4";
+
 /// Another schedule with template `$1` that could take the same keys.
 const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = $1 AND id <> $2 \
     AND (subscriber_id = $3::TEXT OR $3::TEXT IS NULL OR event_type IS NOT NULL) \
@@ -100,6 +105,7 @@ impl ScheduleStatements for PgPool {
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const FENCE: &'static str = FENCE;
     const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }

@@ -72,6 +72,10 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = ?4, leased_until = NUL
     last_error = CASE WHEN ?10 IS NOT NULL THEN ?10 WHEN ?5 THEN NULL ELSE last_error END \
     WHERE id = ?1 AND cursor_version = ?2 AND next_period IS ?3";
 
+/// Moves a schedule's cursor past a period if the scheduler still holds it as read.
+const FENCE: &str = "UPDATE schedules SET next_period = ?5 \
+    WHERE id = ?1 AND cursor_version = ?2 AND next_period IS ?3 AND leased_until = ?4";
+
 /// Another schedule with template `?1` that could take the same keys.
 const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = ?1 AND id <> ?2 \
     AND (subscriber_id = ?3 OR ?3 IS NULL OR event_type IS NOT NULL) \
@@ -93,6 +97,7 @@ impl ScheduleStatements for Pools {
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const FENCE: &'static str = FENCE;
     const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }
