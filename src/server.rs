@@ -180,7 +180,11 @@ impl Server {
             api_addr = Some(local_addr);
             let settings = args.api_settings()?;
             let actions = settings.actions.clone();
-            let router = api::router(store.clone(), clock.clone(), settings);
+            // The deployment's cursor key: the first instance on the database makes it.
+            let cursors = api::pagination::Cursors::of_deployment(&store, clock.now())
+                .await
+                .context("cannot read the page cursors' key from the database")?;
+            let router = api::router(store.clone(), clock.clone(), settings, cursors);
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();

@@ -93,6 +93,8 @@ pub struct AppState {
     pub attempt_timeouts: AttemptTimeouts,
     /// The quotas on recurring schedules.
     pub schedule_quotas: ScheduleQuotas,
+    /// Signs and checks the listings' page cursors.
+    pub cursors: pagination::Cursors,
     /// How long `DELETE /v1/subscribers/{id}` waits for its history to move before it
     /// answers (the move goes on after; docs/DESIGN.md §5.3.1).
     pub deletion_wait: Duration,
@@ -215,7 +217,12 @@ const DOCUMENT_CSP: &str = "default-src 'self'; img-src 'self' data:; \
 /// declared body length (413 before the body is read), a request timeout, a task that
 /// finishes what may change something whether or not the client waits
 /// ([`detached`]), and a body limit sized from the payload limit.
-pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
+pub fn router(
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    settings: ApiSettings,
+    cursors: pagination::Cursors,
+) -> Router {
     let state = AppState {
         loads: load_reads::LoadReads::spawn(store.clone()),
         store,
@@ -227,6 +234,7 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         target_policy: settings.target_policy.clone(),
         attempt_timeouts: settings.attempt_timeouts,
         schedule_quotas: settings.schedule_quotas,
+        cursors,
         deletion_wait: subscriber_deletion::wait(settings.request_timeout),
     };
     let recorder = audit::Recorder {

@@ -262,9 +262,11 @@ pub async fn list_schedules(
     AppQuery(query): AppQuery<ListSchedulesQuery>,
 ) -> Result<Json<Page<ScheduleView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Schedules, query.cursor.as_deref(), |key| {
-        validate::schedule_id(key).ok().map(|()| key.to_owned())
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Schedules, query.cursor.as_deref(), |key| {
+            validate::schedule_id(key).ok().map(|()| key.to_owned())
+        })?;
     let fetched = state
         .store
         .list_schedules(PageRequest {
@@ -275,8 +277,9 @@ pub async fn list_schedules(
     let now = state.clock.now();
     // Each view searches its cron pattern's calendar for the next periods: off the
     // request threads.
+    let cursors = state.cursors.clone();
     let page = tokio::task::spawn_blocking(move || {
-        pagination::page(
+        cursors.page(
             Listing::Schedules,
             fetched,
             limit,

@@ -42,6 +42,7 @@ mod schedule_periods;
 mod schedules;
 pub mod sealing;
 mod secrets;
+mod server_keys;
 mod sessions;
 pub mod sqlite;
 mod subscribers;
@@ -606,6 +607,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         fence: Option<PeriodFence>,
         jobs: Vec<NewJob>,
     ) -> Result<Option<Vec<CreateOutcome>>, StoreError>;
+
+    /// The server's key named `name` (standard base64): the one stored, or `candidate`
+    /// stored at `now` when none is, the first offer to commit winning; the same for
+    /// every instance on the database, across restarts (the page cursors' key,
+    /// docs/DESIGN.md §5.1).
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError>;
 
     /// Another schedule whose periods could take the jobs' keys of `definition`'s (the
     /// same event id template, and the same subscriber or an event type on either

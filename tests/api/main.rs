@@ -30,6 +30,7 @@ mod jobs_read;
 mod limits;
 mod loopback_host;
 mod on_call_edges;
+mod page_cursors;
 mod replay_slices;
 mod replays;
 mod request_ids;

@@ -472,6 +472,15 @@ impl Store for Outage {
         self.check()?;
         self.inner.advance_schedule(id, seen, advance).await
     }
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        self.check()?;
+        self.inner.server_key(name, candidate, now).await
+    }
     async fn make_schedule_period(
         &self,
         fence: Option<PeriodFence>,

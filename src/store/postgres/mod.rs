@@ -43,6 +43,7 @@ mod renewals;
 mod replays;
 mod schedules;
 mod secrets;
+mod server_keys;
 mod sessions;
 mod subscribers;
 mod sweep;
@@ -662,6 +663,15 @@ impl Store for PostgresStore {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         shared::sessions::end(&self.db, id, expires_at, now).await
+    }
+
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        shared::server_keys::get_or_make(&self.db, name, candidate, now).await
     }
 
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
