@@ -20,11 +20,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::job_template::JobLimits;
 use crate::domain::recurrence::Recurrence;
-use crate::domain::recurring::{LEAD_MS, plan_pass};
+use crate::domain::recurring::{LEAD_MS, PassPlan, plan_pass};
 use crate::domain::schedule_quota::ScheduleQuotas;
 use crate::domain::{Clock, Timestamp};
 use crate::store::{
-    PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, SharedStore, StoreError,
+    PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleSeen, SharedStore,
+    StoreError,
 };
 use period::{PeriodError, PeriodJobs, Written, plan_period, recurrence_of, write_period};
 
@@ -239,74 +240,56 @@ impl Scheduler {
             }
         };
         let plan = plan_pass(&recurrence, cursor, now, definition.catch_up);
-        let mut advance = ScheduleAdvance {
-            next_period: plan.next_period,
-            run: None,
-            error: None,
-        };
-        let mut passed = Passed {
-            missed: plan.skipped,
-            ..Passed::default()
-        };
-        let (mut seen, mut moved) = (schedule.seen(), false);
-        let mut last_made = schedule.last_run.as_ref().map(|run| run.period);
+        let mut progress = Progress::new(&schedule, &plan);
         for start in plan.create {
             let fence = PeriodFence {
                 schedule_id: definition.id.clone(),
-                seen,
+                seen: progress.seen,
                 held_until: hold,
                 next_period: recurrence.next_after(start),
             };
             let next = fence.next_period;
             let made = self
-                .make_period(definition, &recurrence, start, now, last_made, fence)
+                .make_period(
+                    definition,
+                    &recurrence,
+                    start,
+                    now,
+                    progress.last_made,
+                    fence,
+                )
                 .await?;
-            let period = start.to_rfc3339();
-            match made {
-                Made::Jobs(made, over) => {
-                    passed.count(&definition.id, report);
-                    (seen.next_period, moved) = (next, true);
-                    report.periods += 1;
-                    crate::metrics::schedule_periods("created", 1);
-                    last_made = Some(start);
-                    advance.run = Some(made.run);
-                    // A period made clears an earlier period's refusal, unless some of
-                    // its event ids are another job's or the schedule is over its quota.
-                    advance.error = made.taken.or(over);
-                }
-                Made::OverQuota(reason) => {
-                    passed.over_quota += 1;
-                    tracing::info!(schedule_id = %definition.id, %period,
-                        reason = reason.as_str(), "a schedule's period skipped");
-                    advance.error = Some(reason);
-                }
-                Made::Refused { reason, written } => {
-                    passed.refused += 1;
-                    tracing::warn!(schedule_id = %definition.id, %period,
-                        reason = reason.as_str(), "a schedule's period created no job");
-                    if written {
-                        passed.count(&definition.id, report);
-                        (seen.next_period, moved) = (next, true);
-                    }
-                    advance.error = Some(reason);
-                }
-                Made::Fenced => {
-                    tracing::info!(schedule_id = %definition.id, %period,
-                        "another scheduler took the schedule over: this pass wrote nothing \
-                         of its period and leaves it");
-                    return Ok(moved);
-                }
+            if !progress.record(made, start, next, report) {
+                return Ok(progress.moved);
             }
         }
-        if self
+        self.close(progress, report).await
+    }
+
+    /// The closing write of a pass of one schedule: its cursor, last run and last
+    /// error, and the end of its hold, if its cursor is as this pass left it; whether a
+    /// write of this pass moved the cursor.
+    async fn close(
+        &self,
+        progress: Progress<'_>,
+        report: &mut PassReport,
+    ) -> Result<bool, StoreError> {
+        let Progress {
+            schedule_id,
+            advance,
+            mut passed,
+            seen,
+            moved,
+            ..
+        } = progress;
+        let closed = self
             .store
-            .advance_schedule(&definition.id, seen, advance)
-            .await?
-        {
-            passed.count(&definition.id, report);
-            moved = true;
+            .advance_schedule(schedule_id, seen, advance)
+            .await?;
+        if closed {
+            passed.count(schedule_id, report);
         }
-        Ok(moved)
+        Ok(moved || closed)
     }
 
     /// Makes the period of `definition` (periods by `recurrence`) starting at `start`,
@@ -350,6 +333,97 @@ impl Scheduler {
                 Written::Fenced => Made::Fenced,
             },
         )
+    }
+}
+
+/// Where a pass of one schedule stands after each of its periods.
+struct Progress<'a> {
+    /// The schedule.
+    schedule_id: &'a str,
+    /// Its closing write: the cursor after the pass, the last run, the last error.
+    advance: ScheduleAdvance,
+    /// The periods passed by and not counted yet.
+    passed: Passed,
+    /// The cursor as this pass last wrote it (or read it).
+    seen: ScheduleSeen,
+    /// Whether a write of this pass moved the cursor.
+    moved: bool,
+    /// The start of the last period made.
+    last_made: Option<Timestamp>,
+}
+
+impl<'a> Progress<'a> {
+    /// Before the first period of `plan`, a pass of `schedule`.
+    fn new(schedule: &'a Schedule, plan: &PassPlan) -> Self {
+        Progress {
+            schedule_id: &schedule.definition.id,
+            advance: ScheduleAdvance {
+                next_period: plan.next_period,
+                run: None,
+                error: None,
+            },
+            passed: Passed {
+                missed: plan.skipped,
+                ..Passed::default()
+            },
+            seen: schedule.seen(),
+            moved: false,
+            last_made: schedule.last_run.as_ref().map(|run| run.period),
+        }
+    }
+
+    /// Records what became of the period starting at `start`, the cursor after it
+    /// being `next` once written; false when the pass of this schedule stops (its
+    /// write was fenced out).
+    fn record(
+        &mut self,
+        made: Made,
+        start: Timestamp,
+        next: Option<Timestamp>,
+        report: &mut PassReport,
+    ) -> bool {
+        let (schedule_id, period) = (self.schedule_id, start.to_rfc3339());
+        match made {
+            Made::Jobs(made, over) => {
+                self.written(next, report);
+                report.periods += 1;
+                crate::metrics::schedule_periods("created", 1);
+                self.last_made = Some(start);
+                self.advance.run = Some(made.run);
+                // A period made clears an earlier period's refusal, unless some of its
+                // event ids are another job's or the schedule is over its quota.
+                self.advance.error = made.taken.or(over);
+            }
+            Made::OverQuota(reason) => {
+                self.passed.over_quota += 1;
+                tracing::info!(schedule_id, %period, reason = reason.as_str(),
+                    "a schedule's period skipped");
+                self.advance.error = Some(reason);
+            }
+            Made::Refused { reason, written } => {
+                self.passed.refused += 1;
+                tracing::warn!(schedule_id, %period, reason = reason.as_str(),
+                    "a schedule's period created no job");
+                if written {
+                    self.written(next, report);
+                }
+                self.advance.error = Some(reason);
+            }
+            Made::Fenced => {
+                tracing::info!(schedule_id, %period,
+                    "another scheduler took the schedule over: this pass wrote nothing of \
+                     its period and leaves it");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A write of this pass moved the cursor to `next`: what it passed by counts.
+    fn written(&mut self, next: Option<Timestamp>, report: &mut PassReport) {
+        self.passed.count(self.schedule_id, report);
+        self.seen.next_period = next;
+        self.moved = true;
     }
 }
 
