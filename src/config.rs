@@ -30,6 +30,9 @@ use crate::domain::endpoint::EndpointPolicy;
 use crate::domain::job_template::JobLimits;
 use crate::domain::policy::BackoffPolicy;
 use crate::domain::replay_plan::ReplayLimits;
+use crate::domain::schedule_quota::{
+    DEFAULT_MAX_JOBS_PER_MINUTE, DEFAULT_MAX_SCHEDULES, DEFAULT_MIN_PERIOD_MS, ScheduleQuotas,
+};
 use crate::domain::target::TargetPolicy;
 use crate::store::{MAX_REPLAY_JOBS, Sealer};
 
@@ -247,6 +250,24 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_MAX_REPLAY_RATE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_replay_rate: u32,
+    /// Most recurring schedules that may exist (enabled or paused): a PUT that would
+    /// create one more is refused (422 naming `schedule_id`); replacing one is always
+    /// allowed.
+    #[arg(long, env = "DEFERHOOK_MAX_SCHEDULES", default_value_t = DEFAULT_MAX_SCHEDULES,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_schedules: u64,
+    /// Shortest time between two periods of a recurring schedule, in milliseconds: a
+    /// shorter `every_ms`, or a cron pattern whose periods come closer, is refused.
+    #[arg(long, env = "DEFERHOOK_SCHEDULE_MIN_PERIOD_MS", default_value_t = DEFAULT_MIN_PERIOD_MS,
+          value_parser = clap::value_parser!(u64).range(1_000..=86_400_000))]
+    pub schedule_min_period_ms: u64,
+    /// Most jobs one recurring schedule makes a minute (jobs a period × periods a
+    /// minute): a faster schedule is refused, and one whose event type gains
+    /// subscribers later skips periods to stay within it.
+    #[arg(long, env = "DEFERHOOK_SCHEDULE_MAX_JOBS_PER_MINUTE",
+          default_value_t = DEFAULT_MAX_JOBS_PER_MINUTE,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub schedule_max_jobs_per_minute: u64,
     /// How long delivered and cancelled jobs (with their attempts) are kept after they
     /// finish, in milliseconds; 0 keeps them forever. Instances that run the worker
     /// purge them every minute.
@@ -369,6 +390,7 @@ impl ServeArgs {
                 min_ttl_ms: self.attempt_timeout_ms,
                 max_jobs: MAX_REPLAY_JOBS,
             },
+            schedule_quotas: self.schedule_quotas(),
         })
     }
 
@@ -377,6 +399,15 @@ impl ServeArgs {
         ConnectionLimits {
             total: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
             per_client: usize::try_from(self.max_connections_per_client).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// The quotas on recurring schedules (docs/DESIGN.md §5.14).
+    pub fn schedule_quotas(&self) -> ScheduleQuotas {
+        ScheduleQuotas {
+            max_schedules: self.max_schedules,
+            min_period_ms: self.schedule_min_period_ms,
+            max_jobs_per_minute: self.schedule_max_jobs_per_minute,
         }
     }
 
@@ -529,6 +560,12 @@ mod tests {
         let retention = args.retention_settings();
         assert_eq!(retention.retain_finished_ms, Some(604_800_000));
         assert_eq!(retention.retain_dead_ms, Some(2_592_000_000));
+        assert_eq!(args.schedule_quotas(), ScheduleQuotas::default());
+        assert_eq!(
+            (args.max_schedules, args.schedule_min_period_ms),
+            (1_000, 1_000)
+        );
+        assert_eq!(args.schedule_max_jobs_per_minute, 10_000);
         assert!(!args.no_worker && !args.no_api);
         assert_eq!(*args.target_policy(), TargetPolicy::default());
         assert!(args.delivery_settings("w".into(), 64).validate().is_ok());
@@ -681,6 +718,9 @@ mod tests {
             ["deferhook", "serve", "--memory-budget-mb", "0"],
             ["deferhook", "serve", "--clock-offset-warn-ms", "0"],
             ["deferhook", "serve", "--clock-offset-warn-ms", "-1"],
+            ["deferhook", "serve", "--max-schedules", "0"],
+            ["deferhook", "serve", "--schedule-min-period-ms", "999"],
+            ["deferhook", "serve", "--schedule-max-jobs-per-minute", "0"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

@@ -174,7 +174,11 @@ impl Server {
             api_addr = Some(local_addr);
             let settings = args.api_settings()?;
             let actions = settings.actions.clone();
-            let router = api::router(store.clone(), clock.clone(), settings);
+            // The deployment's cursor key: the first instance on the database makes it.
+            let cursors = api::pagination::Cursors::of_deployment(&store, clock.now())
+                .await
+                .context("cannot read the page cursors' key from the database")?;
+            let router = api::router(store.clone(), clock.clone(), settings, cursors);
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();
@@ -252,7 +256,8 @@ impl Server {
             });
             // So does the scheduler of recurring schedules.
             let limits = args.api_settings()?.job_limits;
-            let scheduler = Scheduler::new(store.clone(), clock.clone(), limits);
+            let scheduler = Scheduler::new(store.clone(), clock.clone(), limits)
+                .with_quotas(args.schedule_quotas());
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 scheduler.run(stop).await;

@@ -310,9 +310,11 @@ pub async fn list_audit(
 ) -> Result<Json<Page<AuditEntryView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let filter = filter(&query)?;
-    let after = pagination::decode_cursor(Listing::Audit, query.cursor.as_deref(), |key| {
-        Uuid::parse_str(key).ok()
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Audit, query.cursor.as_deref(), |key| {
+            Uuid::parse_str(key).ok()
+        })?;
     let fetched = state
         .store
         .list_audit(
@@ -323,7 +325,7 @@ pub async fn list_audit(
             },
         )
         .await?;
-    Ok(Json(pagination::page(
+    Ok(Json(state.cursors.page(
         Listing::Audit,
         fetched,
         limit,

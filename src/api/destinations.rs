@@ -157,9 +157,11 @@ pub async fn list_destinations(
     AppQuery(query): AppQuery<ListDestinationsQuery>,
 ) -> Result<Json<Page<DestinationView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Destinations, query.cursor.as_deref(), |key| {
-        Destination::parse(key).ok().map(|d| d.to_string())
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Destinations, query.cursor.as_deref(), |key| {
+            Destination::parse(key).ok().map(|d| d.to_string())
+        })?;
     let page = PageRequest {
         after,
         limit: limit + 1,
@@ -168,7 +170,7 @@ pub async fn list_destinations(
         .store
         .list_destinations(page, state.clock.now())
         .await?;
-    Ok(Json(pagination::page(
+    Ok(Json(state.cursors.page(
         Listing::Destinations,
         fetched,
         limit,

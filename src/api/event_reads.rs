@@ -55,9 +55,11 @@ pub async fn list_events(
     AppQuery(query): AppQuery<ListEventsQuery>,
 ) -> Result<Json<Page<AffectedEventView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Events, query.cursor.as_deref(), |k| {
-        Uuid::parse_str(k).ok()
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Events, query.cursor.as_deref(), |k| {
+            Uuid::parse_str(k).ok()
+        })?;
     let now = state.clock.now();
     let since = match query.affected_since.as_deref() {
         Some(raw) => parse_instant("affected_since", raw)?,
@@ -74,7 +76,7 @@ pub async fn list_events(
             now,
         )
         .await?;
-    Ok(Json(pagination::page(
+    Ok(Json(state.cursors.page(
         Listing::Events,
         fetched,
         limit,

@@ -207,9 +207,11 @@ pub async fn list_jobs(
     AppQuery(query): AppQuery<ListJobsQuery>,
 ) -> Result<Json<Page<JobView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Jobs, query.cursor.as_deref(), |k| {
-        Uuid::parse_str(k).ok()
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Jobs, query.cursor.as_deref(), |k| {
+            Uuid::parse_str(k).ok()
+        })?;
     let filter = job_filter(&query)?;
     let now = state.clock.now();
     let fetched = state
@@ -223,8 +225,9 @@ pub async fn list_jobs(
             now,
         )
         .await?;
-    let (jobs, next_cursor) =
-        pagination::split(Listing::Jobs, fetched, limit, |job| job.id.to_string());
+    let (jobs, next_cursor) = state
+        .cursors
+        .split(Listing::Jobs, fetched, limit, |job| job.id.to_string());
     Ok(Json(Page {
         items: job_views(&state, jobs, now).await?,
         next_cursor,

@@ -60,6 +60,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::domain::Clock;
 use crate::domain::job_template::JobLimits;
 use crate::domain::replay_plan::ReplayLimits;
+use crate::domain::schedule_quota::ScheduleQuotas;
 use crate::domain::target::TargetPolicy;
 use crate::store::SharedStore;
 
@@ -92,6 +93,10 @@ pub struct AppState {
     pub target_policy: Arc<TargetPolicy>,
     /// The attempt timeouts: the server's, and the most a subscriber may set.
     pub attempt_timeouts: AttemptTimeouts,
+    /// The quotas on recurring schedules.
+    pub schedule_quotas: ScheduleQuotas,
+    /// Signs and checks the listings' page cursors.
+    pub cursors: pagination::Cursors,
     /// How long `DELETE /v1/subscribers/{id}` waits for its history to move before it
     /// answers (the move goes on after; docs/DESIGN.md §5.3.1).
     pub deletion_wait: Duration,
@@ -114,6 +119,8 @@ pub struct ApiSettings {
     pub target_policy: Arc<TargetPolicy>,
     /// The attempt timeouts: the server's, and the most a subscriber may set.
     pub attempt_timeouts: AttemptTimeouts,
+    /// The quotas on recurring schedules (docs/DESIGN.md §5.14).
+    pub schedule_quotas: ScheduleQuotas,
     /// Where requests that may change something run to their end, whether or not the
     /// client waits ([`detached`]); shutdown waits for them.
     pub actions: tokio_util::task::TaskTracker,
@@ -215,7 +222,12 @@ const DOCUMENT_CSP: &str = "default-src 'self'; img-src 'self' data:; \
 /// declared body length (413 before the body is read), a request timeout, a task that
 /// finishes what may change something whether or not the client waits
 /// ([`detached`]), and a body limit sized from the payload limit.
-pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) -> Router {
+pub fn router(
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    settings: ApiSettings,
+    cursors: pagination::Cursors,
+) -> Router {
     let state = AppState {
         loads: load_reads::LoadReads::spawn(store.clone()),
         store,
@@ -226,6 +238,8 @@ pub fn router(store: SharedStore, clock: Arc<dyn Clock>, settings: ApiSettings) 
         replay_limits: settings.replay_limits,
         target_policy: settings.target_policy.clone(),
         attempt_timeouts: settings.attempt_timeouts,
+        schedule_quotas: settings.schedule_quotas,
+        cursors,
         deletion_wait: subscriber_deletion::wait(settings.request_timeout),
     };
     let recorder = audit::Recorder {

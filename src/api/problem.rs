@@ -162,6 +162,9 @@ impl From<StoreError> for ApiError {
                 "subscriber_id",
                 format!("subscriber `{id}` does not exist"),
             )),
+            quota @ StoreError::TooManySchedules { .. } => {
+                ApiError::invalid("schedule_id", quota.to_string())
+            }
             conflict @ (StoreError::PayloadConflict { .. }
             | StoreError::ReplayRateBudget { .. }
             | StoreError::SubscriberBeingDeleted(_)) => ApiError::Conflict(conflict.to_string()),

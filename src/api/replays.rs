@@ -305,15 +305,17 @@ pub async fn list_replays(
         })
         .transpose()?;
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Replays, query.cursor.as_deref(), |key| {
-        Uuid::parse_str(key).ok()
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Replays, query.cursor.as_deref(), |key| {
+            Uuid::parse_str(key).ok()
+        })?;
     let page = PageRequest {
         after,
         limit: limit + 1,
     };
     let fetched = state.store.list_replays(replay_state, page).await?;
-    Ok(Json(pagination::page(
+    Ok(Json(state.cursors.page(
         Listing::Replays,
         fetched,
         limit,

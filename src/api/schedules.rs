@@ -22,10 +22,14 @@ use super::schedule_input::{PutScheduleRequest, definition};
 use super::schedule_views::{ScheduleView, full_view};
 use super::views::JobView;
 use crate::domain::Timestamp;
-use crate::domain::recurrence::period_text;
+use crate::domain::recurrence::{Recurrence, period_text};
+use crate::domain::schedule_quota::shortest_period_ms;
 use crate::domain::validate;
+use crate::fan_out::MAX_FAN_OUT;
 use crate::scheduler::period::{PeriodError, create_period, recurrence_of};
-use crate::store::{PageRequest, Schedule, SchedulePut, ScheduleTarget};
+use crate::store::{
+    PageRequest, Schedule, ScheduleDefinition, SchedulePut, ScheduleTarget, ScheduleTiming,
+};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -68,7 +72,7 @@ fn schedule_id(raw: &str) -> Result<(), ApiError> {
         (status = 404, description = "The subscriber does not exist; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Payload or body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field: a cron pattern or time zone, an event id template without {period_start}, an interval under 1 s, an event type's characters", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field: a cron pattern or time zone, an event id template without {period_start}, an interval under 1 s, an event type's characters; over a quota (`schedule_id`: as many schedules as --max-schedules exist; `cron` or `every_ms`: periods closer than --schedule-min-period-ms, or more jobs a minute than --schedule-max-jobs-per-minute)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable; retry", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -120,12 +124,21 @@ pub async fn put_schedule(
         )
             .into_response());
     }
+    // A producer that puts its schedules again at every start is not refused for a
+    // pace its event type's subscribers grew past: the scheduler bounds that one.
+    let new_pace = existing.as_ref().is_none_or(|s| {
+        s.definition.timing != definition.timing || s.definition.target != definition.target
+    });
+    if new_pace {
+        check_pace(&state, &definition, &recurrence, now).await?;
+    }
     // The store keeps the cursor unless the timing changes or the schedule is resumed,
     // and then starts the periods again from the first one after now.
     let put = SchedulePut {
         definition,
         next_period: recurrence.next_after(now),
         enabled_given,
+        max_schedules: state.schedule_quotas.max_schedules,
     };
     let created = existing.is_none();
     let schedule = state.store.put_schedule(put, now).await?;
@@ -138,6 +151,41 @@ pub async fn put_schedule(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// Checks the pace of `definition`, its periods by `recurrence` after `now`, against
+/// the server's quotas (docs/DESIGN.md §5.14), with one job a period for a subscriber,
+/// or as many as its event type matches subscribers now: a 422 naming the timing
+/// (`cron` or `every_ms`) with the figures when its periods come closer than the
+/// shortest period or make more jobs a minute than the cap.
+async fn check_pace(
+    state: &AppState,
+    definition: &ScheduleDefinition,
+    recurrence: &Recurrence,
+    now: Timestamp,
+) -> Result<(), ApiError> {
+    // A cron pattern's periods are searched: off the request threads.
+    let periods = recurrence.clone();
+    let shortest_ms = tokio::task::spawn_blocking(move || shortest_period_ms(&periods, now))
+        .await
+        .map_err(|error| ApiError::Internal(format!("checking a schedule: {error}")))?;
+    let field = match definition.timing {
+        ScheduleTiming::Cron { .. } => "cron",
+        ScheduleTiming::Every { .. } => "every_ms",
+    };
+    let (jobs, whom) = match &definition.target {
+        ScheduleTarget::Subscriber(id) => (1, format!("subscriber `{id}`")),
+        ScheduleTarget::EventType(name) => {
+            let limit = u32::try_from(MAX_FAN_OUT + 1).unwrap_or(u32::MAX);
+            let matched = state.store.subscribers_of_event_type(name, limit).await?;
+            let jobs = u64::try_from(matched.len()).unwrap_or(u64::MAX);
+            (jobs, format!("the subscribers of event type `{name}` now"))
+        }
+    };
+    state
+        .schedule_quotas
+        .check_put(field, shortest_ms, jobs, &whom)
+        .map_err(|error| ApiError::Invalid(vec![error]))
 }
 
 /// Read a recurring schedule: its definition, its next five periods and its last run.
@@ -214,9 +262,11 @@ pub async fn list_schedules(
     AppQuery(query): AppQuery<ListSchedulesQuery>,
 ) -> Result<Json<Page<ScheduleView>>, ApiError> {
     let limit = pagination::limit(query.limit.as_deref())?;
-    let after = pagination::decode_cursor(Listing::Schedules, query.cursor.as_deref(), |key| {
-        validate::schedule_id(key).ok().map(|()| key.to_owned())
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Schedules, query.cursor.as_deref(), |key| {
+            validate::schedule_id(key).ok().map(|()| key.to_owned())
+        })?;
     let fetched = state
         .store
         .list_schedules(PageRequest {
@@ -227,8 +277,9 @@ pub async fn list_schedules(
     let now = state.clock.now();
     // Each view searches its cron pattern's calendar for the next periods: off the
     // request threads.
+    let cursors = state.cursors.clone();
     let page = tokio::task::spawn_blocking(move || {
-        pagination::page(
+        cursors.page(
             Listing::Schedules,
             fetched,
             limit,

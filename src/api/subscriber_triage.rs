@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::pagination::{self, Listing};
+use super::pagination::Listing;
 use super::problem::ApiError;
 use super::subscriber_health;
 use super::views::SubscriberView;
@@ -136,14 +136,16 @@ pub async fn list_by_health(
     cursor: Option<&str>,
     limit: u32,
 ) -> Result<SubscriberListing, ApiError> {
-    let after = pagination::decode_cursor(Listing::SubscribersByHealth, cursor, |key| {
-        let (count, id) = key.strip_prefix("h:")?.split_once(':')?;
-        validate::subscriber_id(id).ok()?;
-        Some(HealthCursor {
-            failing_jobs: count.parse().ok()?,
-            id: id.to_owned(),
-        })
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::SubscribersByHealth, cursor, |key| {
+            let (count, id) = key.strip_prefix("h:")?.split_once(':')?;
+            validate::subscriber_id(id).ok()?;
+            Some(HealthCursor {
+                failing_jobs: count.parse().ok()?,
+                id: id.to_owned(),
+            })
+        })?;
     let entries = all_of(state, status, state.clock.now()).await?;
     let causes = (status == HealthStatus::Failing).then(|| {
         let failing: Vec<Failing> = entries
@@ -168,7 +170,7 @@ pub async fn list_by_health(
         })
         .take(limit as usize + 1)
         .collect();
-    let page = pagination::page(
+    let page = state.cursors.page(
         Listing::SubscribersByHealth,
         fetched,
         limit,

@@ -551,9 +551,11 @@ pub async fn list_subscribers(
             subscriber_triage::list_by_health(&state, status, cursor, limit).await?,
         ));
     }
-    let after = pagination::decode_cursor(Listing::Subscribers, query.cursor.as_deref(), |key| {
-        validate::subscriber_id(key).ok().map(|()| key.to_owned())
-    })?;
+    let after = state
+        .cursors
+        .decode(Listing::Subscribers, query.cursor.as_deref(), |key| {
+            validate::subscriber_id(key).ok().map(|()| key.to_owned())
+        })?;
     let fetched = state
         .store
         .list_subscribers(PageRequest {
@@ -561,8 +563,9 @@ pub async fn list_subscribers(
             limit: limit + 1,
         })
         .await?;
-    let (items, next_cursor) =
-        pagination::split(Listing::Subscribers, fetched, limit, |s| s.id.clone());
+    let (items, next_cursor) = state
+        .cursors
+        .split(Listing::Subscribers, fetched, limit, |s| s.id.clone());
     let items = subscriber_health::views(&state, items, state.clock.now()).await?;
     Ok(Json(SubscriberListing {
         causes: None,

@@ -22,6 +22,7 @@ pub mod replay;
 pub mod replay_plan;
 pub mod retry_advice;
 pub mod schedule;
+pub mod schedule_quota;
 pub mod secret;
 pub mod target;
 pub mod time;

@@ -1,10 +1,14 @@
 //! The scheduler of recurring schedules (docs/DESIGN.md §5.14): every instance with a
 //! worker passes over the enabled schedules whose next period starts within
-//! [`LEAD_MS`] and creates those periods' jobs through the ordinary create path
-//! ([`period::create_period`]), then moves each schedule's cursor only if the schedule
-//! is still as it read it. Two instances passing at once both create a period's jobs,
-//! and the store keeps one (the jobs' idempotency on subscriber and event id); a
-//! crash between the jobs and the cursor makes the period again, to the same effect.
+//! [`LEAD_MS`], holds each one it makes periods for ([`HOLD_MS`]), and writes each
+//! period's jobs in the transaction that moves the schedule's cursor past the period,
+//! fenced by its hold ([`period::write_period`]): only if the schedule is still as it
+//! read it and still its own. A scheduler that stalled past its hold (a frozen
+//! process) writes nothing once another has taken the schedule over, so a period is
+//! made by one scheduler or passed by (skipped) by another, never both; a crash
+//! between two periods leaves the cursor after the last one written. The jobs'
+//! idempotency on subscriber and event id stays the guarantee of one job per period
+//! and subscriber (a manual run, a job made before the cursor was fenced).
 
 pub mod period;
 
@@ -15,10 +19,15 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::job_template::JobLimits;
-use crate::domain::recurring::{LEAD_MS, plan_pass};
+use crate::domain::recurrence::Recurrence;
+use crate::domain::recurring::{LEAD_MS, PassPlan, plan_pass};
+use crate::domain::schedule_quota::ScheduleQuotas;
 use crate::domain::{Clock, Timestamp};
-use crate::store::{Schedule, ScheduleAdvance, SharedStore, StoreError};
-use period::{PeriodError, create_period, recurrence_of};
+use crate::store::{
+    PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, ScheduleSeen, SharedStore,
+    StoreError,
+};
+use period::{PeriodError, PeriodJobs, Written, plan_period, recurrence_of, write_period};
 
 /// How often the scheduler looks for due schedules: well within [`LEAD_MS`], so a
 /// period's jobs are stored before it starts.
@@ -48,7 +57,8 @@ pub struct PassReport {
     pub schedules: usize,
     /// Periods whose jobs were created (or found already there).
     pub periods: usize,
-    /// Missed periods skipped by their catch-up policy.
+    /// Periods skipped: missed ones by their catch-up policy, and those of a schedule
+    /// over its quota ([`ScheduleQuotas::judge`]).
     pub skipped: u64,
     /// Periods refused (see [`PeriodError::Refused`]).
     pub refused: usize,
@@ -69,17 +79,26 @@ pub struct Scheduler {
     store: SharedStore,
     clock: Arc<dyn Clock>,
     limits: JobLimits,
+    quotas: ScheduleQuotas,
 }
 
 impl Scheduler {
     /// A scheduler over `store`, reading `clock`, making jobs under `limits` (the
-    /// API's: the same rules as a job posted).
+    /// API's: the same rules as a job posted), under the default quotas.
     pub fn new(store: SharedStore, clock: Arc<dyn Clock>, limits: JobLimits) -> Self {
         Scheduler {
             store,
             clock,
             limits,
+            quotas: ScheduleQuotas::default(),
         }
+    }
+
+    /// The same scheduler bounding each schedule by `quotas` (the server's; see
+    /// [`ScheduleQuotas::judge`]).
+    pub fn with_quotas(mut self, quotas: ScheduleQuotas) -> Self {
+        self.quotas = quotas;
+        self
     }
 
     /// Starts a pass every [`POLL`] until `stop`, without waiting for the passes still
@@ -221,40 +240,243 @@ impl Scheduler {
             }
         };
         let plan = plan_pass(&recurrence, cursor, now, definition.catch_up);
-        let mut advance = ScheduleAdvance {
-            next_period: plan.next_period,
-            run: None,
-            error: None,
-        };
+        let mut progress = Progress::new(&schedule, &plan);
         for start in plan.create {
-            match create_period(&self.store, definition, start, now, self.limits).await {
-                Ok(made) => {
-                    report.periods += 1;
-                    crate::metrics::schedule_periods("created", 1);
-                    advance.run = Some(made.run);
-                    // A period made clears an earlier period's refusal, unless some of
-                    // its event ids are another job's.
-                    advance.error = made.taken;
-                }
-                Err(PeriodError::Refused(reason)) => {
-                    report.refused += 1;
-                    crate::metrics::schedule_periods("refused", 1);
-                    tracing::warn!(schedule_id = %definition.id, period = %start.to_rfc3339(),
-                        reason = reason.as_str(),
-                        "a schedule's period created no job");
-                    advance.error = Some(reason);
-                }
-                Err(PeriodError::Store(error)) => return Err(error),
+            let fence = PeriodFence {
+                schedule_id: definition.id.clone(),
+                seen: progress.seen,
+                held_until: hold,
+                next_period: recurrence.next_after(start),
+            };
+            let next = fence.next_period;
+            let made = self
+                .make_period(
+                    definition,
+                    &recurrence,
+                    start,
+                    now,
+                    progress.last_made,
+                    fence,
+                )
+                .await?;
+            if !progress.record(made, start, next, report) {
+                return Ok(progress.moved);
             }
         }
-        if plan.skipped > 0 {
-            report.skipped += plan.skipped;
-            crate::metrics::schedule_periods("skipped", plan.skipped);
-            tracing::info!(schedule_id = %definition.id, skipped = plan.skipped,
-                catch_up = %definition.catch_up, "missed periods skipped");
-        }
-        self.store
-            .advance_schedule(&definition.id, schedule.seen(), advance)
-            .await
+        self.close(progress, report).await
     }
+
+    /// The closing write of a pass of one schedule: its cursor, last run and last
+    /// error, and the end of its hold, if its cursor is as this pass left it; whether a
+    /// write of this pass moved the cursor.
+    async fn close(
+        &self,
+        progress: Progress<'_>,
+        report: &mut PassReport,
+    ) -> Result<bool, StoreError> {
+        let Progress {
+            schedule_id,
+            advance,
+            mut passed,
+            seen,
+            moved,
+            ..
+        } = progress;
+        let closed = self
+            .store
+            .advance_schedule(schedule_id, seen, advance)
+            .await?;
+        if closed {
+            passed.count(schedule_id, report);
+        }
+        Ok(moved || closed)
+    }
+
+    /// Makes the period of `definition` (periods by `recurrence`) starting at `start`,
+    /// at `now`, the last period made having started at `last_made`: its jobs, unless
+    /// the schedule is over its quota and this period comes too soon after the last
+    /// one made ([`ScheduleQuotas::judge`], with the jobs its targets make now), or the
+    /// period cannot be made.
+    async fn make_period(
+        &self,
+        definition: &ScheduleDefinition,
+        recurrence: &Recurrence,
+        start: Timestamp,
+        now: Timestamp,
+        last_made: Option<Timestamp>,
+        fence: PeriodFence,
+    ) -> Result<Made, StoreError> {
+        let plan = match plan_period(&self.store, definition, start, now, self.limits).await {
+            Ok(plan) => plan,
+            Err(PeriodError::Refused(reason)) => {
+                return Ok(Made::Refused {
+                    reason,
+                    written: false,
+                });
+            }
+            Err(PeriodError::Store(error)) => return Err(error),
+        };
+        let jobs = u64::try_from(plan.jobs.len()).unwrap_or(u64::MAX);
+        let previous = recurrence.latest_at_or_before(start.minus_ms(1));
+        let quota = self.quotas.judge(jobs, start, previous, last_made);
+        if !quota.make {
+            let reason = quota.over.unwrap_or_default();
+            return Ok(Made::OverQuota(reason));
+        }
+        Ok(
+            match write_period(&self.store, definition, plan, Some(fence)).await? {
+                Written::Made(made) => Made::Jobs(made, quota.over),
+                Written::Refused(reason) => Made::Refused {
+                    reason,
+                    written: true,
+                },
+                Written::Fenced => Made::Fenced,
+            },
+        )
+    }
+}
+
+/// Where a pass of one schedule stands after each of its periods.
+struct Progress<'a> {
+    /// The schedule.
+    schedule_id: &'a str,
+    /// Its closing write: the cursor after the pass, the last run, the last error.
+    advance: ScheduleAdvance,
+    /// The periods passed by and not counted yet.
+    passed: Passed,
+    /// The cursor as this pass last wrote it (or read it).
+    seen: ScheduleSeen,
+    /// Whether a write of this pass moved the cursor.
+    moved: bool,
+    /// The start of the last period made.
+    last_made: Option<Timestamp>,
+}
+
+impl<'a> Progress<'a> {
+    /// Before the first period of `plan`, a pass of `schedule`.
+    fn new(schedule: &'a Schedule, plan: &PassPlan) -> Self {
+        Progress {
+            schedule_id: &schedule.definition.id,
+            advance: ScheduleAdvance {
+                next_period: plan.next_period,
+                run: None,
+                error: None,
+            },
+            passed: Passed {
+                missed: plan.skipped,
+                ..Passed::default()
+            },
+            seen: schedule.seen(),
+            moved: false,
+            last_made: schedule.last_run.as_ref().map(|run| run.period),
+        }
+    }
+
+    /// Records what became of the period starting at `start`, the cursor after it
+    /// being `next` once written; false when the pass of this schedule stops (its
+    /// write was fenced out).
+    fn record(
+        &mut self,
+        made: Made,
+        start: Timestamp,
+        next: Option<Timestamp>,
+        report: &mut PassReport,
+    ) -> bool {
+        let (schedule_id, period) = (self.schedule_id, start.to_rfc3339());
+        match made {
+            Made::Jobs(made, over) => {
+                self.written(next, report);
+                report.periods += 1;
+                crate::metrics::schedule_periods("created", 1);
+                self.last_made = Some(start);
+                self.advance.run = Some(made.run);
+                // A period made clears an earlier period's refusal, unless some of its
+                // event ids are another job's or the schedule is over its quota.
+                self.advance.error = made.taken.or(over);
+            }
+            Made::OverQuota(reason) => {
+                self.passed.over_quota += 1;
+                tracing::info!(schedule_id, %period, reason = reason.as_str(),
+                    "a schedule's period skipped");
+                self.advance.error = Some(reason);
+            }
+            Made::Refused { reason, written } => {
+                self.passed.refused += 1;
+                tracing::warn!(schedule_id, %period, reason = reason.as_str(),
+                    "a schedule's period created no job");
+                if written {
+                    self.written(next, report);
+                }
+                self.advance.error = Some(reason);
+            }
+            Made::Fenced => {
+                tracing::info!(schedule_id, %period,
+                    "another scheduler took the schedule over: this pass wrote nothing of \
+                     its period and leaves it");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A write of this pass moved the cursor to `next`: what it passed by counts.
+    fn written(&mut self, next: Option<Timestamp>, report: &mut PassReport) {
+        self.passed.count(self.schedule_id, report);
+        self.seen.next_period = next;
+        self.moved = true;
+    }
+}
+
+/// The periods a pass of one schedule passed by since its last write that moved the
+/// schedule's cursor: counted (and the missed ones logged) only once a later write
+/// moves the cursor past them, so a pass whose writes another scheduler fenced out
+/// counts nothing that the other counts or makes.
+#[derive(Debug, Default)]
+struct Passed {
+    /// Missed periods skipped by the catch-up policy.
+    missed: u64,
+    /// Periods skipped because the schedule is over its quota.
+    over_quota: u64,
+    /// Periods refused.
+    refused: usize,
+}
+
+impl Passed {
+    /// Counts them in `report` and the metrics, and starts again from none.
+    fn count(&mut self, schedule_id: &str, report: &mut PassReport) {
+        let skipped = self.missed + self.over_quota;
+        if skipped > 0 {
+            report.skipped += skipped;
+            crate::metrics::schedule_periods("skipped", skipped);
+        }
+        if self.missed > 0 {
+            tracing::info!(schedule_id, skipped = self.missed, "missed periods skipped");
+        }
+        if self.refused > 0 {
+            report.refused += self.refused;
+            crate::metrics::schedule_periods("refused", self.refused as u64);
+        }
+        *self = Passed::default();
+    }
+}
+
+/// What became of one period of a pass.
+enum Made {
+    /// Its jobs were made (or found already there); with why the schedule is over its
+    /// quota, when it is.
+    Jobs(PeriodJobs, Option<String>),
+    /// Skipped: the schedule is over its quota, and the period came too soon after the
+    /// last one made.
+    OverQuota(String),
+    /// It has no job of its own (see [`PeriodError::Refused`] and [`Written::Refused`]);
+    /// `written`: the cursor moved past it (the fenced write committed).
+    Refused {
+        /// Why.
+        reason: String,
+        /// Whether the cursor moved past it.
+        written: bool,
+    },
+    /// Another scheduler took the schedule over, or a put restarted it: nothing of the
+    /// period was written.
+    Fenced,
 }

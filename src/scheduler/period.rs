@@ -1,8 +1,10 @@
-//! One period of a schedule made into jobs, through the ordinary create path: a job
-//! per target whose event id is the schedule's template filled with the period's start
-//! and whose `deliver_at` is that start (a start already past means now, as for any
-//! job), so the store's idempotency on (subscriber, event id) makes the period's jobs
-//! unique however often, and by however many instances, it is made.
+//! One period of a schedule made into jobs: a job per target whose event id is the
+//! schedule's template filled with the period's start and whose `deliver_at` is that
+//! start (a start already past means now, as for any job), so the store's idempotency
+//! on (subscriber, event id) makes the period's jobs unique however often it is
+//! written. The scheduler writes them in the transaction that moves the schedule's
+//! cursor past the period, fenced by its hold ([`write_period`]), so a period another
+//! scheduler passed by (skipped) is never made too.
 
 use crate::domain::Timestamp;
 use crate::domain::field_error::FieldError;
@@ -10,10 +12,10 @@ use crate::domain::ids::new_id;
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::recurrence::{Recurrence, fill_event_id, period_text};
 use crate::domain::schedule::ScheduleFields;
-use crate::fan_out::{FanOutError, create_for_event_type};
+use crate::fan_out::{FanOutError, MAX_FAN_OUT};
 use crate::store::{
-    CreateOutcome, Job, NewJob, ScheduleDefinition, ScheduleRun, ScheduleTarget, ScheduleTiming,
-    SharedStore, StoreError,
+    CreateOutcome, Job, NewJob, PeriodFence, ScheduleDefinition, ScheduleRun, ScheduleTarget,
+    ScheduleTiming, SharedStore, StoreError,
 };
 
 /// Why a period created no job.
@@ -65,16 +67,33 @@ pub fn recurrence_of(definition: &ScheduleDefinition) -> Result<Recurrence, Stri
     }
 }
 
-/// Creates the jobs of the period of `definition` that starts at `start`, at `now`,
-/// under `limits`: one request, all or nothing. A job that exists with another payload
-/// (the schedule's payload changed since it was made) counts as the period's job.
-pub async fn create_period(
+/// One period of a schedule ready to be written: a job per target, matched when it
+/// was planned.
+#[derive(Debug)]
+pub struct PeriodPlan {
+    /// The period's start.
+    pub start: Timestamp,
+    /// Its event id (the template filled).
+    pub event_id: String,
+    /// One job per target (none when no subscriber matches the event type), in
+    /// subscriber id order.
+    pub jobs: Vec<NewJob>,
+}
+
+/// The jobs of the period of `definition` that starts at `start`, at `now`, under
+/// `limits`: its subscriber's job, or one job per subscriber its event type matches
+/// now.
+///
+/// # Errors
+/// [`PeriodError::Refused`] when the period's job is invalid under `limits` or more
+/// than [`crate::fan_out::MAX_FAN_OUT`] subscribers match; the store's error.
+pub async fn plan_period(
     store: &SharedStore,
     definition: &ScheduleDefinition,
     start: Timestamp,
     now: Timestamp,
     limits: JobLimits,
-) -> Result<PeriodJobs, PeriodError> {
+) -> Result<PeriodPlan, PeriodError> {
     let event_id = fill_event_id(&definition.event_id, start);
     let deliver_at = period_text(start);
     let fields = JobFields {
@@ -110,32 +129,103 @@ pub async fn create_period(
         event_type: event_type.map(str::to_owned),
         schedule_id: Some(definition.id.clone()),
     };
-    let created = match &definition.target {
-        ScheduleTarget::Subscriber(id) => store
-            .create_jobs(vec![job_for(id.clone(), None)])
-            .await
-            .map_err(FanOutError::from),
+    let jobs = match &definition.target {
+        ScheduleTarget::Subscriber(id) => vec![job_for(id.clone(), None)],
         ScheduleTarget::EventType(name) => {
-            create_for_event_type(store, name, |id| job_for(id, Some(name))).await
+            let limit = u32::try_from(MAX_FAN_OUT + 1).unwrap_or(u32::MAX);
+            let ids = store
+                .subscribers_of_event_type(name, limit)
+                .await
+                .map_err(PeriodError::Store)?;
+            if ids.len() > MAX_FAN_OUT {
+                let too_many = FanOutError::TooMany(name.clone());
+                return Err(PeriodError::Refused(too_many.to_string()));
+            }
+            ids.into_iter().map(|id| job_for(id, Some(name))).collect()
         }
     };
-    let outcomes = match created {
-        Ok(outcomes) => outcomes,
-        Err(FanOutError::TooMany(name)) => {
-            return Err(PeriodError::Refused(FanOutError::TooMany(name).to_string()));
-        }
-        Err(FanOutError::Store(StoreError::UnknownSubscriber(id))) => {
-            return Err(PeriodError::Refused(format!(
-                "subscriber `{id}` does not exist"
-            )));
-        }
-        Err(FanOutError::Store(StoreError::PayloadConflict { .. })) => {
-            // Made before the payload changed: each job on its own, a conflict being
-            // the period's job already there.
-            one_by_one(store, &definition.target, now, &job_for).await?
-        }
-        Err(FanOutError::Store(other)) => return Err(PeriodError::Store(other)),
+    Ok(PeriodPlan {
+        start,
+        event_id,
+        jobs,
+    })
+}
+
+/// What became of a period's write ([`write_period`]).
+#[derive(Debug)]
+pub enum Written {
+    /// Its jobs were written (or found already there), and with a fence the cursor
+    /// moved past it.
+    Made(PeriodJobs),
+    /// It has no job of its own (its subscriber does not exist, or every event id of
+    /// the period is another job's): why. With a fence the cursor moved past it.
+    Refused(String),
+    /// The fence did not hold (another scheduler took the schedule over, or a put
+    /// restarted it): nothing was written.
+    Fenced,
+}
+
+/// Writes the jobs `plan` holds for `definition`, as one request, all or nothing: with
+/// `fence`, in the transaction that moves the schedule's cursor past the period, only
+/// if the fence holds (see [`crate::store::Store::make_schedule_period`]). A job that
+/// exists with another payload (the schedule's payload changed since it was made)
+/// counts as the period's job; a matched subscriber deleted since the match gets none.
+///
+/// # Errors
+/// The store's error: nothing was written.
+pub async fn write_period(
+    store: &SharedStore,
+    definition: &ScheduleDefinition,
+    plan: PeriodPlan,
+    fence: Option<PeriodFence>,
+) -> Result<Written, StoreError> {
+    let Some(outcomes) = store.make_schedule_period(fence, plan.jobs).await? else {
+        return Ok(Written::Fenced);
     };
+    if let ScheduleTarget::Subscriber(id) = &definition.target
+        && outcomes.is_empty()
+    {
+        return Ok(Written::Refused(format!(
+            "subscriber `{id}` does not exist"
+        )));
+    }
+    Ok(
+        match period_jobs(definition, plan.start, plan.event_id, outcomes) {
+            Ok(made) => Written::Made(made),
+            Err(reason) => Written::Refused(reason),
+        },
+    )
+}
+
+/// Plans the period of `definition` that starts at `start` and writes its jobs, at
+/// `now`, under `limits`, without moving the schedule's cursor (a manual run; see
+/// [`plan_period`] and [`write_period`]).
+pub async fn create_period(
+    store: &SharedStore,
+    definition: &ScheduleDefinition,
+    start: Timestamp,
+    now: Timestamp,
+    limits: JobLimits,
+) -> Result<PeriodJobs, PeriodError> {
+    let plan = plan_period(store, definition, start, now, limits).await?;
+    match write_period(store, definition, plan, None).await {
+        Ok(Written::Made(made)) => Ok(made),
+        Ok(Written::Refused(reason)) => Err(PeriodError::Refused(reason)),
+        Ok(Written::Fenced) => Err(PeriodError::Store(StoreError::Internal(
+            "a period written without a fence was fenced".into(),
+        ))),
+        Err(error) => Err(PeriodError::Store(error)),
+    }
+}
+
+/// The period of `definition` starting at `start` with `event_id`, from the outcomes
+/// of its jobs: its own jobs, and which of its event ids other jobs hold.
+fn period_jobs(
+    definition: &ScheduleDefinition,
+    start: Timestamp,
+    event_id: String,
+    outcomes: Vec<CreateOutcome>,
+) -> Result<PeriodJobs, String> {
     let created = outcomes
         .iter()
         .filter(|o| matches!(o, CreateOutcome::Created(_)))
@@ -164,7 +254,7 @@ pub async fn create_period(
     if jobs.is_empty()
         && let Some(taken) = taken
     {
-        return Err(PeriodError::Refused(taken));
+        return Err(taken);
     }
     Ok(PeriodJobs {
         run: ScheduleRun {
@@ -177,46 +267,4 @@ pub async fn create_period(
         created,
         taken,
     })
-}
-
-/// The jobs of a period created one by one, at `now`: a job whose key holds another
-/// payload (made before the schedule's payload changed) is left as it is and counts as
-/// its subscriber's job of the period, read as it stands.
-async fn one_by_one(
-    store: &SharedStore,
-    target: &ScheduleTarget,
-    now: Timestamp,
-    job_for: impl Fn(String, Option<&str>) -> NewJob,
-) -> Result<Vec<CreateOutcome>, PeriodError> {
-    let (ids, event_type) = match target {
-        ScheduleTarget::Subscriber(id) => (vec![id.clone()], None),
-        ScheduleTarget::EventType(name) => {
-            let limit = u32::try_from(crate::fan_out::MAX_FAN_OUT).unwrap_or(u32::MAX);
-            let ids = store
-                .subscribers_of_event_type(name, limit)
-                .await
-                .map_err(PeriodError::Store)?;
-            (ids, Some(name.as_str()))
-        }
-    };
-    let mut outcomes = Vec::new();
-    for id in ids {
-        match store.create_jobs(vec![job_for(id, event_type)]).await {
-            Ok(mut created) => outcomes.append(&mut created),
-            Err(StoreError::PayloadConflict { job_id, .. }) => {
-                let existing = store.get_job(job_id, now).await;
-                if let Some(job) = existing.map_err(PeriodError::Store)? {
-                    // Its stored payload is not read: nothing here shows it.
-                    outcomes.push(CreateOutcome::Existing {
-                        job,
-                        payload: String::new(),
-                    });
-                }
-            }
-            // Deleted since the match: no job of the period for it.
-            Err(StoreError::UnknownSubscriber(_)) => {}
-            Err(other) => return Err(PeriodError::Store(other)),
-        }
-    }
-    Ok(outcomes)
 }

@@ -174,7 +174,7 @@ async fn write_requests<S: CreateStatements>(
         if savepoint {
             S::execute(tx, Query::new("SAVEPOINT request")).await?;
         }
-        let result = match write_request::<S>(tx, jobs, known).await {
+        let result = match write_request::<S>(tx, jobs, known, OtherPayload::Refuse).await {
             Ok(outcomes) => Ok(outcomes),
             Err(conflict @ StoreError::PayloadConflict { .. }) => Err(conflict),
             Err(other) => return Err(other),
@@ -190,13 +190,47 @@ async fn write_requests<S: CreateStatements>(
     Ok(results.into_iter().flatten().collect())
 }
 
+/// What a write makes of a job whose key exists with another payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OtherPayload {
+    /// A [`StoreError::PayloadConflict`]: the request is refused (a posted job).
+    Refuse,
+    /// The stored job counts as the new one's (a schedule's period made before its
+    /// payload changed).
+    Keep,
+}
+
+/// Writes the jobs of one period of a schedule inside `tx`, as one request (see
+/// [`write_request`]), the jobs of subscribers not in `known` left out: a job whose
+/// key exists counts as the period's, whatever its payload. Outcomes in the order of
+/// the jobs written.
+pub(crate) async fn write_period_jobs<S: CreateStatements>(
+    tx: &mut S::Tx,
+    jobs: &[NewJob],
+    known: &KnownSubscribers,
+) -> Result<Created, StoreError> {
+    let jobs: Vec<NewJob> = jobs
+        .iter()
+        .filter(|job| known.contains_key(&job.subscriber_id))
+        .cloned()
+        .collect();
+    write_request::<S>(tx, &jobs, known, OtherPayload::Keep).await
+}
+
+/// The distinct subscriber ids of one request's jobs, sorted.
+pub(crate) fn request_subscribers(jobs: &[NewJob]) -> Vec<&str> {
+    let ids: BTreeSet<&str> = jobs.iter().map(|j| j.subscriber_id.as_str()).collect();
+    ids.into_iter().collect()
+}
+
 /// Writes one request's jobs in key order: all of them in multi-row inserts (per
 /// [`INSERT_CHUNK`]), then, one by one, those whose key already existed (a repeat, or
-/// a [`StoreError::PayloadConflict`]). Outcomes in request order.
+/// a job of another payload, which `other` decides). Outcomes in request order.
 async fn write_request<S: CreateStatements>(
     tx: &mut S::Tx,
     jobs: &[NewJob],
     known: &KnownSubscribers,
+    other: OtherPayload,
 ) -> Result<Created, StoreError> {
     let order = key_order(jobs);
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
@@ -217,7 +251,7 @@ async fn write_request<S: CreateStatements>(
             let outcome = if inserted {
                 CreateOutcome::Created(stored.job.try_into()?)
             } else {
-                repeat(stored.job.try_into()?, stored.payload, job)?
+                repeat(stored.job.try_into()?, stored.payload, job, other)?
             };
             outcomes[index] = Some(outcome);
         }
@@ -363,9 +397,15 @@ async fn alone_on_failure<S: CreateStatements>(
 
 /// The outcome for `new` when a job with its key was already `stored` with
 /// `stored_payload`: the same payload (as a JSON value) is a repeat; a different one a
-/// [`StoreError::PayloadConflict`], on which the caller rolls back.
-fn repeat(stored: Job, stored_payload: String, new: &NewJob) -> Result<CreateOutcome, StoreError> {
-    if same_json_value(&stored_payload, &new.payload) {
+/// [`StoreError::PayloadConflict`], on which the caller rolls back, unless `other`
+/// keeps it as a repeat.
+fn repeat(
+    stored: Job,
+    stored_payload: String,
+    new: &NewJob,
+    other: OtherPayload,
+) -> Result<CreateOutcome, StoreError> {
+    if other == OtherPayload::Keep || same_json_value(&stored_payload, &new.payload) {
         Ok(CreateOutcome::Existing {
             // As read when the repeat was made: an expired lease is `retrying`.
             job: stored.as_of(new.created_at),

@@ -41,6 +41,16 @@ pub enum StoreError {
         /// The server's limit on that sum, in jobs/s.
         budget: u32,
     },
+    /// Creating one more schedule would exceed the server's `--max-schedules`
+    /// (docs/DESIGN.md §5.14); nothing was written.
+    #[error(
+        "{max} schedules exist, the most this server keeps (--max-schedules): delete one \
+         first, or replace an existing one"
+    )]
+    TooManySchedules {
+        /// The server's limit.
+        max: u64,
+    },
     /// The database URL or options are unusable.
     #[error("{0}")]
     Config(String),

@@ -39,9 +39,11 @@ mod outcomes;
 pub mod postgres;
 pub mod records;
 pub mod replays;
+mod schedule_periods;
 mod schedules;
 pub mod sealing;
 mod secrets;
+mod server_keys;
 mod sessions;
 pub mod sqlite;
 mod subscribers;
@@ -544,6 +546,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// cursor of an existing schedule restarts at `put.next_period` only when the put
     /// changes its cron, zone, interval or anchor, or enables it; otherwise it stays as
     /// stored (however a scheduler moved it meanwhile). Returns it as stored.
+    ///
+    /// # Errors
+    /// [`StoreError::TooManySchedules`] when the put would create a schedule while
+    /// `put.max_schedules` exist (counted in the put's transaction; nothing written).
     async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError>;
 
     /// One schedule, or `None`.
@@ -586,6 +592,33 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         seen: ScheduleSeen,
         advance: ScheduleAdvance,
     ) -> Result<bool, StoreError>;
+
+    /// Writes `jobs`, the jobs of one period of a schedule (one per target, as one
+    /// create request: all or nothing, in key order), and with `fence` moves the
+    /// schedule's cursor past the period, in one transaction: only if the schedule's
+    /// cursor and version are still `fence.seen` and its hold still ends at
+    /// `fence.held_until` (no other scheduler took it over, no put restarted it).
+    /// Otherwise nothing is written and `None` is returned, so a period is never both
+    /// made by one scheduler and passed by (skipped) by another (docs/DESIGN.md
+    /// §5.14). Without a fence (a manual run), the jobs alone. A job whose key exists
+    /// counts as the period's whatever its payload (made before the schedule's payload
+    /// changed); a subscriber that no longer exists gets no job (no outcome).
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError>;
+
+    /// The server's key named `name` (standard base64): the one stored, or `candidate`
+    /// stored at `now` when none is, the first offer to commit winning; the same for
+    /// every instance on the database, across restarts (the page cursors' key,
+    /// docs/DESIGN.md §5.1).
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError>;
 
     /// Another schedule whose periods could take the jobs' keys of `definition`'s (the
     /// same event id template, and the same subscriber or an event type on either

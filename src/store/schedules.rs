@@ -8,8 +8,8 @@ use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::{Query, Value};
 use crate::store::records::{
-    PageRequest, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut, ScheduleRun,
-    ScheduleSeen, ScheduleTarget, ScheduleTiming,
+    PageRequest, PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut,
+    ScheduleRun, ScheduleSeen, ScheduleTarget, ScheduleTiming,
 };
 use crate::store::transactions::Transactions;
 
@@ -24,6 +24,13 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// interval or anchor, or `$16` enabling a paused one), which also counts in
     /// `cursor_version` and ends a scheduler's lease; otherwise it stays as stored.
     const PUT: &'static str;
+    /// Taken first in a put's transaction so that puts count the schedules one at a
+    /// time (PostgreSQL: a transaction-scoped advisory lock); `None` where
+    /// transactions write one at a time already (SQLite's one writer).
+    const SERIALIZE_PUTS: Option<&'static str>;
+    /// One row, true when schedule `$1` does not exist and `$2` or more schedules do
+    /// (a put of `$1` would create one over the limit).
+    const FULL: &'static str;
     /// Schedule `$1`.
     const GET: &'static str;
     /// Schedules after id `$1` (all when NULL) in id order, at most `$2`.
@@ -41,6 +48,11 @@ pub(crate) trait ScheduleStatements: Transactions {
     /// `$6` (event id `$7`, job `$8`, `$9` jobs); sets the last error to `$10` when not
     /// NULL, else clears it with `$5`.
     const ADVANCE: &'static str;
+    /// Moves schedule `$1`'s cursor to `$5`, keeping its hold, if its cursor version is
+    /// `$2`, its cursor `$3` (NULL included) and its hold ends at `$4` (the fence of a
+    /// period's write, [`crate::store::PeriodFence`]); on PostgreSQL the row stays
+    /// locked until the transaction ends.
+    const FENCE: &'static str;
     /// Another schedule than `$2` (in id order, one) whose event id template is `$1`
     /// and whose jobs could take the same keys: one of subscriber `$3`, or any when
     /// `$3` is NULL (a schedule of an event type), or one of an event type.
@@ -167,7 +179,8 @@ fn opt_int(value: Option<u64>) -> Value {
 }
 
 /// Writes `definition` at `now`, with cursor `next_period` if it is created or
-/// restarted (see [`crate::store::Store::put_schedule`]).
+/// restarted (see [`crate::store::Store::put_schedule`]); refuses to create one over
+/// `max_schedules`, counted in the same transaction.
 pub(crate) async fn put<S: ScheduleStatements>(
     db: &S,
     put: SchedulePut,
@@ -177,7 +190,11 @@ pub(crate) async fn put<S: ScheduleStatements>(
         definition,
         next_period,
         enabled_given,
+        max_schedules,
     } = put;
+    let full = Query::new(S::FULL)
+        .text(definition.id.clone())
+        .int(i64::try_from(max_schedules).unwrap_or(i64::MAX));
     let (subscriber, event_type) = match definition.target {
         ScheduleTarget::Subscriber(id) => (Some(id), None),
         ScheduleTarget::EventType(name) => (None, Some(name)),
@@ -209,7 +226,18 @@ pub(crate) async fn put<S: ScheduleStatements>(
         .bind(Value::OptInt(next_period.map(Timestamp::as_millis)))
         .bind(Value::Bool(enabled_given));
     let row: ScheduleRow = db
-        .transaction(move |tx| Box::pin(S::fetch_one(tx, query)))
+        .transaction(move |tx| {
+            Box::pin(async move {
+                if let Some(serialize) = S::SERIALIZE_PUTS {
+                    S::execute(tx, Query::new(serialize)).await?;
+                }
+                let (full,): (bool,) = S::fetch_one(tx, full).await?;
+                if full {
+                    return Err(StoreError::TooManySchedules { max: max_schedules });
+                }
+                S::fetch_one(tx, query).await
+            })
+        })
         .await?;
     row.try_into()
 }
@@ -265,6 +293,18 @@ fn run_values(query: Query, run: Option<&ScheduleRun>) -> Query {
             run.and_then(|r| r.job_id).map(|id| id.to_string()),
         ))
         .bind(Value::OptInt(run.map(|r| i64::from(r.jobs))))
+}
+
+/// The fence statement of `fence` ([`ScheduleStatements::FENCE`]).
+pub(crate) fn fence_query<S: ScheduleStatements>(fence: &PeriodFence) -> Query {
+    Query::new(S::FENCE)
+        .text(fence.schedule_id.as_str())
+        .int(version(fence.seen))
+        .bind(Value::OptInt(
+            fence.seen.next_period.map(Timestamp::as_millis),
+        ))
+        .int(fence.held_until.as_millis())
+        .bind(Value::OptInt(fence.next_period.map(Timestamp::as_millis)))
 }
 
 fn version(seen: ScheduleSeen) -> i64 {

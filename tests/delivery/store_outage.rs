@@ -472,6 +472,23 @@ impl Store for Outage {
         self.check()?;
         self.inner.advance_schedule(id, seen, advance).await
     }
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        self.check()?;
+        self.inner.server_key(name, candidate, now).await
+    }
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
+        self.check()?;
+        self.inner.make_schedule_period(fence, jobs).await
+    }
     async fn schedule_sharing_template(
         &self,
         definition: &ScheduleDefinition,

@@ -44,6 +44,7 @@ mod renewals;
 mod replays;
 mod schedules;
 mod secrets;
+mod server_keys;
 mod sessions;
 mod subscribers;
 mod sweep;
@@ -680,6 +681,15 @@ impl Store for PostgresStore {
         shared::sessions::end(&self.db, id, expires_at, now).await
     }
 
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        shared::server_keys::get_or_make(&self.db, name, candidate, now).await
+    }
+
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
         shared::sessions::ended(&self.db, id).await
     }
@@ -742,6 +752,14 @@ impl Store for PostgresStore {
         advance: ScheduleAdvance,
     ) -> Result<bool, StoreError> {
         shared::schedules::advance(&self.db, id, seen, advance).await
+    }
+
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
+        shared::schedule_periods::make(&self.db, &self.wake, fence, jobs).await
     }
 
     async fn schedule_sharing_template(

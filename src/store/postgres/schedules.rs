@@ -31,6 +31,15 @@ const PUT: &str = "INSERT INTO schedules (id, subscriber_id, event_type, cron, t
       payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
       next_period, cursor_version, last_period, last_event_id, last_job_id, last_jobs, last_error";
 
+/// Puts of schedules one at a time, until the transaction ends: two puts creating
+/// schedules at once would each count the schedules without the other's. The key is
+/// `defhschd` in ASCII, a lock of this table's puts alone.
+const SERIALIZE_PUTS: &str = "SELECT pg_advisory_xact_lock(7234300975239096420)";
+
+/// Whether a put of `$1` would create a schedule over `$2`.
+const FULL: &str = "SELECT NOT EXISTS (SELECT 1 FROM schedules WHERE id = $1) \
+    AND (SELECT count(*) FROM schedules) >= $2";
+
 /// Schedule `$1`.
 const GET: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
     event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
@@ -71,6 +80,11 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = $4::BIGINT, leased_unt
     WHERE id = $1 AND cursor_version = $2 \
       AND next_period IS NOT DISTINCT FROM $3::BIGINT";
 
+/// Moves a schedule's cursor past a period if the scheduler still holds it as read.
+const FENCE: &str = "UPDATE schedules SET next_period = $5::BIGINT \
+    WHERE id = $1 AND cursor_version = $2 \
+      AND next_period IS NOT DISTINCT FROM $3::BIGINT AND leased_until = $4";
+
 /// Another schedule with template `$1` that could take the same keys.
 const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = $1 AND id <> $2 \
     AND (subscriber_id = $3::TEXT OR $3::TEXT IS NULL OR event_type IS NOT NULL) \
@@ -83,12 +97,15 @@ const RECORD_RUN: &str = "UPDATE schedules SET last_period = $2, last_event_id =
 
 impl ScheduleStatements for PgPool {
     const PUT: &'static str = PUT;
+    const SERIALIZE_PUTS: Option<&'static str> = Some(SERIALIZE_PUTS);
+    const FULL: &'static str = FULL;
     const GET: &'static str = GET;
     const LIST: &'static str = LIST;
     const DELETE: &'static str = DELETE;
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const FENCE: &'static str = FENCE;
     const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }

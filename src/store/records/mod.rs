@@ -37,8 +37,8 @@ pub use maintenance::PurgedJobs;
 pub use outcomes::{AttemptResult, Fenced, OutcomeRecord};
 pub use replays::{MAX_REPLAY_JOBS, NewReplay, Replay, ReplayProgress};
 pub use schedules::{
-    Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut, ScheduleRun, ScheduleSeen,
-    ScheduleTarget, ScheduleTiming,
+    PeriodFence, Schedule, ScheduleAdvance, ScheduleDefinition, SchedulePut, ScheduleRun,
+    ScheduleSeen, ScheduleTarget, ScheduleTiming,
 };
 pub use subscribers::{
     DEFAULT_MAX_IN_FLIGHT, PauseSelection, PausedReason, PutSubscriberOutcome, ResumeSelection,

@@ -114,6 +114,24 @@ impl Schedule {
     }
 }
 
+/// The fence of one period's write ([`crate::store::Store::make_schedule_period`]): the
+/// period's jobs are written, and the cursor moved past it, only while the schedule
+/// is as the scheduler read it and still held by it (issue #34 item 5.3: an instance
+/// frozen while it wrote a period made it after another had counted it skipped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeriodFence {
+    /// The schedule.
+    pub schedule_id: String,
+    /// Its cursor and version as the scheduler read them (its own writes included).
+    pub seen: ScheduleSeen,
+    /// The end of the scheduler's hold as it took it (`leased_until`): a hold another
+    /// scheduler took since ends later, one ended by a put is gone.
+    pub held_until: Timestamp,
+    /// The cursor once the period is made: the start of the period after it; `None`
+    /// when none follows.
+    pub next_period: Option<Timestamp>,
+}
+
 /// What one pass of the scheduler did for a schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleAdvance {
@@ -137,4 +155,8 @@ pub struct SchedulePut {
     /// Whether the put gave `enabled` (else the stored value stays, whatever
     /// `definition.enabled` says).
     pub enabled_given: bool,
+    /// Most schedules that may exist: a put that would create one more writes nothing
+    /// ([`crate::store::StoreError::TooManySchedules`]); one that replaces a schedule is
+    /// never refused.
+    pub max_schedules: u64,
 }

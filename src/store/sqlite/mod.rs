@@ -34,6 +34,7 @@ pub(crate) mod replays;
 mod schedules;
 mod secrets;
 pub use secrets::holds_sealed_secrets;
+mod server_keys;
 mod sessions;
 mod subscribers;
 mod sweep;
@@ -749,6 +750,15 @@ impl Store for SqliteStore {
         shared::sessions::end(&self.db, id, expires_at, now).await
     }
 
+    async fn server_key(
+        &self,
+        name: &str,
+        candidate: String,
+        now: Timestamp,
+    ) -> Result<String, StoreError> {
+        shared::server_keys::get_or_make(&self.db, name, candidate, now).await
+    }
+
     async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
         shared::sessions::ended(&self.db, id).await
     }
@@ -811,6 +821,14 @@ impl Store for SqliteStore {
         advance: ScheduleAdvance,
     ) -> Result<bool, StoreError> {
         shared::schedules::advance(&self.db, id, seen, advance).await
+    }
+
+    async fn make_schedule_period(
+        &self,
+        fence: Option<PeriodFence>,
+        jobs: Vec<NewJob>,
+    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
+        shared::schedule_periods::make(&self.db, &self.wake, fence, jobs).await
     }
 
     async fn schedule_sharing_template(

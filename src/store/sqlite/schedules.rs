@@ -30,6 +30,10 @@ const PUT: &str = "INSERT INTO schedules (id, subscriber_id, event_type, cron, t
       payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
       next_period, cursor_version, last_period, last_event_id, last_job_id, last_jobs, last_error";
 
+/// Whether a put of `?1` would create a schedule over `?2`.
+const FULL: &str = "SELECT NOT EXISTS (SELECT 1 FROM schedules WHERE id = ?1) \
+    AND (SELECT count(*) FROM schedules) >= ?2";
+
 /// Schedule `?1`.
 const GET: &str = "SELECT id, subscriber_id, event_type, cron, time_zone, every_ms, anchor, \
     event_id, payload, ttl_ms, max_attempts, catch_up, enabled, created_at, updated_at, \
@@ -68,6 +72,10 @@ const ADVANCE: &str = "UPDATE schedules SET next_period = ?4, leased_until = NUL
     last_error = CASE WHEN ?10 IS NOT NULL THEN ?10 WHEN ?5 THEN NULL ELSE last_error END \
     WHERE id = ?1 AND cursor_version = ?2 AND next_period IS ?3";
 
+/// Moves a schedule's cursor past a period if the scheduler still holds it as read.
+const FENCE: &str = "UPDATE schedules SET next_period = ?5 \
+    WHERE id = ?1 AND cursor_version = ?2 AND next_period IS ?3 AND leased_until = ?4";
+
 /// Another schedule with template `?1` that could take the same keys.
 const SHARING_TEMPLATE: &str = "SELECT id FROM schedules WHERE event_id = ?1 AND id <> ?2 \
     AND (subscriber_id = ?3 OR ?3 IS NULL OR event_type IS NOT NULL) \
@@ -80,12 +88,16 @@ const RECORD_RUN: &str = "UPDATE schedules SET last_period = ?2, last_event_id =
 
 impl ScheduleStatements for Pools {
     const PUT: &'static str = PUT;
+    // The one writer runs one transaction at a time.
+    const SERIALIZE_PUTS: Option<&'static str> = None;
+    const FULL: &'static str = FULL;
     const GET: &'static str = GET;
     const LIST: &'static str = LIST;
     const DELETE: &'static str = DELETE;
     const DUE: &'static str = DUE;
     const LEASE: &'static str = LEASE;
     const ADVANCE: &'static str = ADVANCE;
+    const FENCE: &'static str = FENCE;
     const SHARING_TEMPLATE: &'static str = SHARING_TEMPLATE;
     const RECORD_RUN: &'static str = RECORD_RUN;
 }

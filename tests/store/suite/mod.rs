@@ -31,6 +31,7 @@ pub mod scheduler;
 pub mod schedules;
 pub mod sealing;
 pub mod sealing_leftovers;
+pub mod server_keys;
 pub mod stats;
 pub mod subscriber_changes;
 pub mod subscribers;

@@ -2,17 +2,22 @@
 //! of every pass given: periods become ordinary jobs just before they start (cron in
 //! UTC and across both daylight-saving changes of a zone, intervals from an anchor),
 //! once per period across a restart and across two instances, missed periods by the
-//! catch-up policy, a deleted schedule stops, event-type schedules fan out.
+//! catch-up policy, a deleted schedule stops, event-type schedules fan out, and a
+//! scheduler that stalled past its hold writes nothing of a period another counted
+//! skipped.
 
 use std::sync::Arc;
 
 use deferhook::domain::job_template::JobLimits;
 use deferhook::domain::recurring::CatchUp;
 use deferhook::domain::{JobState, ManualClock, Timestamp};
-use deferhook::scheduler::period::{create_period, recurrence_of};
-use deferhook::scheduler::{PassReport, Scheduler};
+use deferhook::scheduler::period::{
+    Written, create_period, plan_period, recurrence_of, write_period,
+};
+use deferhook::scheduler::{HOLD_MS, PassReport, Scheduler};
 use deferhook::store::{
-    Job, JobFilter, ScheduleDefinition, ScheduleTarget, ScheduleTiming, SharedStore, SubscriberPut,
+    Job, JobFilter, PeriodFence, ScheduleDefinition, ScheduleTarget, ScheduleTiming, SharedStore,
+    SubscriberPut,
 };
 
 use crate::suite::schedules::put_of;
@@ -311,6 +316,180 @@ store_case!(
         assert_eq!(Some(jobs[0].id), made.run.job_id);
         let after = store.get_schedule("h").await.unwrap().unwrap();
         assert_eq!(after.next_period, Some(t("2026-11-30T12:00:00Z")));
+    }
+);
+
+/// Issue #34 item 5.3: instance A holds the schedule and plans the 11:00 period of its
+/// three subscribers, then freezes (SIGSTOP) before its write commits; instance B,
+/// once A's hold has run out and the period is more than 5 s late, counts it skipped
+/// and moves on. A resumes and writes: refused, nothing written, the period counted
+/// skipped once and made never.
+async fn a_period_skipped_by_one_instance_is_not_made_by_another_that_resumes(
+    store: SharedStore,
+    typed: bool,
+) {
+    for id in ["a", "b", "c"] {
+        add(&store, id, &["cleanup.*"]).await;
+    }
+    let hourly = ScheduleDefinition {
+        catch_up: CatchUp::None,
+        ..cron("h", "0 * * * *", "UTC")
+    };
+    let definition = if typed {
+        ScheduleDefinition {
+            target: ScheduleTarget::EventType("cleanup.hourly".into()),
+            ..hourly
+        }
+    } else {
+        ScheduleDefinition {
+            target: ScheduleTarget::Subscriber("a".into()),
+            ..hourly
+        }
+    };
+    put(&store, definition, t("2026-11-30T10:15:00Z")).await;
+    let read = store.get_schedule("h").await.unwrap().unwrap();
+    let (period, a_now) = (t("2026-11-30T11:00:00Z"), t("2026-11-30T10:59:55Z"));
+    let held_until = a_now.plus_ms(HOLD_MS);
+    assert!(
+        store
+            .lease_schedule("h", read.seen(), held_until, a_now)
+            .await
+            .unwrap()
+    );
+    let planned = plan_period(&store, &read.definition, period, a_now, LIMITS)
+        .await
+        .unwrap();
+    assert_eq!(planned.jobs.len(), if typed { 3 } else { 1 });
+
+    // B, 6 s after the period's start: A's hold is over, the period missed.
+    let b = pass(&store, "2026-11-30T11:00:06Z").await;
+    assert_eq!((b.schedules, b.periods, b.skipped), (1, 0, 1), "{b:?}");
+
+    let fence = PeriodFence {
+        schedule_id: "h".into(),
+        seen: read.seen(),
+        held_until,
+        next_period: Some(t("2026-11-30T12:00:00Z")),
+    };
+    let written = write_period(&store, &read.definition, planned, Some(fence))
+        .await
+        .unwrap();
+    assert!(matches!(written, Written::Fenced), "{written:?}");
+    assert!(
+        jobs_of(&store, "h").await.is_empty(),
+        "no job for the period"
+    );
+    let after = store.get_schedule("h").await.unwrap().unwrap();
+    assert_eq!(after.next_period, Some(t("2026-11-30T12:00:00Z")));
+    assert_eq!(after.last_run, None);
+    // Nothing of the period is counted again, and the next one is made.
+    assert_eq!(
+        pass(&store, "2026-11-30T11:00:07Z").await,
+        PassReport::default()
+    );
+    let next = pass(&store, "2026-11-30T11:59:56Z").await;
+    assert_eq!((next.periods, next.skipped), (1, 0));
+}
+
+store_case!(
+    a_period_skipped_by_one_instance_is_not_made_by_a_frozen_one,
+    async |store: SharedStore| {
+        a_period_skipped_by_one_instance_is_not_made_by_another_that_resumes(store, false).await;
+    }
+);
+
+store_case!(
+    a_fanned_out_period_skipped_by_one_instance_is_not_made_by_a_frozen_one,
+    async |store: SharedStore| {
+        a_period_skipped_by_one_instance_is_not_made_by_another_that_resumes(store, true).await;
+    }
+);
+
+// The fence holds for the scheduler whose hold it is: a period written before another
+// instance reaches it is made, and the other counts nothing of it.
+store_case!(
+    a_period_written_under_its_hold_is_made_and_not_skipped,
+    async |store: SharedStore| {
+        add(&store, "s", &[]).await;
+        let hourly = ScheduleDefinition {
+            catch_up: CatchUp::None,
+            ..cron("h", "0 * * * *", "UTC")
+        };
+        put(&store, hourly, t("2026-11-30T10:15:00Z")).await;
+        let read = store.get_schedule("h").await.unwrap().unwrap();
+        let (period, a_now) = (t("2026-11-30T11:00:00Z"), t("2026-11-30T10:59:55Z"));
+        let held_until = a_now.plus_ms(HOLD_MS);
+        assert!(
+            store
+                .lease_schedule("h", read.seen(), held_until, a_now)
+                .await
+                .unwrap()
+        );
+        let planned = plan_period(&store, &read.definition, period, a_now, LIMITS)
+            .await
+            .unwrap();
+        let fence = PeriodFence {
+            schedule_id: "h".into(),
+            seen: read.seen(),
+            held_until,
+            next_period: Some(t("2026-11-30T12:00:00Z")),
+        };
+        let written = write_period(&store, &read.definition, planned, Some(fence))
+            .await
+            .unwrap();
+        assert!(matches!(written, Written::Made(_)), "{written:?}");
+        // A froze before ending its hold: B, after it, finds nothing to do.
+        let b = pass(&store, "2026-11-30T11:00:06Z").await;
+        assert_eq!(b, PassReport::default());
+        assert_eq!(event_ids(&store, "h").await, ["2026-11-30T11:00:00Z"]);
+    }
+);
+
+// The hold is the fence's token: once another scheduler has taken the schedule over,
+// a write under the old hold is refused even before the other moved the cursor.
+store_case!(
+    a_write_under_a_hold_taken_over_is_refused,
+    async |store: SharedStore| {
+        add(&store, "s", &[]).await;
+        put(
+            &store,
+            cron("h", "0 * * * *", "UTC"),
+            t("2026-11-30T10:15:00Z"),
+        )
+        .await;
+        let read = store.get_schedule("h").await.unwrap().unwrap();
+        let (period, a_now) = (t("2026-11-30T11:00:00Z"), t("2026-11-30T10:59:55Z"));
+        let held_until = a_now.plus_ms(HOLD_MS);
+        assert!(
+            store
+                .lease_schedule("h", read.seen(), held_until, a_now)
+                .await
+                .unwrap()
+        );
+        let planned = plan_period(&store, &read.definition, period, a_now, LIMITS)
+            .await
+            .unwrap();
+        let b_now = held_until.plus_ms(1);
+        assert!(
+            store
+                .lease_schedule("h", read.seen(), b_now.plus_ms(HOLD_MS), b_now)
+                .await
+                .unwrap(),
+            "B takes the schedule over"
+        );
+        let fence = PeriodFence {
+            schedule_id: "h".into(),
+            seen: read.seen(),
+            held_until,
+            next_period: Some(t("2026-11-30T12:00:00Z")),
+        };
+        let written = write_period(&store, &read.definition, planned, Some(fence))
+            .await
+            .unwrap();
+        assert!(matches!(written, Written::Fenced), "{written:?}");
+        assert!(jobs_of(&store, "h").await.is_empty());
+        let after = store.get_schedule("h").await.unwrap().unwrap();
+        assert_eq!(after.next_period, Some(period), "B's to move");
     }
 );
 

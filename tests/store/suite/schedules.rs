@@ -36,6 +36,7 @@ pub fn put_of(
         definition,
         next_period: next,
         enabled_given: true,
+        max_schedules: 1_000,
     }
 }
 
@@ -443,6 +444,7 @@ store_case!(
             definition: hourly("h"),
             next_period: Some(at(5_000)),
             enabled_given: false,
+            max_schedules: 1_000,
         };
         let kept = store.put_schedule(stale, at(10)).await.unwrap();
         assert!(!kept.definition.enabled);
