@@ -3,7 +3,7 @@
 -- cursors of the API's listings (HMAC-SHA256, docs/DESIGN.md §5.1), so a cursor one
 -- instance issued is accepted by every instance on this database, and after a
 -- restart. `key` is 32 random bytes in standard base64; `created_at` epoch ms.
--- (0019 and 0020 are other branches' migrations of issue #34.)
+-- (No 0019: issue #34's changes were numbered apart; 0020 is the audit's server id.)
 CREATE TABLE server_keys (
     name        TEXT COLLATE "C" PRIMARY KEY,
     key         TEXT NOT NULL,
