@@ -212,6 +212,12 @@ fn register() {
     );
     counter!("deferhook_connections_refused_total").absolute(0);
     describe_counter!(
+        "deferhook_connections_shed_total",
+        "API connections closed to give their place to a client address holding fewer, \
+         every place being taken."
+    );
+    counter!("deferhook_connections_shed_total").absolute(0);
+    describe_counter!(
         "deferhook_credential_failures_total",
         "Requests whose API token was not one of the server's, by surface (api: a \
          bearer token; console: a login)."
@@ -256,6 +262,11 @@ pub const CREDENTIAL_SURFACES: [&str; 2] = ["api", "console"];
 /// A connection was closed at once: its client address held its share.
 pub fn connection_refused() {
     counter!("deferhook_connections_refused_total").increment(1);
+}
+
+/// A connection was closed to give its place to another client address.
+pub fn connection_shed() {
+    counter!("deferhook_connections_shed_total").increment(1);
 }
 
 /// A credential presented at `surface` ([`CREDENTIAL_SURFACES`]) was not accepted.

@@ -160,14 +160,44 @@ async fn path_param(parts: &mut axum::http::request::Parts, name: &str) -> Optio
         .map(|(_, value)| value.to_owned())
 }
 
+/// Most bytes of parameters an entry keeps whole.
+pub const MAX_PARAMETERS_BYTES: usize = 16 * 1024;
+/// Over [`MAX_PARAMETERS_BYTES`], the most bytes a top-level field keeps.
+const MAX_FIELD_BYTES: usize = 1024;
+
 /// The request's JSON body without its secrets, as text; `None` without a body (or
-/// for one that is not JSON, which the handler refuses anyway).
+/// for one that is not JSON, which the handler refuses anyway). A body over
+/// [`MAX_PARAMETERS_BYTES`] keeps its top-level fields of at most [`MAX_FIELD_BYTES`];
+/// each longer one becomes `{"omitted_bytes": n}`, so a large body (a schedule's
+/// payload template, or one sent to an action that ignores it) cannot inflate the
+/// trail (issue #34 probe).
 fn parameters(body: &[u8]) -> Option<String> {
     if body.is_empty() {
         return None;
     }
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    Some(without_secrets(value).to_string())
+    let text = without_secrets(value).to_string();
+    if text.len() <= MAX_PARAMETERS_BYTES {
+        return Some(text);
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let shortened = match value {
+        serde_json::Value::Object(fields) => serde_json::Value::Object(
+            fields
+                .into_iter()
+                .map(|(name, field)| {
+                    let bytes = field.to_string().len();
+                    if bytes <= MAX_FIELD_BYTES {
+                        (name, field)
+                    } else {
+                        (name, serde_json::json!({ "omitted_bytes": bytes }))
+                    }
+                })
+                .collect(),
+        ),
+        other => serde_json::json!({ "omitted_bytes": other.to_string().len() }),
+    };
+    Some(shortened.to_string())
 }
 
 /// The answer, read whole and rebuilt, and its text field `field`.

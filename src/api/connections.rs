@@ -5,17 +5,22 @@
 //! ([`crate::open_files::RESERVED`]); 4,000 connections that trickled a body held
 //! +4,000 descriptors and +116 MB before this.
 //!
-//! At the total limit the server stops accepting: new connections wait in the
-//! listener's backlog until one closes. A client address over its own limit has the new
-//! connection closed at once (counted in `deferhook_connections_refused_total`), so
-//! one client cannot hold every place. An IPv6 client is counted by its /64, the
-//! smallest network one host is usually given.
+//! A client address over its own limit has the new connection closed at once
+//! (`deferhook_connections_refused_total`). When every place is taken, a connection
+//! from an address holding fewer than the address holding the most takes a place from
+//! that one: its oldest connection is closed (`deferhook_connections_shed_total`), so
+//! a few addresses trickling request bodies cannot keep everyone else out. Only when
+//! no address holds more than one above the newcomer's count does the new connection
+//! wait, and the server stops accepting until a place is free (the listener's backlog
+//! holds the rest). An IPv6 client is counted by its /64, the smallest network one host
+//! is usually given.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// The most `--max-connections` may be: the descriptors kept beside the worker's slots
 /// ([`crate::open_files::RESERVED`], 1,024) less room for the database pool, the
@@ -41,37 +46,79 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// What [`Connections::admit`] decided for a new connection.
+#[derive(Debug)]
+pub enum Admission {
+    /// It has a place (another address's oldest connection may have been shed for it).
+    Admitted(Place),
+    /// Its address holds its limit: close it.
+    Refused,
+    /// Every place is taken and none can be shed: wait ([`Connections::freed`]) and ask
+    /// again.
+    Full,
+}
+
 /// The open connections, counted.
 #[derive(Clone, Debug)]
 pub struct Connections {
     limits: ConnectionLimits,
-    places: Arc<Semaphore>,
-    by_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    state: Arc<Mutex<State>>,
+    freed: Arc<Notify>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: usize,
+    next_id: u64,
+    /// Per client address, its connections, oldest first: id and what sheds it.
+    by_client: HashMap<IpAddr, Vec<(u64, CancellationToken)>>,
 }
 
 /// One open connection's place; freed when dropped.
 #[derive(Debug)]
 pub struct Place {
-    _permit: OwnedSemaphorePermit,
+    id: u64,
     client: IpAddr,
-    by_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    shed: CancellationToken,
+    state: Arc<Mutex<State>>,
+    freed: Arc<Notify>,
+}
+
+impl Place {
+    /// Cancelled when the connection is shed for a newcomer: close it then.
+    pub fn shed(&self) -> CancellationToken {
+        self.shed.clone()
+    }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut by_client = lock(&self.by_client);
-        if let Some(open) = by_client.get_mut(&self.client) {
-            *open -= 1;
-            if *open == 0 {
-                by_client.remove(&self.client);
-            }
+        let mut state = lock(&self.state);
+        // A shed connection's place was already given away.
+        if remove(&mut state, self.client, self.id) {
+            state.open -= 1;
         }
+        drop(state);
+        self.freed.notify_one();
     }
 }
 
-fn lock(map: &Mutex<HashMap<IpAddr, usize>>) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
-    map.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Removes connection `id` of `client`; true when it was there.
+fn remove(state: &mut State, client: IpAddr, id: u64) -> bool {
+    let Some(list) = state.by_client.get_mut(&client) else {
+        return false;
+    };
+    let before = list.len();
+    list.retain(|(each, _)| *each != id);
+    let removed = list.len() < before;
+    if list.is_empty() {
+        state.by_client.remove(&client);
+    }
+    removed
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The address a client is counted by: IPv4 as is (an IPv4-mapped IPv6 address as its
@@ -93,37 +140,65 @@ impl Connections {
     /// No connection open yet, under `limits` (each at least 1).
     pub fn new(limits: ConnectionLimits) -> Self {
         Connections {
-            limits,
-            places: Arc::new(Semaphore::new(limits.total.max(1))),
-            by_client: Arc::new(Mutex::new(HashMap::new())),
+            limits: ConnectionLimits {
+                total: limits.total.max(1),
+                per_client: limits.per_client.max(1),
+            },
+            state: Arc::new(Mutex::new(State::default())),
+            freed: Arc::new(Notify::new()),
         }
     }
 
-    /// Waits until fewer than the total limit are open, and reserves a place for the
-    /// next connection; the caller then accepts it and calls [`Connections::admit`].
-    pub async fn reserve(&self) -> OwnedSemaphorePermit {
-        self.places
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed")
-    }
-
-    /// The place of a connection from `client` in `reserved`, or `None` when that
-    /// client address already holds its limit (the connection is to be closed).
-    pub fn admit(&self, reserved: OwnedSemaphorePermit, client: IpAddr) -> Option<Place> {
+    /// Decides for a new connection from `client` (see the module's rules); a shed
+    /// connection is told through its [`Place::shed`] and counted.
+    pub fn admit(&self, client: IpAddr) -> Admission {
         let client = client_key(client);
-        let mut by_client = lock(&self.by_client);
-        let open = by_client.entry(client).or_insert(0);
-        if *open >= self.limits.per_client.max(1) {
-            return None;
+        let mut state = lock(&self.state);
+        let mine = state.by_client.get(&client).map_or(0, Vec::len);
+        if mine >= self.limits.per_client {
+            return Admission::Refused;
         }
-        *open += 1;
-        Some(Place {
-            _permit: reserved,
+        if state.open >= self.limits.total {
+            let heaviest = state
+                .by_client
+                .iter()
+                .filter(|(other, _)| **other != client)
+                .max_by_key(|(_, list)| list.len())
+                .filter(|(_, list)| list.len() > mine + 1)
+                .map(|(other, list)| (*other, list[0].0));
+            let Some((other, oldest)) = heaviest else {
+                return Admission::Full;
+            };
+            if let Some(list) = state.by_client.get(&other)
+                && let Some((_, shed)) = list.first()
+            {
+                shed.cancel();
+            }
+            remove(&mut state, other, oldest);
+            state.open -= 1;
+            crate::metrics::connection_shed();
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        state.open += 1;
+        let shed = CancellationToken::new();
+        state
+            .by_client
+            .entry(client)
+            .or_default()
+            .push((id, shed.clone()));
+        Admission::Admitted(Place {
+            id,
             client,
-            by_client: self.by_client.clone(),
+            shed,
+            state: self.state.clone(),
+            freed: self.freed.clone(),
         })
+    }
+
+    /// Resolves once a place may have been freed since the last call (ask again).
+    pub async fn freed(&self) {
+        self.freed.notified().await;
     }
 }
 
@@ -131,36 +206,73 @@ impl Connections {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_client_holds_at_most_its_share_and_frees_it_on_close() {
+    fn admitted(connections: &Connections, client: &str) -> Place {
+        match connections.admit(client.parse().unwrap()) {
+            Admission::Admitted(place) => place,
+            other => panic!("{client}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_share_and_frees_it_on_close() {
         let connections = Connections::new(ConnectionLimits {
             total: 10,
             per_client: 2,
         });
-        let a: IpAddr = "127.0.0.1".parse().unwrap();
-        let b: IpAddr = "127.0.0.2".parse().unwrap();
-        let first = connections.admit(connections.reserve().await, a).unwrap();
-        let _second = connections.admit(connections.reserve().await, a).unwrap();
-        assert!(connections.admit(connections.reserve().await, a).is_none());
-        assert!(connections.admit(connections.reserve().await, b).is_some());
+        let first = admitted(&connections, "127.0.0.1");
+        let _second = admitted(&connections, "127.0.0.1");
+        assert!(matches!(
+            connections.admit("127.0.0.1".parse().unwrap()),
+            Admission::Refused
+        ));
+        let _other = admitted(&connections, "127.0.0.2");
         drop(first);
-        assert!(connections.admit(connections.reserve().await, a).is_some());
+        let _again = admitted(&connections, "127.0.0.1");
+    }
+
+    #[test]
+    fn when_full_the_heaviest_address_gives_up_its_oldest_place() {
+        let connections = Connections::new(ConnectionLimits {
+            total: 4,
+            per_client: 4,
+        });
+        let held: Vec<Place> = (0..4).map(|_| admitted(&connections, "10.0.0.1")).collect();
+        let newcomer = admitted(&connections, "10.0.0.2");
+        assert!(held[0].shed().is_cancelled(), "the oldest is shed");
+        assert!(held[1..].iter().all(|p| !p.shed().is_cancelled()));
+        // 10.0.0.1 holds 3, 10.0.0.2 one: one more from 10.0.0.2 takes another place.
+        let _second = admitted(&connections, "10.0.0.2");
+        assert!(held[1].shed().is_cancelled());
+        // 2 and 2: a third and a fourth address still take one each, down to one place
+        // per address; then nobody is heavier than a newcomer by more than one.
+        let third = admitted(&connections, "10.0.0.3");
+        let _fourth = admitted(&connections, "10.0.0.4");
+        assert!(matches!(
+            connections.admit("10.0.0.5".parse().unwrap()),
+            Admission::Full
+        ));
+        drop(third);
+        let _now = admitted(&connections, "10.0.0.5");
+        drop(held);
+        drop(newcomer);
     }
 
     #[tokio::test]
-    async fn the_total_limit_makes_the_next_connection_wait() {
+    async fn a_closed_connection_wakes_the_waiter() {
         let connections = Connections::new(ConnectionLimits {
             total: 1,
             per_client: 1,
         });
-        let held = connections
-            .admit(connections.reserve().await, "10.0.0.1".parse().unwrap())
-            .unwrap();
-        let waiting =
-            tokio::time::timeout(std::time::Duration::from_millis(50), connections.reserve()).await;
-        assert!(waiting.is_err(), "no place while one is held");
+        let held = admitted(&connections, "10.0.0.1");
+        assert!(matches!(
+            connections.admit("10.0.0.2".parse().unwrap()),
+            Admission::Full
+        ));
         drop(held);
-        let _ = connections.reserve().await;
+        tokio::time::timeout(std::time::Duration::from_secs(1), connections.freed())
+            .await
+            .expect("woken");
+        let _now = admitted(&connections, "10.0.0.2");
     }
 
     #[test]

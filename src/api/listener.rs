@@ -26,7 +26,7 @@ use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::connections::Connections;
+use super::connections::{Admission, Connections};
 
 /// Longest a write to a client may block (the client not reading its answers).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,11 +50,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
-    loop {
-        let reserved = tokio::select! {
-            () = stop.cancelled() => break,
-            reserved = connections.reserve() => reserved,
-        };
+    'accepting: loop {
         let (stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -66,11 +62,22 @@ pub async fn serve(
                 }
             },
         };
-        let Some(place) = connections.admit(reserved, peer.ip()) else {
-            tracing::debug!(client = %peer.ip(), "connection closed: its address holds its share");
-            crate::metrics::connection_refused();
-            drop(stream);
-            continue;
+        // Every place taken and none to shed: hold this one, accept no other, until a
+        // place is free.
+        let place = loop {
+            match connections.admit(peer.ip()) {
+                Admission::Admitted(place) => break place,
+                Admission::Refused => {
+                    tracing::debug!(client = %peer.ip(),
+                        "connection closed: its address holds its share");
+                    crate::metrics::connection_refused();
+                    continue 'accepting;
+                }
+                Admission::Full => tokio::select! {
+                    () = stop.cancelled() => break 'accepting,
+                    () = connections.freed() => {}
+                },
+            }
         };
         let service = TowerToHyperService::new(router.clone().map_request(
             move |request: Request<Incoming>| {
@@ -85,9 +92,18 @@ pub async fn serve(
         stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let io = TokioIo::new(Box::pin(stream));
         let connection = graceful.watch(builder.serve_connection(io, service));
+        let shed = place.shed();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
+            tokio::select! {
+                ended = connection => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%error, "connection ended with an error");
+                    }
+                }
+                () = shed.cancelled() => {
+                    tracing::debug!(client = %peer.ip(),
+                        "connection closed: its place was given to another client address");
+                }
             }
             drop(place);
         });

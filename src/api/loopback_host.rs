@@ -52,12 +52,12 @@ pub fn is_loopback_authority(authority: &str) -> bool {
     loopback && port_ok
 }
 
-/// True when `origin` is this server's own: an `http` or `https` origin whose
-/// authority is the request's `host` (compared without case) and a loopback one.
+/// True when `origin` is this server's own: an `http` origin whose authority is the
+/// request's `host` (compared without case) and a loopback one. Never `https`: this
+/// server speaks plain HTTP, and without tokens it listens on loopback only, so an
+/// `https` page of the same host is another origin (another port, 443 by default).
 fn is_own_origin(origin: &str, host: Option<&str>) -> bool {
-    let authority = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
+    let authority = origin.strip_prefix("http://");
     match (authority, host) {
         (Some(authority), Some(host)) => {
             authority.eq_ignore_ascii_case(host) && is_loopback_authority(authority)
@@ -141,7 +141,6 @@ mod tests {
     fn only_this_servers_own_loopback_origin() {
         for (origin, host) in [
             ("http://localhost:8080", "localhost:8080"),
-            ("https://127.0.0.1", "127.0.0.1"),
             ("http://[::1]:3000", "[::1]:3000"),
             ("http://LocalHost:8080", "localhost:8080"),
         ] {
@@ -149,6 +148,8 @@ mod tests {
         }
         for (origin, host) in [
             ("http://localhost:3000", Some("localhost:8080")),
+            ("https://127.0.0.1", Some("127.0.0.1")),
+            ("https://127.0.0.1:8080", Some("127.0.0.1:8080")),
             ("http://127.0.0.1:3000", Some("127.0.0.1:8080")),
             ("http://localhost:8080", Some("127.0.0.1:8080")),
             ("http://localhost:8080", None),

@@ -1,7 +1,9 @@
 //! Open API connections are bounded (issue #34 part 4.5): one client address holds at
 //! most `--max-connections-per-client` (a further one is closed at once, other
-//! addresses go on), and over `--max-connections` a new connection waits until one
-//! closes. Before, 4,000 connections trickling a body were all held.
+//! addresses go on); when `--max-connections` are open, a newcomer takes the oldest
+//! place of the address holding the most (so a few addresses trickling bodies cannot
+//! keep everyone out), and waits until one closes only when no address holds more than
+//! one above it. Before, 4,000 connections trickling a body were all held.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -94,13 +96,52 @@ async fn one_address_holds_at_most_its_share_of_connections() {
 }
 
 #[tokio::test]
+async fn when_every_place_is_taken_a_new_address_takes_one_of_the_heaviest() {
+    // The probe's flood: a few addresses hold every place with bodies they never send.
+    let app = app_with()
+        .flag("--max-connections", 6)
+        .flag("--max-connections-per-client", 3)
+        .start()
+        .await;
+    let mut holding = Vec::new();
+    for from in ["127.0.0.1", "127.0.0.5"] {
+        for _ in 0..3 {
+            holding.push(held(&app, from).await);
+        }
+    }
+    let served = client_from("127.0.0.2")
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        served.status(),
+        200,
+        "a client of another address is served"
+    );
+    // One of the flood's connections was closed for it.
+    let mut closed = 0;
+    for stream in &mut holding {
+        let mut buffer = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buffer)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 1, "no connection of the flood was shed");
+}
+
+#[tokio::test]
 async fn over_the_total_limit_a_connection_waits_until_one_closes() {
     let app = app_with()
         .flag("--max-connections", 2)
         .flag("--max-connections-per-client", 2)
         .start()
         .await;
-    let mut holding = vec![held(&app, "127.0.0.1").await, held(&app, "127.0.0.1").await];
+    // One place each for two addresses: no address is heavier than a newcomer by more
+    // than one, so nobody is shed.
+    let mut holding = vec![held(&app, "127.0.0.1").await, held(&app, "127.0.0.4").await];
     let url = app.url("/healthz");
     let mut waiting = tokio::spawn(async move {
         client_from("127.0.0.3")

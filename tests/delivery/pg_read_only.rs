@@ -204,6 +204,7 @@ async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
     .await;
     let fault = Instant::now();
     let mut refused = 0;
+    let mut unready_seen = false;
     let mut n = 0;
     while fault.elapsed() < Duration::from_secs(5) {
         for process in [&a, &b] {
@@ -215,6 +216,8 @@ async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
                 503 => {
                     assert!(headers.contains_key("retry-after"), "{headers:?}");
                     refused += 1;
+                    let ready = self::status(&client, format!("{}/readyz", process.base)).await;
+                    unready_seen |= ready == 503;
                 }
                 other => panic!("a write during the fault answered {other}"),
             }
@@ -222,6 +225,10 @@ async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(refused > 0, "the 1 ms timeout cancelled no write in 5 s");
+    assert!(
+        unready_seen,
+        "/readyz stayed 200 while writes were cancelled"
+    );
     admin(format!("ALTER DATABASE {name} RESET statement_timeout")).await;
 
     // Within 10 s each instance takes every write again.

@@ -301,7 +301,12 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.db.acquire().await?;
+        if writable::cancelled_recently() {
+            return Err(StoreError::Unavailable(writable::CANCELLED_MESSAGE.into()));
+        }
+        let mut conn = tokio::time::timeout(writable::PING_ACQUIRE_WAIT, self.db.acquire())
+            .await
+            .map_err(|_| StoreError::Unavailable(writable::NO_SESSION_MESSAGE.into()))??;
         if writable::can_write(&mut conn).await? {
             Ok(())
         } else {

@@ -56,6 +56,31 @@ pub fn note_cancelled() {
     LAST_CANCEL.store(millis_since_epoch() + 1, Ordering::Relaxed);
 }
 
+/// How long after a cancelled statement readiness fails.
+pub const CANCELLED_FOR: Duration = Duration::from_secs(5);
+
+/// How long readiness waits for a session that can write.
+pub const PING_ACQUIRE_WAIT: Duration = Duration::from_secs(1);
+
+/// What readiness says after a cancelled statement.
+pub const CANCELLED_MESSAGE: &str = "PostgreSQL cancelled a statement in the last 5 s \
+     (statement_timeout, or a cancel request)";
+
+/// What readiness says when no session could be had in time.
+pub const NO_SESSION_MESSAGE: &str = "no PostgreSQL session that accepts writes within 1 s";
+
+/// True when a statement was cancelled in the last [`CANCELLED_FOR`]: writes may be
+/// failing, so the instance is not ready.
+pub fn cancelled_recently() -> bool {
+    match LAST_CANCEL.load(Ordering::Relaxed) {
+        0 => false,
+        at => {
+            let since = millis_since_epoch().saturating_sub(at - 1);
+            u128::from(since) < CANCELLED_FOR.as_millis()
+        }
+    }
+}
+
 /// True when a session `age` old was opened before the last cancelled statement.
 fn opened_before_last_cancel(age: Duration) -> bool {
     match LAST_CANCEL.load(Ordering::Relaxed) {
