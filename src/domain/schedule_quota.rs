@@ -10,7 +10,8 @@
 //! bounded when its periods are made ([`ScheduleQuotas::judge`]): a period starting
 //! sooner than the least spacing after the last period made is skipped, so the
 //! schedule makes at most the cap's jobs a minute, and every subscriber of a period
-//! made gets its job. Pure: the periods, the counts and `now` are given.
+//! made gets its job. The last period made is the schedule's last run, kept across
+//! PUTs, so re-timing a schedule over and over does not make a period after each PUT. Pure: the periods, the counts and `now` are given.
 
 use super::field_error::FieldError;
 use super::recurrence::{MIN_EVERY_MS, Recurrence};
@@ -149,41 +150,64 @@ impl ScheduleQuotas {
         Ok(())
     }
 
-    /// What becomes of the period starting at `start` of a schedule whose periods make
-    /// `jobs` jobs each now, the period before it starting at `previous` and the last
-    /// period made at `last_made`. A schedule whose pace is within its quota makes
-    /// every period. One over it (its event type gained subscribers, or the quotas were
-    /// lowered, since it was accepted) makes a period only [`Self::least_spacing_ms`]
-    /// or more after the last one made (or at or before it: the same period again,
-    /// which changes nothing), and skips the others.
+    /// What becomes of the period starting at `start` with event id `event_id` of a
+    /// schedule whose periods make `jobs` jobs each now, the period before it (of the
+    /// schedule's timing now) starting at `previous`, and `last_made` the last period
+    /// the schedule made (its last run, kept across PUTs). A period is made when no
+    /// period was made before, when it is that last period again (the same start and
+    /// event id: its jobs exist, making it changes nothing), or when it starts
+    /// [`Self::least_spacing_ms`] or more after the last period made; the others are
+    /// skipped. Measured from the last period made, not from `previous`: a PUT that
+    /// changes the timing restarts the periods, and measuring from the new timing's
+    /// previous period let a schedule re-timed every 100 ms make a period after each
+    /// PUT (issue #34 item 4.6, ≈540 jobs a minute against a cap of 120). `over` says
+    /// why while the schedule's pace (`previous` to `start`) is over its quota, or
+    /// while a period is skipped for coming too soon after the last one made.
     pub fn judge(
         &self,
         jobs: u64,
-        start: Timestamp,
+        period: (Timestamp, &str),
         previous: Option<Timestamp>,
-        last_made: Option<Timestamp>,
+        last_made: Option<(Timestamp, &str)>,
     ) -> PeriodQuota {
+        let (start, event_id) = period;
         let spacing = self.least_spacing_ms(jobs);
-        let gap = previous.map(|previous| start.millis_since(previous));
-        let Some(gap) = gap.filter(|&gap| gap < i64::try_from(spacing).unwrap_or(i64::MAX)) else {
-            return PeriodQuota {
-                make: true,
-                over: None,
-            };
+        let least = i64::try_from(spacing).unwrap_or(i64::MAX);
+        let gap = previous
+            .map(|previous| start.millis_since(previous))
+            .filter(|&gap| gap < least);
+        let too_soon = last_made
+            .filter(|&(last, last_id)| last != start || last_id != event_id)
+            .map(|(last, _)| (last, start.millis_since(last)))
+            .filter(|&(_, since)| since < least);
+        let over = match (gap, too_soon) {
+            (Some(gap), _) => Some(format!(
+                "over this server's quota: {jobs} jobs a period with periods {gap} ms apart \
+                 (at most {} jobs a minute per schedule, periods at least {} ms apart): a \
+                 period is made only {spacing} ms or more after the last one made, the \
+                 others are skipped",
+                self.max_jobs_per_minute, self.min_period_ms
+            )),
+            (None, Some((last, since))) => Some(format!(
+                "the period starting at {} comes {} the last period made ({}), which its \
+                 timing changed since: with {jobs} jobs a period (at most {} jobs a minute \
+                 per schedule, periods at least {} ms apart) a period is made only \
+                 {spacing} ms or more after the last one made, the others are skipped",
+                start.to_rfc3339(),
+                if since < 0 {
+                    "before".to_owned()
+                } else {
+                    format!("{since} ms after")
+                },
+                last.to_rfc3339(),
+                self.max_jobs_per_minute,
+                self.min_period_ms
+            )),
+            (None, None) => None,
         };
-        let make = last_made.is_none_or(|last| {
-            let since = start.millis_since(last);
-            since <= 0 || since >= i64::try_from(spacing).unwrap_or(i64::MAX)
-        });
-        let over = format!(
-            "over this server's quota: {jobs} jobs a period with periods {gap} ms apart (at \
-             most {} jobs a minute per schedule, periods at least {} ms apart): a period is \
-             made only {spacing} ms or more after the last one made, the others are skipped",
-            self.max_jobs_per_minute, self.min_period_ms
-        );
         PeriodQuota {
-            make,
-            over: Some(over),
+            make: too_soon.is_none(),
+            over,
         }
     }
 }
@@ -257,7 +281,7 @@ mod tests {
         let quotas = ScheduleQuotas::default();
         let t = |s: u64| at("2026-11-30T10:00:00Z").plus_ms(s * 1_000);
         // 1 job a period, every second: within the quota, every period made.
-        let within = quotas.judge(1, t(1), Some(t(0)), Some(t(0)));
+        let within = quotas.judge(1, (t(1), "b"), Some(t(0)), Some((t(0), "a")));
         assert_eq!(
             within,
             PeriodQuota {
@@ -269,7 +293,7 @@ mod tests {
         assert_eq!(quotas.least_spacing_ms(500), 3_000);
         let made: Vec<bool> = (1..=6)
             .scan(Some(t(0)), |last, s| {
-                let judged = quotas.judge(500, t(s), Some(t(s - 1)), *last);
+                let judged = quotas.judge(500, (t(s), "e"), Some(t(s - 1)), last.map(|l| (l, "e")));
                 assert!(judged.over.is_some());
                 if judged.make {
                     *last = Some(t(s));
@@ -279,7 +303,40 @@ mod tests {
             .collect();
         assert_eq!(made, [false, false, true, false, false, true]);
         // The first period, and the same period again, are made.
-        assert!(quotas.judge(500, t(1), Some(t(0)), None).make);
-        assert!(quotas.judge(500, t(1), Some(t(0)), Some(t(1))).make);
+        assert!(quotas.judge(500, (t(1), "e"), Some(t(0)), None).make);
+        assert!(
+            quotas
+                .judge(500, (t(1), "e"), Some(t(0)), Some((t(1), "e")))
+                .make
+        );
+    }
+
+    #[test]
+    fn a_retimed_schedule_is_spaced_from_the_last_period_made() {
+        let quotas = ScheduleQuotas {
+            max_jobs_per_minute: 120,
+            ..ScheduleQuotas::default()
+        };
+        let t = |ms: u64| at("2026-11-30T10:00:00Z").plus_ms(ms);
+        // 6 jobs every 3 s: exactly the cap, so within it period by period.
+        assert_eq!(quotas.least_spacing_ms(6), 3_000);
+        let last = Some((t(3_000), "e"));
+        // Re-timed: the new timing's first period 7 ms after the last one made.
+        let soon = quotas.judge(6, (t(3_007), "e"), Some(t(7)), last);
+        assert!(!soon.make);
+        assert!(soon.over.unwrap().contains("7 ms after"));
+        // Before the last one made (made ahead), or the same start with another event
+        // id (a new template): new jobs, skipped too.
+        assert!(!quotas.judge(6, (t(2_000), "e"), None, last).make);
+        assert!(!quotas.judge(6, (t(3_000), "f"), None, last).make);
+        // The least spacing after it: made, within the quota.
+        let made = quotas.judge(6, (t(6_007), "e"), Some(t(3_007)), last);
+        assert_eq!(
+            made,
+            PeriodQuota {
+                make: true,
+                over: None
+            }
+        );
     }
 }

@@ -255,7 +255,10 @@ impl Scheduler {
                     &recurrence,
                     start,
                     now,
-                    progress.last_made,
+                    progress
+                        .last_made
+                        .as_ref()
+                        .map(|(at, id)| (*at, id.as_str())),
                     fence,
                 )
                 .await?;
@@ -293,17 +296,17 @@ impl Scheduler {
     }
 
     /// Makes the period of `definition` (periods by `recurrence`) starting at `start`,
-    /// at `now`, the last period made having started at `last_made`: its jobs, unless
-    /// the schedule is over its quota and this period comes too soon after the last
-    /// one made ([`ScheduleQuotas::judge`], with the jobs its targets make now), or the
-    /// period cannot be made.
+    /// at `now`, the last period made being `last_made` (its start and event id): its
+    /// jobs, unless this period comes too soon after the last one made (the schedule
+    /// is over its quota, or its timing changed since; [`ScheduleQuotas::judge`], with
+    /// the jobs its targets make now), or the period cannot be made.
     async fn make_period(
         &self,
         definition: &ScheduleDefinition,
         recurrence: &Recurrence,
         start: Timestamp,
         now: Timestamp,
-        last_made: Option<Timestamp>,
+        last_made: Option<(Timestamp, &str)>,
         fence: PeriodFence,
     ) -> Result<Made, StoreError> {
         let plan = match plan_period(&self.store, definition, start, now, self.limits).await {
@@ -318,7 +321,9 @@ impl Scheduler {
         };
         let jobs = u64::try_from(plan.jobs.len()).unwrap_or(u64::MAX);
         let previous = recurrence.latest_at_or_before(start.minus_ms(1));
-        let quota = self.quotas.judge(jobs, start, previous, last_made);
+        let quota = self
+            .quotas
+            .judge(jobs, (start, &plan.event_id), previous, last_made);
         if !quota.make {
             let reason = quota.over.unwrap_or_default();
             return Ok(Made::OverQuota(reason));
@@ -348,8 +353,9 @@ struct Progress<'a> {
     seen: ScheduleSeen,
     /// Whether a write of this pass moved the cursor.
     moved: bool,
-    /// The start of the last period made.
-    last_made: Option<Timestamp>,
+    /// The start and event id of the last period made: by this pass, or the schedule's
+    /// last run (kept across PUTs, so a re-timed schedule is spaced from it too).
+    last_made: Option<(Timestamp, String)>,
 }
 
 impl<'a> Progress<'a> {
@@ -368,7 +374,10 @@ impl<'a> Progress<'a> {
             },
             seen: schedule.seen(),
             moved: false,
-            last_made: schedule.last_run.as_ref().map(|run| run.period),
+            last_made: schedule
+                .last_run
+                .as_ref()
+                .map(|run| (run.period, run.event_id.clone())),
         }
     }
 
@@ -388,7 +397,7 @@ impl<'a> Progress<'a> {
                 self.written(next, report);
                 report.periods += 1;
                 crate::metrics::schedule_periods("created", 1);
-                self.last_made = Some(start);
+                self.last_made = Some((start, made.run.event_id.clone()));
                 self.advance.run = Some(made.run);
                 // A period made clears an earlier period's refusal, unless some of its
                 // event ids are another job's or the schedule is over its quota.

@@ -2,7 +2,10 @@
 //! schedule after `--max-schedules` is refused naming `schedule_id` while a replace is
 //! not; periods closer than `--schedule-min-period-ms`, or more jobs a minute than
 //! `--schedule-max-jobs-per-minute`, are refused naming the timing; a schedule whose
-//! event type gains subscribers past the cap skips periods and says why.
+//! event type gains subscribers past the cap skips periods and says why; PUTs that
+//! re-time a schedule over and over do not make a period after each PUT; a cron
+//! pattern whose pace the PUT cannot see (every second of 29 February) is held to the
+//! cap when its periods come.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::app::Db;
 use crate::support::{TestApp, app_with, expect_fields, expect_json, expect_problem};
+use deferhook::domain::Timestamp;
 use deferhook::domain::job_template::JobLimits;
 use deferhook::domain::schedule_quota::ScheduleQuotas;
 use deferhook::scheduler::{PassReport, Scheduler};
@@ -229,8 +233,145 @@ async fn a_schedule_grown_past_its_cap_skips_periods_and_says_why(db: Db) {
     assert_eq!(view["last_error"], Value::Null);
 }
 
+/// The `deliver_at` (the period's start) of every job schedule `id` made, in
+/// milliseconds, read page by page.
+async fn starts_of_jobs(app: &TestApp, id: &str) -> Vec<i64> {
+    let mut starts = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = expect_json(
+            &app.get(&format!("/v1/jobs?schedule_id={id}&limit=1000{cursor}"))
+                .await,
+            200,
+        );
+        for job in page["items"].as_array().unwrap() {
+            let at = Timestamp::parse_rfc3339(job["deliver_at"].as_str().unwrap()).unwrap();
+            starts.push(at.as_millis());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    starts.sort_unstable();
+    starts
+}
+
+/// The most jobs whose periods start within any one minute (`[t, t + 60 s)`).
+fn busiest_minute(starts: &[i64]) -> usize {
+    (0..starts.len())
+        .map(|first| {
+            starts[first..]
+                .iter()
+                .take_while(|&&at| at < starts[first] + 60_000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Issue #34 item 4.6's probe: a cap of 120 jobs a minute, six subscribers of `z.*`, a
+/// schedule of `z.a` every 3 s (exactly the cap, so accepted), put again 300 times 20
+/// to 200 ms apart with its anchor shifted 7 ms each time, a scheduler's pass after
+/// each PUT. Each PUT restarts the periods; spaced from the new timing's previous
+/// period, a period was made after nearly every PUT (hundreds of jobs a minute). The
+/// run-time bound measures from the last period made, so the periods of any minute
+/// (by start) make at most 120 jobs, during the PUTs and after them.
+async fn putting_a_schedule_again_and_again_does_not_pass_its_cap(db: Db) {
+    let app = app_with()
+        .backend(db)
+        .flag("--schedule-max-jobs-per-minute", 120)
+        .start()
+        .await;
+    let quotas = ScheduleQuotas {
+        max_jobs_per_minute: 120,
+        ..ScheduleQuotas::default()
+    };
+    for n in 1..=6 {
+        let url = format!("https://example.com/hooks/z-{n}");
+        app.put_subscriber(
+            &format!("z-{n}"),
+            &json!({"url": url, "event_types": ["z.*"]}),
+        )
+        .await;
+    }
+    let start = deferhook::testing::START;
+    for round in 0..300_u64 {
+        let body = json!({
+            "event_type": "z.a",
+            "every_ms": 3_000,
+            "anchor": start.plus_ms(round * 7).to_rfc3339(),
+            "event_id": "r27:{period_start}",
+            "payload": {},
+        });
+        let reply = put(&app, "r27", &body).await;
+        assert!(reply.status == 200 || reply.status == 201, "{}", reply.text);
+        pass(&app, quotas).await;
+        app.advance(i64::try_from(20 + round * 37 % 181).unwrap());
+    }
+    // Then a minute and more of the last timing, without PUTs.
+    for _ in 0..70 {
+        pass(&app, quotas).await;
+        app.advance(1_000);
+    }
+    let starts = starts_of_jobs(&app, "r27").await;
+    let busiest = busiest_minute(&starts);
+    assert!(
+        busiest <= 120,
+        "{busiest} jobs in one minute against a cap of 120 ({} jobs in all)",
+        starts.len()
+    );
+    // Bounded, not starved: about one period every 3 s.
+    assert!(busiest >= 96, "{busiest} jobs in the busiest minute");
+}
+
+/// The PUT's pace check reads a cron pattern's next 1,000 periods within 400 days, so
+/// every second of 29 February (`* * * 29 2 *`, 15 months ahead) passes it for three
+/// subscribers under a cap of 120 (180 jobs a minute). The bound when periods are
+/// made holds it: on 29 February 2028 a period is made every 2 s (1.5 s or more after
+/// the last one made), 90 jobs a minute.
+async fn a_leap_day_pattern_the_put_cannot_see_is_held_to_the_cap(db: Db) {
+    let app = app_with()
+        .backend(db)
+        .flag("--schedule-max-jobs-per-minute", 120)
+        .start()
+        .await;
+    let quotas = ScheduleQuotas {
+        max_jobs_per_minute: 120,
+        ..ScheduleQuotas::default()
+    };
+    for n in 1..=3 {
+        let url = format!("https://example.com/hooks/leap-{n}");
+        app.put_subscriber(
+            &format!("leap-{n}"),
+            &json!({"url": url, "event_types": ["leap.*"]}),
+        )
+        .await;
+    }
+    let body = json!({
+        "event_type": "leap.day",
+        "cron": "* * * 29 2 *",
+        "event_id": "leap:{period_start}",
+        "payload": {},
+    });
+    expect_json(&put(&app, "leap", &body).await, 201);
+    let eve = Timestamp::parse_rfc3339("2028-02-28T23:59:58Z").unwrap();
+    app.advance(eve.millis_since(app.now()));
+    for _ in 0..130 {
+        pass(&app, quotas).await;
+        app.advance(1_000);
+    }
+    let starts = starts_of_jobs(&app, "leap").await;
+    assert_eq!(busiest_minute(&starts), 90);
+    let view = expect_json(&app.get("/v1/schedules/leap").await, 200);
+    let error = view["last_error"].as_str().unwrap();
+    assert!(error.contains("1500 ms"), "{error}");
+}
+
 crate::on_both_backends!(
     the_schedule_after_the_most_is_refused_and_a_replace_is_not,
     too_frequent_or_too_large_schedules_are_refused,
     a_schedule_grown_past_its_cap_skips_periods_and_says_why,
+    putting_a_schedule_again_and_again_does_not_pass_its_cap,
+    a_leap_day_pattern_the_put_cannot_see_is_held_to_the_cap,
 );
