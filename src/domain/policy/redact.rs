@@ -10,6 +10,13 @@ use delimiters::{
 
 #[path = "redact_delimiters.rs"]
 mod delimiters;
+#[path = "redact_form_fields.rs"]
+mod form_fields;
+#[path = "redact_keys.rs"]
+mod redact_keys;
+
+use form_fields::secret_field_value;
+use redact_keys::key_at;
 
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";
@@ -113,6 +120,9 @@ const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
 /// - the body of a PEM private key (`-----BEGIN … PRIVATE KEY-----` to `-----END`);
 /// - the content of an XML element named like a secret (`<password>…</password>`,
 ///   `<wsse:Password …>`);
+/// - the `value` attribute of an HTML form field named like a secret or of type
+///   `password` (`<input name="password" value="…">`, attributes in any order; see
+///   `redact_form_fields.rs`);
 /// - the password of a URL's userinfo in any scheme (`postgres://user:[redacted]@db`);
 /// - the quoted value of an HTTP Digest `response="…"` (RFC 7616);
 /// - the value of a key named like a secret (`secret`, `token`, `password`, `api_key`,
@@ -124,7 +134,11 @@ const CLAUSE_STARTS: &[u8] = b"\r\n,;{[(&?|\"'>";
 ///   `key => value` as `key: value` (Ruby, PHP and Perl hashes); quotes spelled as HTML
 ///   character references (`&quot;`, `&#34;`, `&#x27;`, …) or `\u0022`/`\x22` escapes
 ///   as raw ones; a bracketed key (`[password] => …` of PHP's `print_r`, to the end of
-///   the line; `user[password]=…`) as a quoted one (see `redact_delimiters.rs`). A
+///   the line; `user[password]=…`) as a quoted one (see `redact_delimiters.rs`); `=`
+///   and `:` spelled as HTML character references (`password&#61;…`, `&#x3d;`,
+///   `&equals;`, `&#58;`); a key read through the escapes and references that spell its
+///   letters (`pass\u0077ord`, `pass&#119;ord`) and without the invisible characters
+///   inside it (soft hyphen, zero-width space, …; see `redact_keys.rs`). A
 ///   value that is an authorization scheme and its credentials (`token=Bearer …`) is
 ///   hidden with them. A quoted value loses its content, an array or object value is hidden whole (to the
 ///   matching bracket or the end of the text), a scalar to the next delimiter, and the
@@ -215,6 +229,7 @@ fn secret_at(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         .or_else(|| word_start.then(|| jwt(bytes, at).map(whole))?)
         .or_else(|| pem_private_key(bytes, at))
         .or_else(|| xml_secret_element(bytes, at))
+        .or_else(|| secret_field_value(bytes, at))
         .or_else(|| url_password(bytes, at))
         .or_else(|| key_start.then(|| digest_response(bytes, at))?)
         .or_else(|| key_start.then(|| secret_value(bytes, at))?)
@@ -497,10 +512,12 @@ fn jwt(bytes: &[u8], at: usize) -> Option<usize> {
 /// `redact_delimiters.rs` lists (`"password" => "X"`, `&quot;password&quot;:…`,
 /// `\u0022password\u0022:…`); a key in brackets (`[password] => X` of PHP's `print_r`,
 /// `user[password]=X` of a form) is read as a quoted one, and after `=>` its value runs
-/// to the end of the line, as `print_r` writes it.
+/// to the end of the line, as `print_r` writes it. The key's name is read as
+/// `redact_keys.rs` spells it (`pass\u0077ord`, `pass&#119;ord`, invisible characters
+/// dropped).
 fn secret_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
-    let key_end = run_end(bytes, at, is_key_byte);
-    let key = &bytes[at..key_end];
+    let (key_end, key) = key_at(bytes, at);
+    let key = key.as_slice();
     if key.is_empty() || !is_secret_key(key) {
         return None;
     }
@@ -746,3 +763,7 @@ fn unquoted_end(bytes: &[u8], from: usize, separator: u8, to_line_end: bool) -> 
 #[cfg(test)]
 #[path = "redact_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "redact_probe_tests.rs"]
+mod probe_tests;

@@ -1,8 +1,8 @@
 //! How a key and its value are delimited in the texts receivers echo back, for the
 //! redaction of secret pairs (docs/DESIGN.md §3): the spellings of a quote (raw,
 //! backslash-escaped inside a JSON string, HTML character references, `\u` and `\x`
-//! escapes) and of the separator between a key and its value (`=`, `:`, `=>`). Tables,
-//! so that another spelling is another row.
+//! escapes) and of the separator between a key and its value (`=`, `:`, `=>`, also as
+//! HTML character references). Tables, so that another spelling is another row.
 
 /// How a quoted string's end is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,12 +133,20 @@ impl Separator {
     }
 }
 
-/// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML.
-const SEPARATORS: [(&[u8], Separator); 4] = [
+/// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML, and `=` and
+/// `:` may be HTML character references (`&#61;`, `&#x3d;`, `&equals;`, `&#58;`,
+/// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page).
+const SEPARATORS: [(&[u8], Separator); 10] = [
     (b"=>", Separator::Arrow),
     (b"=&gt;", Separator::Arrow),
     (b"=", Separator::Equals),
+    (b"&#61;", Separator::Equals),
+    (b"&#x3d;", Separator::Equals),
+    (b"&equals;", Separator::Equals),
     (b":", Separator::Colon),
+    (b"&#58;", Separator::Colon),
+    (b"&#x3a;", Separator::Colon),
+    (b"&colon;", Separator::Colon),
 ];
 
 /// The separator spelled at `at` and its length.
@@ -203,6 +211,10 @@ mod tests {
         assert_eq!(separator_at(b"=&gt; x", 0), Some((Separator::Arrow, 5)));
         assert_eq!(separator_at(b"=x", 0), Some((Separator::Equals, 1)));
         assert_eq!(separator_at(b": x", 0), Some((Separator::Colon, 1)));
+        assert_eq!(separator_at(b"&#61;x", 0), Some((Separator::Equals, 5)));
+        assert_eq!(separator_at(b"&#X3D;x", 0), Some((Separator::Equals, 6)));
+        assert_eq!(separator_at(b"&equals;x", 0), Some((Separator::Equals, 8)));
+        assert_eq!(separator_at(b"&#58;x", 0), Some((Separator::Colon, 5)));
         assert_eq!(separator_at(b"-> x", 0), None);
     }
 }

@@ -406,7 +406,7 @@ proptest! {
         before in plain(),
         after in plain(),
         secret in secret(),
-        form in 0usize..21,
+        form in 0usize..25,
     ) {
         let shown = match form {
             0 => format!("whsec_{secret}"),
@@ -429,6 +429,10 @@ proptest! {
             18 => format!("Array\n(\n    [password] => {secret}\n)"),
             19 => format!("{{&quot;password&quot;:&quot;{secret}&quot;}}"),
             20 => format!(r#"{{\u0022password\u0022:\u0022{secret}\u0022}}"#),
+            21 => format!(r#"<input type="password" class="f" value="{secret}">"#),
+            22 => format!("password&#61;{secret}"),
+            23 => format!(r#"{{"pass\u0077ord":"{secret}"}}"#),
+            24 => format!("pass\u{AD}word={secret}"),
             _ => format!("X-Auth-Token={secret}"),
         };
         let text = format!("{before} {shown}\nE42 {after}");

@@ -1,0 +1,155 @@
+//! Secret HTML form fields, for the redaction of response bodies (docs/DESIGN.md §3
+//! "Redaction"): an error page that re-renders the form it was sent shows the password
+//! in `<input name="password" value="…">`, where the key and the value are two
+//! attributes of one tag, in any order and with anything between them.
+
+use super::{is_secret_key, redact_keys::key_at};
+
+/// Attributes that name a field; any key inside their value (`user[password]`) that
+/// names a secret (`is_secret_key`, read through escapes and references) makes the
+/// field secret.
+const NAMING_ATTRIBUTES: [&[u8]; 2] = [b"name", b"id"];
+
+/// One attribute of a start tag: its name and the (start, end) of its value's content.
+struct Attribute<'a> {
+    name: &'a [u8],
+    value: (usize, usize),
+}
+
+/// When an HTML start tag opens at `at` (`<input …>`, any element) and names a secret
+/// field (a [`NAMING_ATTRIBUTES`] value with a secret key in it, or `type="password"`,
+/// any case): the (start, end) of its non-empty `value` attribute's content, without
+/// its quotes. Values are quoted with `"` or `'` or unquoted (HTML §13.1.2.3); a tag
+/// cut by the end of the text is read as far as it goes.
+pub(super) fn secret_field_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let element_from = at + 1;
+    (bytes.get(at) == Some(&b'<')).then_some(())?;
+    bytes
+        .get(element_from)
+        .filter(|b| b.is_ascii_alphabetic())?;
+    let element_end = element_from
+        + bytes[element_from..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+    let attributes = attributes(bytes, element_end);
+    let value_of = |name: &[u8]| {
+        attributes
+            .iter()
+            .find(|attribute| attribute.name.eq_ignore_ascii_case(name))
+            .map(|attribute| &bytes[attribute.value.0..attribute.value.1])
+    };
+    let named_secret = NAMING_ATTRIBUTES
+        .iter()
+        .filter_map(|name| value_of(name))
+        .any(names_a_secret);
+    let password_type =
+        value_of(b"type").is_some_and(|kind| kind.eq_ignore_ascii_case(b"password"));
+    let (start, end) = attributes
+        .iter()
+        .find(|attribute| attribute.name.eq_ignore_ascii_case(b"value"))?
+        .value;
+    ((named_secret || password_type) && end > start).then_some((start, end))
+}
+
+/// True when a key inside `value` (`password`, `user[password]`, `pass&#119;ord`) names
+/// a secret.
+fn names_a_secret(value: &[u8]) -> bool {
+    let mut at = 0;
+    while at < value.len() {
+        let (end, name) = key_at(value, at);
+        if is_secret_key(&name) {
+            return true;
+        }
+        at = end.max(at + 1);
+    }
+    false
+}
+
+/// The attributes of a start tag whose element name ends at `from`, up to its `>` or
+/// the end of the text.
+fn attributes(bytes: &[u8], from: usize) -> Vec<Attribute<'_>> {
+    let space = |b: u8| b.is_ascii_whitespace();
+    let mut found = Vec::new();
+    let mut at = from;
+    loop {
+        at = run_end(bytes, at, |b| space(b) || b == b'/');
+        if at >= bytes.len() || bytes[at] == b'>' {
+            return found;
+        }
+        let name_end = run_end(bytes, at, |b| !space(b) && !b"=>/".contains(&b));
+        let name = &bytes[at..name_end.max(at + 1)];
+        let equals = run_end(bytes, name_end, space);
+        if bytes.get(equals) != Some(&b'=') {
+            found.push(Attribute {
+                name,
+                value: (name_end, name_end),
+            });
+            at = name_end.max(at + 1);
+            continue;
+        }
+        let value_from = run_end(bytes, equals + 1, space);
+        let (value, next) = match bytes.get(value_from) {
+            Some(&quote @ (b'"' | b'\'')) => {
+                let start = value_from + 1;
+                let end = run_end(bytes, start, |b| b != quote);
+                ((start, end), end + 1)
+            }
+            _ => {
+                let end = run_end(bytes, value_from, |b| !space(b) && b != b'>');
+                ((value_from, end), end)
+            }
+        };
+        found.push(Attribute { name, value });
+        at = next;
+    }
+}
+
+/// The end of the run of bytes from `from` that satisfy `keep`.
+fn run_end(bytes: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
+    from.min(bytes.len())
+        + bytes[from.min(bytes.len())..]
+            .iter()
+            .take_while(|b| keep(**b))
+            .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hidden(text: &str) -> Option<&str> {
+        secret_field_value(text.as_bytes(), 0).map(|(start, end)| &text[start..end])
+    }
+
+    #[test]
+    fn reads_attributes_in_any_order_and_quoting() {
+        assert_eq!(hidden(r#"<input name="password" value="X1">"#), Some("X1"));
+        assert_eq!(
+            hidden(r#"<INPUT VALUE='X2' class=a NAME='pwd'>"#),
+            Some("X2")
+        );
+        assert_eq!(
+            hidden("<input type=password value=X3 required>"),
+            Some("X3")
+        );
+        assert_eq!(
+            hidden(r#"<input name="user[password]" value="X4"/>"#),
+            Some("X4")
+        );
+        assert_eq!(
+            hidden(r#"<input id="api_key" disabled value="X5"#),
+            Some("X5")
+        );
+    }
+
+    #[test]
+    fn ordinary_fields_and_empty_values_stay() {
+        assert_eq!(hidden(r#"<input name="username" value="ann">"#), None);
+        assert_eq!(hidden(r#"<input type="text" value="ann">"#), None);
+        assert_eq!(hidden(r#"<input type="password" value="">"#), None);
+        assert_eq!(hidden(r#"<input type="password">"#), None);
+        assert_eq!(hidden("< input name=password value=X>"), None);
+        assert_eq!(hidden("a < b"), None);
+    }
+}
