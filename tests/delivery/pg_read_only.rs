@@ -70,11 +70,20 @@ async fn wait_ready(client: &reqwest::Client, instances: &[&Process], want: u16,
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
-    let Some(database) = TestDatabase::create().await else {
-        return;
-    };
+/// Two instances on a fresh database, subscriber `s` at a receiver answering 200, and
+/// `before` jobs due `due_ms` from now accepted through the first instance.
+struct Pair {
+    _database: TestDatabase,
+    name: String,
+    receiver: Receiver,
+    a: Process,
+    b: Process,
+    client: reqwest::Client,
+    accepted: Vec<String>,
+}
+
+async fn start_pair(before: usize, due_ms: u64) -> Option<Pair> {
+    let database = TestDatabase::create().await?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let name = database.url.rsplit('/').next().unwrap().to_owned();
     let receiver = Receiver::start(vec![Reply::status(200)]).await;
@@ -90,62 +99,63 @@ async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
         .unwrap();
     assert_eq!(put.status(), 201);
     let mut accepted = Vec::new();
-    for n in 0..20 {
+    for n in 0..before {
         let event = format!("before-{n}");
-        let (status, _) = post_job(&client, &a.base, &event, 4_000).await;
+        let (status, _) = post_job(&client, &a.base, &event, due_ms).await;
         assert_eq!(status, 201);
         accepted.push(event);
     }
+    Some(Pair {
+        _database: database,
+        name,
+        receiver,
+        a,
+        b,
+        client,
+        accepted,
+    })
+}
 
-    // The fault: every session ends, and every new one is read-only.
-    admin(format!(
-        "ALTER DATABASE {name} SET default_transaction_read_only = on"
-    ))
-    .await;
+/// Sets `setting` on the test's database and ends every session, so that each new one
+/// takes it (a failover does the same).
+async fn fault(pair: &Pair, setting: &str) {
+    let name = &pair.name;
+    admin(format!("ALTER DATABASE {name} SET {setting}")).await;
     admin(format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
     ))
     .await;
-    let fault = Instant::now();
-    wait_ready(&client, &[&a, &b], 503, Duration::from_secs(10)).await;
-    for (n, process) in [&a, &b].into_iter().enumerate() {
-        let (status, headers) = post_job(&client, &process.base, &format!("during-{n}"), 0).await;
-        assert_eq!(status, 503, "a write during the fault");
-        assert!(headers.contains_key("retry-after"), "{headers:?}");
-    }
-    // The jobs accepted before come due during the fault.
-    let due = Duration::from_millis(4_500);
-    if let Some(rest) = due.checked_sub(fault.elapsed()) {
-        tokio::time::sleep(rest).await;
-    }
-    admin(format!(
-        "ALTER DATABASE {name} RESET default_transaction_read_only"
-    ))
-    .await;
+}
 
-    wait_ready(&client, &[&a, &b], 200, Duration::from_secs(10)).await;
-    for (n, process) in [&a, &b].into_iter().enumerate() {
-        let event = format!("after-{n}");
-        let (status, _) = post_job(&client, &process.base, &event, 0).await;
-        assert_eq!(status, 201, "a write after the fault");
-        accepted.push(event);
-    }
+/// Waits (30 s at most) until every job answered 201 is delivered, and only those
+/// exist, each received once or more; reads refused meanwhile are waited out.
+async fn every_accepted_job_delivered(pair: &Pair) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let listed: Value = client
-            .get(format!("{}/v1/jobs?subscriber_id=s&limit=100", a.base))
+        let response = pair
+            .client
+            .get(format!(
+                "{}/v1/jobs?subscriber_id=s&limit=1000",
+                pair.a.base
+            ))
             .send()
             .await
-            .unwrap()
-            .json()
-            .await
             .unwrap();
-        let items = listed["items"].as_array().unwrap();
+        let status = response.status();
+        let listed: Value = response.json().await.unwrap();
+        let Some(items) = listed["items"].as_array() else {
+            assert!(
+                Instant::now() < deadline,
+                "reads still refused 30 s after the fault: {status} {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
         let delivered = items.iter().filter(|j| j["state"] == "delivered").count();
-        if delivered == accepted.len() {
+        if delivered == pair.accepted.len() {
             assert_eq!(
                 items.len(),
-                accepted.len(),
+                pair.accepted.len(),
                 "only the jobs answered 201: {listed}"
             );
             break;
@@ -153,12 +163,53 @@ async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
         assert!(
             Instant::now() < deadline,
             "{delivered} of {} delivered 30 s after the fault: {listed}",
-            accepted.len()
+            pair.accepted.len()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let counts = receiver.counts_by_id();
-    assert_eq!(counts.len(), accepted.len(), "each reached the receiver");
+    let counts = pair.receiver.counts_by_id();
+    assert_eq!(
+        counts.len(),
+        pair.accepted.len(),
+        "each reached the receiver"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
+    let Some(mut pair) = start_pair(20, 4_000).await else {
+        return;
+    };
+    let (client, a, b) = (pair.client.clone(), &pair.a, &pair.b);
+    fault(&pair, "default_transaction_read_only = on").await;
+    let fault_at = Instant::now();
+    wait_ready(&client, &[a, b], 503, Duration::from_secs(10)).await;
+    for (n, process) in [a, b].into_iter().enumerate() {
+        let (status, headers) = post_job(&client, &process.base, &format!("during-{n}"), 0).await;
+        assert_eq!(status, 503, "a write during the fault");
+        assert!(headers.contains_key("retry-after"), "{headers:?}");
+    }
+    // The jobs accepted before come due during the fault.
+    let due = Duration::from_millis(4_500);
+    if let Some(rest) = due.checked_sub(fault_at.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    admin(format!(
+        "ALTER DATABASE {} RESET default_transaction_read_only",
+        pair.name
+    ))
+    .await;
+
+    wait_ready(&client, &[a, b], 200, Duration::from_secs(10)).await;
+    let mut after = Vec::new();
+    for (n, process) in [a, b].into_iter().enumerate() {
+        let event = format!("after-{n}");
+        let (status, _) = post_job(&client, &process.base, &event, 0).await;
+        assert_eq!(status, 201, "a write after the fault");
+        after.push(event);
+    }
+    pair.accepted.extend(after);
+    every_accepted_job_delivered(&pair).await;
 }
 
 /// The C-19 variant: a `statement_timeout` of 1 ms on the database for 5 s, every
@@ -169,45 +220,18 @@ async fn a_database_that_refuses_writes_then_accepts_them_loses_nothing() {
 /// `in_flight`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
-    let Some(database) = TestDatabase::create().await else {
+    let Some(mut pair) = start_pair(10, 3_000).await else {
         return;
     };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let name = database.url.rsplit('/').next().unwrap().to_owned();
-    let receiver = Receiver::start(vec![Reply::status(200)]).await;
-    let flags = ["--backoff-base-ms", "200"];
-    let a = crate::process::spawn(&database.url, &flags);
-    let b = crate::process::spawn(&database.url, &flags);
-    let client = reqwest::Client::new();
-    let put = client
-        .put(format!("{}/v1/subscribers/s", a.base))
-        .json(&json!({ "url": receiver.url("/") }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
+    let client = pair.client.clone();
+    fault(&pair, "statement_timeout = '1ms'").await;
+    let fault_at = Instant::now();
     let mut accepted = Vec::new();
-    for n in 0..10 {
-        let event = format!("before-{n}");
-        let (status, _) = post_job(&client, &a.base, &event, 3_000).await;
-        assert_eq!(status, 201);
-        accepted.push(event);
-    }
-
-    admin(format!(
-        "ALTER DATABASE {name} SET statement_timeout = '1ms'"
-    ))
-    .await;
-    admin(format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-    ))
-    .await;
-    let fault = Instant::now();
     let mut refused = 0;
     let mut unready_seen = false;
     let mut n = 0;
-    while fault.elapsed() < Duration::from_secs(5) {
-        for process in [&a, &b] {
+    while fault_at.elapsed() < Duration::from_secs(5) {
+        for process in [&pair.a, &pair.b] {
             n += 1;
             let event = format!("during-{n}");
             let (status, headers) = post_job(&client, &process.base, &event, 0).await;
@@ -229,11 +253,15 @@ async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
         unready_seen,
         "/readyz stayed 200 while writes were cancelled"
     );
-    admin(format!("ALTER DATABASE {name} RESET statement_timeout")).await;
+    admin(format!(
+        "ALTER DATABASE {} RESET statement_timeout",
+        pair.name
+    ))
+    .await;
 
     // Within 10 s each instance takes every write again.
     let deadline = Instant::now() + Duration::from_secs(10);
-    for (i, process) in [&a, &b].into_iter().enumerate() {
+    for (i, process) in [&pair.a, &pair.b].into_iter().enumerate() {
         let mut in_a_row = 0;
         let mut n = 0;
         while in_a_row < 5 {
@@ -255,36 +283,7 @@ async fn cancelled_statements_are_transient_and_their_sessions_are_replaced() {
             }
         }
     }
-    wait_ready(&client, &[&a, &b], 200, Duration::from_secs(10)).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let response = client
-            .get(format!("{}/v1/jobs?subscriber_id=s&limit=1000", a.base))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let listed: Value = response.json().await.unwrap();
-        let Some(items) = listed["items"].as_array() else {
-            assert!(
-                Instant::now() < deadline,
-                "reads still refused 30 s after the reset: {status} {listed}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        };
-        let delivered = items.iter().filter(|j| j["state"] == "delivered").count();
-        if delivered == accepted.len() {
-            assert_eq!(items.len(), accepted.len(), "only the jobs answered 201");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{delivered} of {} delivered 30 s after the fault",
-            accepted.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let counts = receiver.counts_by_id();
-    assert_eq!(counts.len(), accepted.len(), "each reached the receiver");
+    wait_ready(&client, &[&pair.a, &pair.b], 200, Duration::from_secs(10)).await;
+    pair.accepted.extend(accepted);
+    every_accepted_job_delivered(&pair).await;
 }
