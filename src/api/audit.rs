@@ -14,6 +14,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -94,9 +95,38 @@ pub async fn record(
         }
     };
     let parameters = parameters(&bytes);
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let (notice, committed) = Committed::channel();
+    parts.extensions.insert(notice);
+    let handler = next.run(Request::from_parts(parts, Body::from(bytes)));
+    tokio::pin!(handler);
+    let entry = |status: StatusCode, target: Option<String>| {
+        let at = recorder.clock.now();
+        NewAuditEntry {
+            id: new_id(at),
+            at,
+            action: audited.action.to_owned(),
+            target,
+            parameters: parameters.clone(),
+            actor: actor.clone(),
+            status: status.as_u16(),
+            request_id: ids.request_id.clone(),
+            server_request_id: ids.server_request_id,
+        }
+    };
+    // A handler that goes on after its commit (a deletion waiting for its history to
+    // move) says so: the entry is written then, not only when it answers, so a crash
+    // during the wait cannot separate the action from its entry.
+    let early = tokio::select! {
+        response = &mut handler => Err(response),
+        Ok(status) = committed => Ok(status),
+    };
+    let response = match early {
+        Ok(status) => {
+            write_waiting(&recorder, audited.action, entry(status, path_target)).await;
+            return handler.await;
+        }
+        Err(response) => response,
+    };
     let status = response.status();
     if !status.is_success() || audited.only_status.is_some_and(|only| only != status) {
         return response;
@@ -105,20 +135,42 @@ pub async fn record(
         Target::Answer(field) => answer_field(response, field).await,
         _ => (response, path_target),
     };
-    let at = recorder.clock.now();
-    let entry = NewAuditEntry {
-        id: new_id(at),
-        at,
-        action: audited.action.to_owned(),
-        target,
-        parameters,
-        actor,
-        status: status.as_u16(),
-        request_id: ids.request_id,
-        server_request_id: ids.server_request_id,
-    };
+    write_waiting(&recorder, audited.action, entry(status, target)).await;
+    response
+}
+
+/// What a handler tells [`record`] once its action is committed and it will answer
+/// with `status` whatever comes after: put in the request's extensions of audited
+/// routes. Only handlers whose answer waits after the commit use it.
+#[derive(Clone, Debug)]
+pub struct Committed(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<StatusCode>>>>);
+
+impl Committed {
+    fn channel() -> (Self, tokio::sync::oneshot::Receiver<StatusCode>) {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        (
+            Committed(Arc::new(std::sync::Mutex::new(Some(sender)))),
+            receiver,
+        )
+    }
+
+    /// The action is committed and will be answered `status` (2xx): its entry may be
+    /// written now. Later calls do nothing.
+    pub fn now(&self, status: StatusCode) {
+        let sender = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(sender) = sender {
+            let _ = sender.send(status);
+        }
+    }
+}
+
+/// Writes `entry` in a task of its own, waiting for it at most [`Recorder::wait`].
+async fn write_waiting(recorder: &Recorder, action: &'static str, entry: NewAuditEntry) {
     let store = recorder.store.clone();
-    let action = audited.action;
     let writing = tokio::spawn(async move { write(&store, action, entry).await });
     if tokio::time::timeout(recorder.wait, writing).await.is_err() {
         tracing::warn!(
@@ -126,7 +178,6 @@ pub async fn record(
             "the audit entry is still being written; answering without waiting for it"
         );
     }
-    response
 }
 
 /// Writes `entry`; a failure is logged and counted, never returned.

@@ -10,14 +10,16 @@
 
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Committed;
 use super::problem::{ApiError, Problem};
 use crate::delivery::deletions;
 use crate::domain::Timestamp;
@@ -71,6 +73,7 @@ pub struct SubscriberDeletedView {
 )]
 pub async fn delete_subscriber(
     State(state): State<AppState>,
+    committed: Option<Extension<Committed>>,
     Path(id): Path<String>,
 ) -> Result<Json<SubscriberDeletedView>, ApiError> {
     let deleted = state
@@ -78,6 +81,10 @@ pub async fn delete_subscriber(
         .begin_subscriber_deletion(&id, state.clock.now())
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+    // Audited now, before the wait below (issue #34 part 1).
+    if let Some(Extension(committed)) = committed {
+        committed.now(StatusCode::OK);
+    }
     metrics::deleted_dead(deleted.jobs_dead);
     tracing::info!(subscriber_id = %id, jobs_dead = deleted.jobs_dead, "subscriber deleted");
     // The move runs in its own task: neither the request timeout nor a client that

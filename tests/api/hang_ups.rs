@@ -196,27 +196,7 @@ async fn every_api_action_is_recorded_when_its_client_hangs_up(db: Db) {
 /// subscriber's history to move deleted it and left no `subscriber.delete` entry.
 async fn a_deletion_whose_client_hangs_up_while_its_history_moves_is_recorded(db: Db) {
     let app = app_with().backend(db).start().await;
-    app.create_subscriber("acme").await;
-    let now = app.now();
-    // A history long enough that its move outlasts the hang-up below: batches of
-    // 2,000 jobs, each its own transaction.
-    for chunk in 0..10 {
-        let jobs = (0..2_000)
-            .map(|n| NewJob {
-                id: new_id(now),
-                subscriber_id: "acme".into(),
-                event_id: format!("evt-{chunk}-{n}"),
-                payload: "{}".into(),
-                deliver_at: now.plus_ms(3_600_000),
-                deadline: now.plus_ms(7_200_000),
-                max_attempts: None,
-                created_at: now,
-                event_type: None,
-                schedule_id: None,
-            })
-            .collect();
-        app.store.create_jobs(jobs).await.unwrap();
-    }
+    long_history(&app).await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut stream = TcpStream::connect(&addr).await.unwrap();
     let request = format!(
@@ -236,6 +216,56 @@ async fn a_deletion_whose_client_hangs_up_while_its_history_moves_is_recorded(db
     wait_for_entries(&app, "subscriber.delete", Some("acme"), 1).await;
 }
 
+/// A deletion's entry is written at its commit, not when its answer is ready: the
+/// answer waits up to 5 s for the history to move, and a crash during that wait left a
+/// deleted subscriber without its entry (issue #34 part 1).
+async fn a_deletion_is_recorded_at_its_commit_before_its_answer(db: Db) {
+    let app = app_with().backend(db).start().await;
+    long_history(&app).await;
+    let deleting = tokio::spawn({
+        let client = app.client.clone();
+        let url = app.url("/v1/subscribers/acme");
+        async move { client.delete(url).send().await.map(|r| r.status().as_u16()) }
+    });
+    let start = Instant::now();
+    while entries(&app, "subscriber.delete", Some("acme"))
+        .await
+        .is_empty()
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never recorded");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !deleting.is_finished() && moving(&app).await,
+        "recorded only with the answer, once the history had moved"
+    );
+    assert_eq!(deleting.await.unwrap().unwrap(), 200);
+}
+
+/// Subscriber `acme` with a history long enough that its move takes a while: 20,000
+/// jobs, moved in batches of 2,000, each its own transaction.
+async fn long_history(app: &TestApp) {
+    app.create_subscriber("acme").await;
+    let now = app.now();
+    for chunk in 0..10 {
+        let jobs = (0..2_000)
+            .map(|n| NewJob {
+                id: new_id(now),
+                subscriber_id: "acme".into(),
+                event_id: format!("evt-{chunk}-{n}"),
+                payload: "{}".into(),
+                deliver_at: now.plus_ms(3_600_000),
+                deadline: now.plus_ms(7_200_000),
+                max_attempts: None,
+                created_at: now,
+                event_type: None,
+                schedule_id: None,
+            })
+            .collect();
+        app.store.create_jobs(jobs).await.unwrap();
+    }
+}
+
 async fn moving(app: &TestApp) -> bool {
     let moving = app.store.deletions_in_progress(10).await.unwrap();
     moving.iter().any(|id| id == "acme")
@@ -244,6 +274,7 @@ async fn moving(app: &TestApp) -> bool {
 crate::on_both_backends!(
     every_api_action_is_recorded_when_its_client_hangs_up,
     a_deletion_whose_client_hangs_up_while_its_history_moves_is_recorded,
+    a_deletion_is_recorded_at_its_commit_before_its_answer,
 );
 
 /// A console form whose browser hangs up before the answer is done and recorded, with
