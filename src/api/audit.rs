@@ -248,7 +248,13 @@ fn parameters(body: &[u8]) -> Option<String> {
         ),
         other => serde_json::json!({ "omitted_bytes": other.to_string().len() }),
     };
-    Some(shortened.to_string())
+    let shortened = shortened.to_string();
+    if shortened.len() <= MAX_PARAMETERS_BYTES {
+        Some(shortened)
+    } else {
+        // Many small fields: none kept.
+        Some(serde_json::json!({ "omitted_bytes": text.len() }).to_string())
+    }
 }
 
 /// The answer, read whole and rebuilt, and its text field `field`.
@@ -429,5 +435,30 @@ mod tests {
             Duration::from_millis(500)
         );
         assert!(audit_wait(Duration::from_millis(10)) < Duration::from_millis(10));
+    }
+
+    #[test]
+    fn parameters_never_pass_16_kib() {
+        let small = parameters(br#"{"reason":"maintenance"}"#).unwrap();
+        assert_eq!(small, r#"{"reason":"maintenance"}"#);
+        // One large field: the others kept, its size instead of it.
+        let big = format!(r#"{{"reason":"x","payload":"{}"}}"#, "a".repeat(300_000));
+        let kept: serde_json::Value =
+            serde_json::from_str(&parameters(big.as_bytes()).unwrap()).unwrap();
+        assert_eq!(kept["reason"], "x");
+        assert_eq!(kept["payload"]["omitted_bytes"], 300_002);
+        // Many small fields: the size of the whole.
+        let many: serde_json::Map<String, serde_json::Value> = (0..300)
+            .map(|n| (format!("k{n}"), serde_json::Value::from("c".repeat(1_000))))
+            .collect();
+        let many = serde_json::Value::Object(many).to_string();
+        let kept = parameters(many.as_bytes()).unwrap();
+        assert_eq!(kept, format!(r#"{{"omitted_bytes":{}}}"#, many.len()));
+        // Not an object.
+        let array = format!("[\"{}\"]", "b".repeat(20_000));
+        assert_eq!(
+            parameters(array.as_bytes()).unwrap(),
+            r#"{"omitted_bytes":20004}"#
+        );
     }
 }

@@ -9,10 +9,12 @@
 //! (`deferhook_connections_refused_total`). When every place is taken, a connection
 //! from an address holding fewer than the address holding the most takes a place from
 //! that one: its oldest connection is closed (`deferhook_connections_shed_total`), so
-//! a few addresses trickling request bodies cannot keep everyone else out. Only when
-//! no address holds more than one above the newcomer's count does the new connection
-//! wait, and the server stops accepting until a place is free (the listener's backlog
-//! holds the rest). An IPv6 client is counted by its /64, the smallest network one host
+//! a few addresses trickling request bodies cannot keep everyone else out. When no
+//! address holds more than one above the newcomer's count, a connection of an address
+//! that holds a place already is closed at once, and only one of an address that holds
+//! none waits: the server then stops accepting until a place is free (the listener's
+//! backlog holds the rest). So a flooding address's extra connection can never hold the
+//! accept loop while a newcomer waits behind it. An IPv6 client is counted by its /64, the smallest network one host
 //! is usually given.
 
 use std::collections::HashMap;
@@ -51,10 +53,11 @@ impl Default for ConnectionLimits {
 pub enum Admission {
     /// It has a place (another address's oldest connection may have been shed for it).
     Admitted(Place),
-    /// Its address holds its limit: close it.
+    /// Its address holds its limit, or holds a place already while every place is
+    /// taken and none can be shed: close it.
     Refused,
-    /// Every place is taken and none can be shed: wait ([`Connections::freed`]) and ask
-    /// again.
+    /// Every place is taken, none can be shed, and its address holds none: wait
+    /// ([`Connections::freed`]) and ask again.
     Full,
 }
 
@@ -167,7 +170,14 @@ impl Connections {
                 .filter(|(_, list)| list.len() > mine + 1)
                 .map(|(other, list)| (*other, list[0].0));
             let Some((other, oldest)) = heaviest else {
-                return Admission::Full;
+                // An address that already holds a place gets no second one now: holding
+                // its connection would stop the server accepting, and a newcomer behind
+                // it in the backlog would never be seen.
+                return if mine > 0 {
+                    Admission::Refused
+                } else {
+                    Admission::Full
+                };
             };
             if let Some(list) = state.by_client.get(&other)
                 && let Some((_, shed)) = list.first()
@@ -250,6 +260,11 @@ mod tests {
         assert!(matches!(
             connections.admit("10.0.0.5".parse().unwrap()),
             Admission::Full
+        ));
+        // An address that holds a place gets no second one while nobody can be shed.
+        assert!(matches!(
+            connections.admit("10.0.0.3".parse().unwrap()),
+            Admission::Refused
         ));
         drop(third);
         let _now = admitted(&connections, "10.0.0.5");

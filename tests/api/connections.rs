@@ -100,7 +100,7 @@ async fn when_every_place_is_taken_a_new_address_takes_one_of_the_heaviest() {
     // The probe's flood: a few addresses hold every place with bodies they never send.
     let app = app_with()
         .flag("--max-connections", 6)
-        .flag("--max-connections-per-client", 3)
+        .flag("--max-connections-per-client", 4)
         .start()
         .await;
     let mut holding = Vec::new();
@@ -109,6 +109,12 @@ async fn when_every_place_is_taken_a_new_address_takes_one_of_the_heaviest() {
             holding.push(held(&app, from).await);
         }
     }
+    // One more of a flooding address, under its share, with nobody heavier to shed:
+    // closed at once, not held in front of the newcomer below (the second probe).
+    assert!(
+        closed_at_once(&app, "127.0.0.1").await,
+        "an address holding places got another while every place was taken"
+    );
     let served = client_from("127.0.0.2")
         .get(app.url("/healthz"))
         .send()
