@@ -12,6 +12,7 @@ start_live_server() {
   base_url="http://127.0.0.1:$port"
   "$binary" serve --no-worker --listen "127.0.0.1:$port" \
     --database-url "sqlite://$work/live.db" --api-token "$token" \
+    --max-failed-credentials 1000000 \
     >"$work/server.log" 2>&1 &
   server=$!
   # shellcheck disable=SC2064

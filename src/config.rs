@@ -152,6 +152,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DEFERHOOK_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 128,
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS_LIMIT))]
     pub max_connections_per_client: u64,
+    /// API tokens that are not valid one client address may present at once (bearer
+    /// tokens and console logins together) before it is locked out; then one more
+    /// every 6 s.
+    #[arg(long, env = "DEFERHOOK_MAX_FAILED_CREDENTIALS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_failed_credentials: u32,
     /// The URL browsers reach this server at (`https://deferhook.example.com`), when a
     /// proxy in front terminates TLS: with `https`, the console's cookies are always
     /// `Secure`, whether or not the proxy sends `X-Forwarded-Proto`.
@@ -378,6 +384,7 @@ impl ServeArgs {
                 .public_url
                 .as_ref()
                 .is_some_and(|u| u.scheme() == "https"),
+            max_failed_credentials: self.max_failed_credentials,
             job_limits: JobLimits {
                 max_payload_bytes: usize::try_from(self.max_payload_bytes).unwrap_or(usize::MAX),
                 default_ttl_ms: self.default_ttl_ms,
@@ -627,6 +634,20 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(error.contains("--public-url"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn failed_credentials_default_to_ten_and_may_be_raised() {
+        assert_eq!(
+            serve(&[]).api_settings().unwrap().max_failed_credentials,
+            10
+        );
+        let raised = serve(&["--max-failed-credentials", "1000"]);
+        assert_eq!(raised.api_settings().unwrap().max_failed_credentials, 1000);
+        for bad in ["0", "1000001", "x"] {
+            let argv = ["deferhook", "serve", "--max-failed-credentials", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad}");
         }
     }
 

@@ -3,7 +3,8 @@
 //! `/v1/*` and ~4,700 on the console's login form.
 //!
 //! Each client address (IPv6: its /64, [`super::connections::client_key`]) may fail
-//! [`BURST`] times at once, and one more time every [`REFILL_MS`] after that (the
+//! `--max-failed-credentials` times at once ([`BURST`] by default), and one more time
+//! every [`REFILL_MS`] after that (the
 //! generic cell rate algorithm: every failure adds [`REFILL_MS`] to the address's debt,
 //! which time pays back). While the next failure would pass the allowance the address
 //! is locked out: every request of it that presents a credential (a bearer token on
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::domain::{Clock, Timestamp};
 
-/// Failures an address may make at once.
+/// Failures an address may make at once, by default (`--max-failed-credentials`).
 pub const BURST: u32 = 10;
 /// After the burst, one more failure allowed every this many milliseconds (10 a
 /// minute).
@@ -45,6 +46,8 @@ pub enum Verdict {
 #[derive(Clone)]
 pub struct Guesses {
     clock: Arc<dyn Clock>,
+    /// Debt at which the next failure is no longer allowed: the burst × [`REFILL_MS`].
+    allowance_ms: i64,
     /// Per address, the instant its debt is paid (the GCRA's theoretical arrival time).
     paid_at: Arc<Mutex<HashMap<IpAddr, Timestamp>>>,
 }
@@ -55,14 +58,12 @@ impl std::fmt::Debug for Guesses {
     }
 }
 
-/// Debt at which the next failure is no longer allowed.
-const ALLOWANCE_MS: i64 = BURST as i64 * REFILL_MS;
-
 impl Guesses {
-    /// No failure yet, on `clock`.
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    /// No failure yet, on `clock`; `burst` failures allowed at once (at least 1).
+    pub fn new(clock: Arc<dyn Clock>, burst: u32) -> Self {
         Guesses {
             clock,
+            allowance_ms: i64::from(burst.max(1)) * REFILL_MS,
             paid_at: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -81,9 +82,9 @@ impl Guesses {
             .table()
             .get(&key)
             .map_or(0, |paid_at| paid_at.millis_since(now).max(0));
-        if debt + REFILL_MS > ALLOWANCE_MS {
+        if debt + REFILL_MS > self.allowance_ms {
             // The next failure fits once the debt is down to ALLOWANCE - REFILL.
-            let wait_ms = debt + REFILL_MS - ALLOWANCE_MS;
+            let wait_ms = debt + REFILL_MS - self.allowance_ms;
             Verdict::LockedOut {
                 retry_after_s: u64::try_from(wait_ms).unwrap_or(0).div_ceil(1000).max(1),
             }
@@ -109,7 +110,7 @@ impl Guesses {
         let paid_at = table.entry(key).or_insert(now);
         let start = if *paid_at > now { *paid_at } else { now };
         *paid_at = start.plus_ms(REFILL_MS as u64);
-        paid_at.millis_since(now) + REFILL_MS > ALLOWANCE_MS
+        paid_at.millis_since(now) + REFILL_MS > self.allowance_ms
     }
 }
 
@@ -120,7 +121,7 @@ mod tests {
 
     fn guesses() -> (Guesses, ManualClock) {
         let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
-        (Guesses::new(Arc::new(clock.clone())), clock)
+        (Guesses::new(Arc::new(clock.clone()), BURST), clock)
     }
 
     #[test]

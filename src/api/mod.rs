@@ -126,6 +126,9 @@ pub struct ApiSettings {
     pub actions: tokio_util::task::TaskTracker,
     /// `--public-url` is an `https` URL: the console's cookies are always `Secure`.
     pub public_https: bool,
+    /// Credentials that are not valid one client address may present at once
+    /// (`--max-failed-credentials`, [`guesses`]).
+    pub max_failed_credentials: u32,
 }
 
 /// The attempt timeouts a subscriber's `attempt_timeout_ms` is read against.
@@ -262,7 +265,7 @@ pub fn router(
             query_params::refuse_on_routes_without,
         ));
     let request_id_header = HeaderName::from_static(REQUEST_ID_HEADER);
-    let guesses = guesses::Guesses::new(state.clock.clone());
+    let guesses = guesses::Guesses::new(state.clock.clone(), settings.max_failed_credentials);
     let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
     let middleware = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(

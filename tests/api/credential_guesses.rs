@@ -172,3 +172,19 @@ async fn a_failed_login_is_audited_with_the_clients_address() {
         .unwrap();
     assert_eq!(filtered["items"].as_array().unwrap().len(), 1, "{filtered}");
 }
+
+#[tokio::test]
+async fn the_number_of_failures_allowed_at_once_is_a_setting() {
+    let app = app_with()
+        .manual_clock()
+        .flag("--api-token", TOKEN)
+        .flag("--max-failed-credentials", 3)
+        .start()
+        .await;
+    let client = client_from("127.0.0.1");
+    for n in 0..3 {
+        let guess = format!("wrong-token-{n:012}");
+        assert_eq!(list(&client, &app, &guess).await.status(), 401, "guess {n}");
+    }
+    assert_eq!(list(&client, &app, TOKEN).await.status(), 429);
+}
