@@ -30,13 +30,29 @@ fn client_from(address: &str) -> reqwest::Client {
         .unwrap()
 }
 
-async fn list(client: &reqwest::Client, app: &TestApp, token: &str) -> reqwest::Response {
+/// `GET path` with bearer `token`.
+async fn get(
+    client: &reqwest::Client,
+    app: &TestApp,
+    path: &str,
+    token: &str,
+) -> reqwest::Response {
     client
-        .get(app.url("/v1/subscribers"))
+        .get(app.url(path))
         .bearer_auth(token)
         .send()
         .await
         .unwrap()
+}
+
+async fn list(client: &reqwest::Client, app: &TestApp, token: &str) -> reqwest::Response {
+    get(client, app, "/v1/subscribers", token).await
+}
+
+/// The audit listing at `path`, read from 127.0.0.1 with the token.
+async fn audit(app: &TestApp, path: &str) -> Value {
+    let client = client_from("127.0.0.1");
+    get(&client, app, path, TOKEN).await.json().await.unwrap()
 }
 
 #[tokio::test]
@@ -135,15 +151,7 @@ async fn a_failed_login_is_audited_with_the_clients_address() {
     let guess = "not-the-token-4d2e9b";
     assert_eq!(browser.login(guess).await.status, 401);
     assert_eq!(browser.login(TOKEN).await.status, 303);
-    let entries: Value = client_from("127.0.0.1")
-        .get(app.url("/v1/audit"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let entries = audit(&app, "/v1/audit").await;
     let items = entries["items"].as_array().unwrap();
     let actions: Vec<&str> = items
         .iter()
@@ -161,15 +169,7 @@ async fn a_failed_login_is_audited_with_the_clients_address() {
     assert_eq!(failed["parameters"]["via"], "console");
     assert!(!failed.to_string().contains(guess), "the guess is not kept");
     assert_eq!(items[0]["parameters"]["client_address"], "127.0.0.1");
-    let filtered: Value = client_from("127.0.0.1")
-        .get(app.url("/v1/audit?action=console.login_failed"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let filtered = audit(&app, "/v1/audit?action=console.login_failed").await;
     assert_eq!(filtered["items"].as_array().unwrap().len(), 1, "{filtered}");
 }
 
