@@ -9,6 +9,7 @@
 //! to a running server.
 
 pub mod api;
+pub mod audit_trail;
 pub mod cli;
 pub mod clock_sync;
 pub mod config;

@@ -202,7 +202,7 @@ fn register() {
     }
     describe_counter!(
         "deferhook_audit_write_failures_total",
-        "Operator actions answered 2xx whose audit entry could not be written."
+        "Audit entries that could not be written (the action refused) or settled (left without a status)."
     );
     counter!("deferhook_audit_write_failures_total").absolute(0);
     describe_counter!(
@@ -361,7 +361,7 @@ pub fn deleted_dead(n: u64) {
         .increment(n);
 }
 
-/// An operator action succeeded but its audit entry could not be written.
+/// An audit entry could not be written (its action refused) or settled (left begun).
 pub fn audit_write_failed() {
     counter!("deferhook_audit_write_failures_total").increment(1);
 }

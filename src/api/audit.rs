@@ -1,13 +1,13 @@
 //! The audit trail (docs/DESIGN.md §5.11): [`record`], a route layer that records every
-//! successful operator action ([`super::audit_actions`]) after its handler answered,
-//! and `GET /v1/audit`, which lists the entries newest first.
+//! operator action ([`super::audit_actions`]), and `GET /v1/audit`, which lists the
+//! entries newest first.
 //!
-//! An entry is written after the action's own transaction, in a write of its own, by a
-//! task the request does not own: the answer waits for it at most [`audit_wait`], so a
-//! slow audit write (a locked table) never turns a committed action into a 408, and a
-//! client that goes away does not cancel it. If that write fails, the action's answer
-//! still goes out, the failure is logged (the action and the error, never the
-//! parameters) and counted (`deferhook_audit_write_failures_total`).
+//! The entry is begun before the handler runs and settled with its answer
+//! ([`crate::audit_trail`]): an action whose entry cannot be written is answered 503 and
+//! not taken, and a crash between the action's commit and the settlement leaves an
+//! entry with no status instead of none. The layer runs inside
+//! [`super::detached::finish_without_client`], so a client that goes away cancels
+//! neither the action nor its settlement.
 
 use std::sync::Arc;
 
@@ -30,42 +30,30 @@ use super::extract::AppQuery;
 use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::request_id::RequestIds;
+use crate::audit_trail::{Intent, Trail};
+use crate::domain::Timestamp;
 use crate::domain::audit::without_secrets;
-use crate::domain::ids::new_id;
-use crate::domain::{Clock, Timestamp};
-use crate::metrics;
-use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest, SharedStore};
+use crate::store::{AuditEntry, AuditFilter, PageRequest};
 
 /// Longest answer read for the id of what an action created, in bytes.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// Longest `target` filter, in characters.
 const MAX_TARGET_LEN: usize = 512;
-/// The longest an answer waits for its audit entry to be written, whatever the request
-/// timeout; the write goes on after it.
-pub const MAX_AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// How long an answer waits for its audit entry: [`MAX_AUDIT_WAIT`], or half the
-/// request timeout when that is shorter, so the wait never turns the answer into a 408.
-pub fn audit_wait(request_timeout: std::time::Duration) -> std::time::Duration {
-    MAX_AUDIT_WAIT.min(request_timeout / 2)
-}
 
 /// What [`record`] needs.
 #[derive(Clone, Debug)]
 pub struct Recorder {
     /// Where entries go.
-    pub store: SharedStore,
-    /// The source of `at`.
-    pub clock: Arc<dyn Clock>,
+    pub trail: Trail,
     /// The body limit, as the handlers apply it.
     pub max_body_bytes: usize,
-    /// How long an answer waits for its entry ([`audit_wait`]).
-    pub wait: std::time::Duration,
 }
 
-/// Records the request as an audit entry when its route is an operator action and it
-/// was answered 2xx (see [`audit_actions::AUDITED`]); every other request passes
-/// untouched. Runs as a route layer, so the route the router matched is known.
+/// Records the request as an audit entry when its route is an operator action (see
+/// [`audit_actions::AUDITED`]): begun before the handler runs, settled with its answer
+/// (a 4xx, or a status [`audit_actions::AuditedRoute::only_status`] excludes,
+/// withdraws it). Every other request passes untouched. Runs as a route layer, so the
+/// route the router matched is known.
 pub async fn record(
     State(recorder): State<Recorder>,
     matched: Option<MatchedPath>,
@@ -85,7 +73,6 @@ pub async fn record(
             .map(|value| canonical_target(name, value)),
         _ => None,
     };
-    let actor = parts.extensions.get::<ApiActor>().map(|a| a.0.clone());
     let ids = RequestIds::of(&parts.headers, &parts.extensions);
     let bytes = match axum::body::to_bytes(body, recorder.max_body_bytes).await {
         Ok(bytes) => bytes,
@@ -94,49 +81,57 @@ pub async fn record(
                 .into_response();
         }
     };
-    let parameters = parameters(&bytes);
+    let intent = Intent {
+        action: audited.action,
+        target: path_target,
+        parameters: parameters(&bytes),
+        actor: parts.extensions.get::<ApiActor>().map(|a| a.0.clone()),
+        request_id: ids.request_id,
+        server_request_id: ids.server_request_id,
+    };
+    let begun = match recorder.trail.begin(intent).await {
+        Ok(begun) => begun,
+        Err(error) => {
+            return ApiError::Unavailable(format!(
+                "the audit trail could not be written, so the action was not taken: {error}"
+            ))
+            .into_response();
+        }
+    };
     let (notice, committed) = Committed::channel();
     parts.extensions.insert(notice);
     let handler = next.run(Request::from_parts(parts, Body::from(bytes)));
     tokio::pin!(handler);
-    let entry = |status: StatusCode, target: Option<String>| {
-        let at = recorder.clock.now();
-        NewAuditEntry {
-            id: new_id(at),
-            at,
-            action: audited.action.to_owned(),
-            target,
-            parameters: parameters.clone(),
-            actor: actor.clone(),
-            status: status.as_u16(),
-            request_id: ids.request_id.clone(),
-            server_request_id: ids.server_request_id,
-        }
-    };
     // A handler that goes on after its commit (a deletion waiting for its history to
-    // move) says so: the entry is written then, not only when it answers, so a crash
-    // during the wait cannot separate the action from its entry.
+    // move) says so: the entry is settled then, not only when it answers.
     let early = tokio::select! {
         response = &mut handler => Err(response),
         Ok(status) = committed => Ok(status),
     };
     let response = match early {
         Ok(status) => {
-            write_waiting(&recorder, audited.action, entry(status, path_target)).await;
+            begun.answered(status, None).await;
             return handler.await;
         }
         Err(response) => response,
     };
     let status = response.status();
-    if !status.is_success() || audited.only_status.is_some_and(|only| only != status) {
-        return response;
+    let an_action = status.is_success() && audited.only_status.is_none_or(|only| only == status);
+    if an_action {
+        let (response, target) = match audited.target {
+            Target::Answer(field) => answer_field(response, field).await,
+            _ => (response, None),
+        };
+        begun.answered(status, target).await;
+        response
+    } else if status.is_server_error() {
+        // Failed after the action began: it may have taken effect.
+        begun.answered(status, None).await;
+        response
+    } else {
+        begun.refused().await;
+        response
     }
-    let (response, target) = match audited.target {
-        Target::Answer(field) => answer_field(response, field).await,
-        _ => (response, path_target),
-    };
-    write_waiting(&recorder, audited.action, entry(status, target)).await;
-    response
 }
 
 /// What a handler tells [`record`] once its action is committed and it will answer
@@ -155,7 +150,7 @@ impl Committed {
     }
 
     /// The action is committed and will be answered `status` (2xx): its entry may be
-    /// written now. Later calls do nothing.
+    /// settled now. Later calls do nothing.
     pub fn now(&self, status: StatusCode) {
         let sender = self
             .0
@@ -165,27 +160,6 @@ impl Committed {
         if let Some(sender) = sender {
             let _ = sender.send(status);
         }
-    }
-}
-
-/// Writes `entry` in a task of its own, waiting for it at most [`Recorder::wait`].
-async fn write_waiting(recorder: &Recorder, action: &'static str, entry: NewAuditEntry) {
-    let store = recorder.store.clone();
-    let writing = tokio::spawn(async move { write(&store, action, entry).await });
-    if tokio::time::timeout(recorder.wait, writing).await.is_err() {
-        tracing::warn!(
-            action,
-            "the audit entry is still being written; answering without waiting for it"
-        );
-    }
-}
-
-/// Writes `entry`; a failure is logged and counted, never returned.
-async fn write(store: &SharedStore, action: &'static str, entry: NewAuditEntry) {
-    if let Err(error) = store.record_audit(entry).await {
-        metrics::audit_write_failed();
-        tracing::error!(action, %error,
-            "the action succeeded but its audit entry could not be written");
     }
 }
 
@@ -321,8 +295,11 @@ pub struct AuditEntryView {
     /// The API token that made it: `sha256:` and the first 16 hex digits of the
     /// token's SHA-256; `null` when the server runs without tokens (loopback only).
     pub actor: Option<String>,
-    /// The HTTP status it was answered with.
-    pub status: u16,
+    /// The HTTP status it was answered with: 2xx, or a 5xx when the server failed
+    /// after the action began (it may have taken effect); `null` while the action runs,
+    /// or when the server stopped between its start and its answer, so whether it took
+    /// effect was never recorded: look at its target.
+    pub status: Option<u16>,
     /// The request's `x-request-id`: the client's when it sent an acceptable one, else
     /// the server's own id. A client chooses it, so it may repeat another entry's.
     pub request_id: Option<String>,
@@ -423,19 +400,7 @@ pub async fn list_audit(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-
-    #[test]
-    fn the_wait_for_an_entry_stays_within_the_request_timeout() {
-        assert_eq!(audit_wait(Duration::from_secs(30)), MAX_AUDIT_WAIT);
-        assert_eq!(
-            audit_wait(Duration::from_secs(1)),
-            Duration::from_millis(500)
-        );
-        assert!(audit_wait(Duration::from_millis(10)) < Duration::from_millis(10));
-    }
 
     #[test]
     fn parameters_never_pass_16_kib() {

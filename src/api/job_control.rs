@@ -67,10 +67,23 @@ async fn apply(
         // once (other instances are told by the store, docs/DESIGN.md §4).
         state.store.wake().job_due_at(due);
     }
-    let updated = load(state, job.id, now).await?;
+    let id = job.id;
+    // The transition is committed: the answer is 200 whatever the reads after it meet
+    // (a 503 would say nothing was done, CASES C-19). The job as read again, else as
+    // the write stored it.
+    let updated = match load(state, id, now).await {
+        Ok(updated) => updated,
+        Err(error) => {
+            tracing::warn!(job_id = %id, ?error,
+                "the job's change is stored; it could not be read again for the answer");
+            job.transitioned(&next, now)
+        }
+    };
     // The view as GET shows it: a job made due reads its subscriber's and destination's
     // holds (an open circuit: `not_before`, not "sent now").
-    Ok(Json(super::jobs::job_view(state, updated, now).await?))
+    Ok(Json(
+        super::jobs::written_job_view(state, updated, now).await,
+    ))
 }
 
 /// Cancel a `scheduled` or `retrying` job.

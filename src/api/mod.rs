@@ -245,11 +245,14 @@ pub fn router(
         cursors,
         deletion_wait: subscriber_deletion::wait(settings.request_timeout),
     };
-    let recorder = audit::Recorder {
+    let trail = crate::audit_trail::Trail {
         store: state.store.clone(),
         clock: state.clock.clone(),
+        wait: crate::audit_trail::audit_wait(settings.request_timeout),
+    };
+    let recorder = audit::Recorder {
+        trail: trail.clone(),
         max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
-        wait: audit::audit_wait(settings.request_timeout),
     };
     let (router, mut openapi) = routes().split_for_parts();
     doc::finish(&mut openapi);
@@ -320,6 +323,7 @@ pub fn router(
         access: crate::console::access::Access::new(&settings.tokens),
         guesses,
         public_https: settings.public_https,
+        trail,
     });
     router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))

@@ -20,8 +20,9 @@ pub struct Entry {
     pub target: Option<String>,
     /// The token's fingerprint; none without tokens.
     pub actor: Option<String>,
-    /// The answer's status.
-    pub status: u16,
+    /// The answer's status; `None` when its answer was never recorded (still running,
+    /// or the server stopped between the action's start and its answer).
+    pub status: Option<u16>,
     /// The request's `x-request-id` (the client's, or the server's when it sent none).
     pub request_id: Option<String>,
     /// The server's own id of the request; none for entries recorded before the server
@@ -94,7 +95,8 @@ pub fn audit_table(entries: &[Entry]) -> String {
             e.action.clone(),
             or_none(e.target.as_ref()),
             e.actor.clone().unwrap_or_else(|| "local".to_owned()),
-            e.status.to_string(),
+            e.status
+                .map_or_else(|| "unanswered".to_owned(), |status| status.to_string()),
             or_none(e.request_id.as_ref()),
             or_none(e.server_request_id.as_ref()),
             or_none(e.parameters.as_ref().map(Value::to_string)),
@@ -113,4 +115,27 @@ pub fn audit_table(entries: &[Entry]) -> String {
         ],
         rows,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_whose_answer_was_never_recorded_reads_unanswered() {
+        let entry: Entry = serde_json::from_value(serde_json::json!({
+            "at": "2026-12-07T10:00:00.000Z",
+            "action": "job.cancel",
+            "target": "0193",
+            "actor": null,
+            "status": null,
+            "request_id": "r-1",
+            "server_request_id": null,
+            "parameters": null
+        }))
+        .unwrap();
+        let table = audit_table(&[entry]);
+        let row = table.lines().find(|line| line.contains("job.cancel"));
+        assert!(row.is_some_and(|row| row.contains("unanswered")), "{table}");
+    }
 }

@@ -6,13 +6,12 @@
 
 use serde_json::{Value, json};
 
-use super::ConsoleState;
+use axum::http::StatusCode;
+
 use super::access::Session;
-use crate::api::audit::MAX_AUDIT_WAIT;
+use super::{ConsoleError, ConsoleState};
 use crate::api::request_id::RequestIds;
-use crate::domain::ids::new_id;
-use crate::metrics;
-use crate::store::NewAuditEntry;
+use crate::audit_trail::Intent;
 
 /// The action names only the console records.
 pub const CONSOLE_ACTIONS: [&str; 3] = ["console.login", "console.login_failed", "console.logout"];
@@ -54,50 +53,90 @@ impl Action {
     }
 }
 
-/// Records `action`, taken in `session` by the request with `ids`, in the audit trail.
-/// Like the API, waits at most [`MAX_AUDIT_WAIT`] for the write, and a failure is
-/// logged and counted, never shown: the action itself has happened.
-pub async fn record(state: &ConsoleState, session: &Session, ids: &RequestIds, action: Action) {
-    record_as(state, session.actor.clone(), ids, action).await;
+/// Takes `action` in `session` for the request with `ids`: begins its audit entry,
+/// runs `act`, and settles the entry with the outcome (the redirect's
+/// [`Action::status`], or the error's status: a 4xx withdraws the entry, a 5xx keeps
+/// it; see [`crate::audit_trail`]). An entry that cannot be begun is answered 503 and
+/// `act` does not run: no action without its entry.
+///
+/// # Errors
+/// 503 when the entry cannot be written, else `act`'s.
+pub async fn audited<T>(
+    state: &ConsoleState,
+    session: &Session,
+    ids: &RequestIds,
+    action: Action,
+    act: impl Future<Output = Result<T, ConsoleError>>,
+) -> Result<T, ConsoleError> {
+    audited_as(state, session, ids, action, act, |_| None).await
 }
 
-/// [`record`] for `actor` (a token fingerprint; `None`: nobody signed in, as for a
-/// refused login).
+/// [`audited`], with the entry's target taken from `act`'s result by `target_of`
+/// when it names one (what the action created, or its target normalised).
+///
+/// # Errors
+/// As [`audited`].
+pub async fn audited_as<T>(
+    state: &ConsoleState,
+    session: &Session,
+    ids: &RequestIds,
+    action: Action,
+    act: impl Future<Output = Result<T, ConsoleError>>,
+    target_of: impl FnOnce(&T) -> Option<String>,
+) -> Result<T, ConsoleError> {
+    let status = StatusCode::from_u16(action.status).unwrap_or(StatusCode::SEE_OTHER);
+    let begun = state
+        .trail
+        .begin(intent(session.actor.clone(), ids, action))
+        .await
+        .map_err(|_| {
+            ConsoleError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The audit trail could not be written, so nothing was done. Try again.",
+            )
+        })?;
+    match act.await {
+        Ok(done) => {
+            let target = target_of(&done);
+            begun.answered(status, target).await;
+            Ok(done)
+        }
+        Err(error) if error.status.is_server_error() => {
+            begun.answered(error.status, None).await;
+            Err(error)
+        }
+        Err(error) => {
+            begun.refused().await;
+            Err(error)
+        }
+    }
+}
+
+/// Records `action` whole for `actor` (`None`: nobody signed in): what is recorded
+/// but takes no effect, as a refused login. Waits at most the trail's wait; a failure
+/// is logged and counted, never shown.
 pub async fn record_as(
     state: &ConsoleState,
     actor: Option<String>,
     ids: &RequestIds,
     action: Action,
 ) {
-    let at = state.app.clock.now();
+    let status = StatusCode::from_u16(action.status).unwrap_or(StatusCode::SEE_OTHER);
+    state.trail.record(intent(actor, ids, action), status).await;
+}
+
+/// The entry `action` makes, `via: console` added to its parameters.
+fn intent(actor: Option<String>, ids: &RequestIds, action: Action) -> Intent {
     let mut parameters = action.parameters;
     if let Value::Object(map) = &mut parameters {
         map.insert("via".into(), Value::from("console"));
     }
-    let entry = NewAuditEntry {
-        id: new_id(at),
-        at,
-        action: action.name.to_owned(),
+    Intent {
+        action: action.name,
         target: action.target,
         parameters: Some(parameters.to_string()),
         actor,
-        status: action.status,
         request_id: ids.request_id.clone(),
         server_request_id: ids.server_request_id,
-    };
-    let store = state.app.store.clone();
-    let name = action.name;
-    let writing = tokio::spawn(async move {
-        if let Err(error) = store.record_audit(entry).await {
-            metrics::audit_write_failed();
-            tracing::error!(action = name, %error,
-                "the console action succeeded but its audit entry could not be written");
-        }
-    });
-    if tokio::time::timeout(MAX_AUDIT_WAIT, writing).await.is_err() {
-        tracing::warn!(
-            action = name,
-            "the audit entry is still being written; answering without waiting for it"
-        );
     }
 }

@@ -127,16 +127,25 @@ pub async fn change(
             "give a limit, pause or resume, or a circuit setting",
         ));
     }
-    let changed = put_destination(
-        State(state.app.clone()),
-        Path(destination),
-        AppJson(request),
-    )
-    .await?
-    .0;
-    let action = Action::new("destination.put", Some(changed.destination.clone()))
+    let action = Action::new("destination.put", Some(destination.clone()))
         .with(serde_json::Value::Object(parameters));
-    actions::record(&state, &session, &request_ids, action).await;
+    let _ = actions::audited_as(
+        &state,
+        &session,
+        &request_ids,
+        action,
+        async {
+            Ok(put_destination(
+                State(state.app.clone()),
+                Path(destination),
+                AppJson(request),
+            )
+            .await?)
+        },
+        // The destination as the answer normalises it, as the API's entry names it.
+        |changed| Some(changed.0.destination.clone()),
+    )
+    .await?;
     let done = if form.get("max_in_flight").is_some() {
         "limit"
     } else if form.get("circuit").is_some() {

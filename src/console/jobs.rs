@@ -95,15 +95,8 @@ pub async fn page(
     Ok(render(&page))
 }
 
-async fn done(
-    state: &ConsoleState,
-    session: &Session,
-    request_ids: &RequestIds,
-    action: Action,
-    id: Uuid,
-    done: &str,
-) -> PageResult {
-    actions::record(state, session, request_ids, action).await;
+/// Back to job `id`'s page, saying what was `done`.
+fn done(id: Uuid, done: &str) -> PageResult {
     Ok(Redirect::to(&format!("/console/jobs/{id}?done={done}")).into_response())
 }
 
@@ -116,9 +109,13 @@ pub async fn cancel(
     request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
-    let _ = cancel_job(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("job.cancel", Some(id.to_string()));
-    done(&state, &session, &request_ids, action, id, "cancelled").await
+    actions::audited(&state, &session, &request_ids, action, async {
+        let _ = cancel_job(State(state.app.clone()), Path(id.to_string())).await?;
+        Ok(())
+    })
+    .await?;
+    done(id, "cancelled")
 }
 
 /// `POST /console/jobs/{id}/retry`: as `POST /v1/jobs/{id}/retry`; audited as
@@ -130,9 +127,13 @@ pub async fn retry(
     request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
-    let _ = retry_job(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("job.retry", Some(id.to_string()));
-    done(&state, &session, &request_ids, action, id, "retried").await
+    actions::audited(&state, &session, &request_ids, action, async {
+        let _ = retry_job(State(state.app.clone()), Path(id.to_string())).await?;
+        Ok(())
+    })
+    .await?;
+    done(id, "retried")
 }
 
 /// `POST /console/jobs/{id}/reschedule` with `deliver_at` and/or `deadline` (RFC 3339
@@ -150,12 +151,16 @@ pub async fn reschedule(
         deadline: form.text("deadline").map(str::to_owned),
     };
     let parameters = json!({ "deliver_at": request.deliver_at, "deadline": request.deadline });
-    let _ = reschedule_job(
-        State(state.app.clone()),
-        Path(id.to_string()),
-        AppJson(request),
-    )
-    .await?;
     let action = Action::new("job.reschedule", Some(id.to_string())).with(parameters);
-    done(&state, &session, &request_ids, action, id, "rescheduled").await
+    actions::audited(&state, &session, &request_ids, action, async {
+        let _ = reschedule_job(
+            State(state.app.clone()),
+            Path(id.to_string()),
+            AppJson(request),
+        )
+        .await?;
+        Ok(())
+    })
+    .await?;
+    done(id, "rescheduled")
 }

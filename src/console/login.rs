@@ -174,13 +174,14 @@ pub async fn submit(
         return ConsoleError::new(StatusCode::INTERNAL_SERVER_ERROR, "no session key")
             .into_response();
     };
-    actions::record(
-        &state,
-        &session,
-        &request_ids,
-        Action::new("console.login", None).with(from),
-    )
-    .await;
+    // The session is only a signed cookie: it exists once the answer carries it, so
+    // its entry is settled before the answer goes out.
+    let login = Action::new("console.login", None).with(from);
+    if let Err(error) =
+        actions::audited(&state, &session, &request_ids, login, async { Ok(()) }).await
+    {
+        return error.into_response();
+    }
     let mut response = Redirect::to(&next).into_response();
     let headers_out = response.headers_mut();
     headers_out.append(
@@ -210,18 +211,15 @@ pub async fn logout(
     request_ids: RequestIds,
 ) -> Result<Response, ConsoleError> {
     let now = state.app.clock.now();
-    state
-        .app
-        .store
-        .end_console_session(&session.id, session.expires_at, now)
-        .await?;
-    actions::record(
-        &state,
-        &session,
-        &request_ids,
-        Action::new("console.logout", None),
-    )
-    .await;
+    let logout = Action::new("console.logout", None);
+    actions::audited(&state, &session, &request_ids, logout, async {
+        Ok(state
+            .app
+            .store
+            .end_console_session(&session.id, session.expires_at, now)
+            .await?)
+    })
+    .await?;
     let mut response = Redirect::to("/console/login").into_response();
     response.headers_mut().append(
         header::SET_COOKIE,

@@ -54,6 +54,8 @@ pub struct ConsoleState {
     pub guesses: crate::api::guesses::Guesses,
     /// `--public-url` is an `https` URL: cookies are always `Secure`.
     pub public_https: bool,
+    /// Where the console's actions are recorded, as the API's are.
+    pub trail: crate::audit_trail::Trail,
 }
 
 /// The console's routes, with their gate: every page and form but the login form and

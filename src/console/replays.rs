@@ -128,23 +128,26 @@ pub async fn start(
     let app = &state.app;
     let plan = slice.plan(app.replay_limits)?;
     let now = app.clock.now();
-    let created = app
-        .store
-        .create_replay(replay_record(plan, new_id(now), now))
-        .await?;
-    // Its first burst is due now: this instance's worker wakes (the store tells it).
-    tracing::info!(replay_id = %created.id, matched = created.matched,
-        rate_per_second = created.rate_per_second, "replay created from the console");
+    let id = new_id(now);
     let parameters = json!({
         "subscriber_id": (!slice.subscriber_id.is_empty()).then_some(&slice.subscriber_id),
         "dead_reason": (!slice.dead_reason.is_empty()).then_some(&slice.dead_reason),
         "error_class": (!slice.error_class.is_empty()).then_some(&slice.error_class),
         "all": slice.is_empty(),
-        "max_jobs": created.max_jobs,
-        "rate_per_second": created.rate_per_second,
+        "max_jobs": plan.max_jobs,
+        "rate_per_second": plan.rate_per_second,
     });
-    let action = Action::new("replay.create", Some(created.id.to_string())).with(parameters);
-    actions::record(&state, &session, &request_ids, action).await;
+    let action = Action::new("replay.create", Some(id.to_string())).with(parameters);
+    let created = actions::audited(&state, &session, &request_ids, action, async {
+        Ok(app
+            .store
+            .create_replay(replay_record(plan, id, now))
+            .await?)
+    })
+    .await?;
+    // Its first burst is due now: this instance's worker wakes (the store tells it).
+    tracing::info!(replay_id = %created.id, matched = created.matched,
+        rate_per_second = created.rate_per_second, "replay created from the console");
     Ok(Redirect::to("/console/replays?done=replay-started").into_response())
 }
 
@@ -158,8 +161,11 @@ pub async fn cancel(
 ) -> PageResult {
     let id =
         Uuid::parse_str(&raw).map_err(|_| ConsoleError::invalid("replay_id", "must be a UUID"))?;
-    let _ = cancel_replay(State(state.app.clone()), Path(id.to_string())).await?;
     let action = Action::new("replay.cancel", Some(id.to_string()));
-    actions::record(&state, &session, &request_ids, action).await;
+    actions::audited(&state, &session, &request_ids, action, async {
+        let _ = cancel_replay(State(state.app.clone()), Path(id.to_string())).await?;
+        Ok(())
+    })
+    .await?;
     Ok(Redirect::to("/console/replays?done=replay-cancelled").into_response())
 }

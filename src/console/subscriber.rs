@@ -180,10 +180,14 @@ pub async fn set_enabled(
         event_types: None,
         attempt_timeout_ms: None,
     };
-    let _ = patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
     let action =
         Action::new("subscriber.patch", Some(id.clone())).with(json!({ "enabled": enabled }));
-    actions::record(&state, &session, &request_ids, action).await;
+    actions::audited(&state, &session, &request_ids, action, async {
+        let _ =
+            patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
+        Ok(())
+    })
+    .await?;
     let done = if enabled { "resumed" } else { "paused" };
     let back = match form
         .text("back")
@@ -220,13 +224,14 @@ pub async fn rotate_secret(
         grace_seconds,
         secret: None,
     };
-    let rotated = rotate(State(state.app.clone()), Path(id.clone()), AppJson(request))
-        .await?
-        .0;
     let action = Action::new("subscriber.rotate_secret", Some(id.clone()))
         .with(json!({ "grace_seconds": grace_seconds }))
         .answered(200);
-    actions::record(&state, &session, &request_ids, action).await;
+    let rotated = actions::audited(&state, &session, &request_ids, action, async {
+        Ok(rotate(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?)
+    })
+    .await?
+    .0;
     let now = state.app.clock.now();
     let shown = Rotated {
         secret: rotated.secret,

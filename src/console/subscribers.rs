@@ -293,12 +293,13 @@ pub async fn resume(
         subscriber_ids: Some(ids.clone()),
         paused_reason: None,
     };
-    let resumed = resume_subscribers(axum::extract::State(state.app.clone()), AppJson(request))
-        .await?
-        .0
-        .resumed;
     let action = Action::new("subscriber.resume", None).with(json!({ "subscriber_ids": ids }));
-    actions::record(&state, &session, &request_ids, action).await;
+    let resumed = actions::audited(&state, &session, &request_ids, action, async {
+        Ok(resume_subscribers(axum::extract::State(state.app.clone()), AppJson(request)).await?)
+    })
+    .await?
+    .0
+    .resumed;
     let done = if resumed > 0 {
         "resumed-some"
     } else {

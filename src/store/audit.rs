@@ -1,19 +1,28 @@
-//! The audit trail, for both backends (docs/DESIGN.md §5.11): one row per successful
-//! operator action, listed newest first, purged by retention.
+//! The audit trail, for both backends (docs/DESIGN.md §5.11): one row per operator
+//! action, written before the action runs and settled with its answer, listed newest
+//! first, purged by retention.
+//!
+//! A begun entry's `status` column holds 0 (no HTTP status is 0): the column stays
+//! `NOT NULL` and a begun entry reads as status `None`.
 
 use crate::domain::Timestamp;
 use crate::store::StoreError;
 use crate::store::decode;
 use crate::store::dialect::{Query, Value};
-use crate::store::records::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest};
+use crate::store::records::{AuditEntry, AuditFilter, AuditSettlement, NewAuditEntry, PageRequest};
 use crate::store::transactions::Transactions;
 use uuid::Uuid;
 
 /// The statements of the audit trail, in the backend's dialect.
 pub(crate) trait AuditStatements: Transactions {
     /// Inserts entry `$1` (id), at `$2`, action `$3`, target `$4`, parameters `$5`,
-    /// actor `$6`, status `$7`, request id `$8`, server request id `$9`.
+    /// actor `$6`, status `$7` (0: begun), request id `$8`, server request id `$9`.
     const INSERT: &'static str;
+    /// Settles begun entry `$1` (status 0): status `$2`, at `$4`, and target `$3` when
+    /// it is not NULL. A settled entry is left as it is.
+    const SETTLE: &'static str;
+    /// Deletes entry `$1` if it is still begun (status 0).
+    const WITHDRAW: &'static str;
     /// Entries ([`AuditRow`]) with an id below `$1` (all when NULL), of action `$2`
     /// and target `$3` (any when NULL), newest first, at most `$4`.
     const LIST: &'static str;
@@ -57,7 +66,10 @@ impl TryFrom<AuditRow> for AuditEntry {
             target: row.target,
             parameters: row.parameters,
             actor: row.actor,
-            status: decode::num("status", row.status)?,
+            status: match row.status {
+                BEGUN => None,
+                status => Some(decode::num("status", status)?),
+            },
             request_id: row.request_id,
             server_request_id: row
                 .server_request_id
@@ -67,6 +79,9 @@ impl TryFrom<AuditRow> for AuditEntry {
         })
     }
 }
+
+/// The `status` of a begun entry.
+const BEGUN: i64 = 0;
 
 /// Records `entry` in its own write.
 pub(crate) async fn insert<S: AuditStatements>(
@@ -80,11 +95,30 @@ pub(crate) async fn insert<S: AuditStatements>(
         .bind(Value::OptText(entry.target))
         .bind(Value::OptText(entry.parameters))
         .bind(Value::OptText(entry.actor))
-        .int(i64::from(entry.status))
+        .int(entry.status.map_or(BEGUN, i64::from))
         .bind(Value::OptText(entry.request_id))
         .bind(Value::OptText(
             entry.server_request_id.map(|id| id.to_string()),
         ));
+    db.write_alone(query).await?;
+    Ok(())
+}
+
+/// Settles begun entry `id` as `settlement` says; an entry already settled (or gone)
+/// is left alone.
+pub(crate) async fn settle<S: AuditStatements>(
+    db: &S,
+    id: Uuid,
+    settlement: AuditSettlement,
+) -> Result<(), StoreError> {
+    let query = match settlement {
+        AuditSettlement::Answered { status, target, at } => Query::new(S::SETTLE)
+            .text(id.to_string())
+            .int(i64::from(status))
+            .bind(Value::OptText(target))
+            .int(at.as_millis()),
+        AuditSettlement::Withdrawn => Query::new(S::WITHDRAW).text(id.to_string()),
+    };
     db.write_alone(query).await?;
     Ok(())
 }

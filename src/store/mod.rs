@@ -434,8 +434,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError>;
 
     /// Records an operator action in the audit trail (docs/DESIGN.md §5.11), in its
-    /// own write.
+    /// own write: begun (`status` `None`) before the action runs, or whole.
     async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
+
+    /// Settles the begun audit entry `id` with its action's answer, or withdraws it
+    /// when the request was refused; an entry already settled is left alone.
+    async fn settle_audit(&self, id: Uuid, settlement: AuditSettlement) -> Result<(), StoreError>;
 
     /// Audit entries `filter` matches, newest first (descending id), strictly older
     /// than `page.after`.

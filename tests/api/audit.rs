@@ -280,7 +280,9 @@ async fn a_copied_request_id_does_not_copy_the_server_s(db: Db) {
 
 /// The audit table is gone (dropped from outside the server), so every audit write
 /// fails: the action still answers, and the failure is counted.
-async fn a_failed_audit_write_does_not_fail_the_action(db: Db) {
+/// DESIGN §5.11: the entry is written before the action, so one that cannot be
+/// written refuses the action (503, counted) instead of letting it go unrecorded.
+async fn an_action_whose_entry_cannot_be_written_is_refused_and_not_taken(db: Db) {
     use sqlx::Connection;
     let app = app_with().backend(db).start().await;
     app.create_subscriber("acme").await;
@@ -304,11 +306,15 @@ async fn a_failed_audit_write_does_not_fail_the_action(db: Db) {
     let paused = app
         .patch_json("/v1/subscribers/acme", &json!({"enabled": false}))
         .await;
-    assert_eq!(expect_json(&paused, 200)["enabled"], false);
+    expect_problem(&paused, 503);
+    assert!(paused.header("retry-after").is_some());
     let after = failures(&app.metrics().await);
     assert!(after > before, "counted: {before} -> {after}");
     let read = app.get_json("/v1/subscribers/acme").await;
-    assert_eq!(read["enabled"], false, "the action stands");
+    assert_eq!(
+        read["enabled"], true,
+        "the action was taken without its entry"
+    );
 }
 
 macro_rules! on_both_backends {
@@ -328,5 +334,5 @@ on_both_backends!(
     every_operator_action_is_recorded_without_secrets,
     a_refused_action_leaves_no_entry,
     a_copied_request_id_does_not_copy_the_server_s,
-    a_failed_audit_write_does_not_fail_the_action,
+    an_action_whose_entry_cannot_be_written_is_refused_and_not_taken,
 );

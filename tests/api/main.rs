@@ -3,10 +3,13 @@
 
 #[path = "../common/app.rs"]
 mod app;
+#[path = "../common/faulty_store.rs"]
+mod faulty_store;
 #[path = "../common/pg.rs"]
 mod pg;
 
 mod audit;
+mod audit_settlement;
 mod auth;
 mod connections;
 mod console_access;

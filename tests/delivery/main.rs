@@ -7,6 +7,8 @@
 #[macro_use]
 #[path = "../common/app.rs"]
 mod app;
+#[path = "../common/faulty_store.rs"]
+mod faulty_store;
 #[path = "../common/log_wait.rs"]
 mod log_wait;
 #[path = "../common/pg.rs"]
@@ -14,6 +16,7 @@ mod pg;
 mod receiver;
 mod setup;
 
+mod audit_crash;
 mod basics;
 mod black_box_clocks;
 mod burst;

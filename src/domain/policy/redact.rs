@@ -4,8 +4,8 @@
 //! the few judgement calls (prose or field? word or credential?) read better as code.
 
 use delimiters::{
-    Closing, Separator, escaped_quote_ends_at, inside_escaped_quote, quote_at, quoted_end,
-    raw_quoted_end, separator_at,
+    Closing, Separator, angles_at, escaped_quote_ends_at, inside_escaped_quote, quote_at,
+    quoted_end, raw_quoted_end, separator_at,
 };
 
 #[path = "redact_delimiters.rs"]
@@ -349,37 +349,46 @@ fn find(bytes: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 /// The content of an XML element named like a secret (`<password>`, `<wsse:Password
 /// Type="…">`, `<apiKey>`; the local name, after any `ns:` prefix, is judged as a key)
 /// whose start tag opens at `at`: everything up to its end tag (`</password>`, any
-/// case), nested elements included. Without an end tag (the excerpt cut it), content
-/// that runs to the end of the text is hidden when it has no blank or `<`, as a cut
+/// case), nested elements included. The brackets may be spelled as HTML references or
+/// escapes (`&lt;password&gt;…&lt;/password&gt;`, `\u003cpassword\u003e`), the same
+/// spelling throughout. Without an end tag (the excerpt cut it), content that runs to
+/// the end of the text is hidden when it has no blank or opening bracket, as a cut
 /// secret; otherwise (`use <token> here`) it is prose and stays.
 fn xml_secret_element(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
-    (bytes.get(at) == Some(&b'<')).then_some(())?;
-    let name_end = run_end(bytes, at + 1, |b| is_key_byte(b) || b == b':');
-    let name = &bytes[at + 1..name_end];
+    let (open, close) = angles_at(bytes, at)?;
+    let name_start = at + open.len();
+    let name_end = run_end(bytes, name_start, |b| is_key_byte(b) || b == b':');
+    let name = &bytes[name_start..name_end];
     let local = name.rsplit(|b| *b == b':').next().unwrap_or(name);
     if local.is_empty() || !is_secret_key(local) {
         return None;
     }
-    if !matches!(
-        bytes.get(name_end),
-        Some(b' ' | b'\t' | b'\r' | b'\n' | b'>')
-    ) {
+    let blank_after = matches!(bytes.get(name_end), Some(b' ' | b'\t' | b'\r' | b'\n'));
+    if !blank_after && !has_prefix(bytes, name_end, close) {
         return None;
     }
-    let tag_end = name_end + bytes[name_end..].iter().position(|b| *b == b'>')?;
+    let tag_end = (name_end..bytes.len()).find(|&i| has_prefix(bytes, i, close))?;
     if bytes[tag_end - 1] == b'/' {
         return None;
     }
-    let start = tag_end + 1;
-    let close = (start..bytes.len()).find(|&i| {
-        bytes[i..].starts_with(b"</") && has_prefix(bytes, i + 2, name) && {
-            let after = skip_whitespace(bytes, i + 2 + name.len());
-            bytes.get(after) == Some(&b'>')
-        }
-    });
-    let end = match close {
+    let start = tag_end + close.len();
+    let end_tag_at = |i: usize| {
+        has_prefix(bytes, i, open)
+            && bytes.get(i + open.len()) == Some(&b'/')
+            && has_prefix(bytes, i + open.len() + 1, name)
+            && has_prefix(
+                bytes,
+                skip_whitespace(bytes, i + open.len() + 1 + name.len()),
+                close,
+            )
+    };
+    let cut = || {
+        (start..bytes.len())
+            .all(|i| !b" \t\r\n<".contains(&bytes[i]) && !has_prefix(bytes, i, open))
+    };
+    let end = match (start..bytes.len()).find(|&i| end_tag_at(i)) {
         Some(close) => close,
-        None if bytes[start..].iter().all(|b| !b" \t\r\n<".contains(b)) => bytes.len(),
+        None if cut() => bytes.len(),
         None => return None,
     };
     let blank = bytes[start..end].iter().all(u8::is_ascii_whitespace);

@@ -135,8 +135,10 @@ impl Separator {
 
 /// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML, and `=` and
 /// `:` may be HTML character references (`&#61;`, `&#x3d;`, `&equals;`, `&#58;`,
-/// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page).
-const SEPARATORS: [(&[u8], Separator); 10] = [
+/// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page) or `\u` and
+/// `\x` escapes (`password\u003dX`: a query string inside a JSON string whose encoder
+/// escapes `=`, as Go's and Gson's do for HTML safety).
+const SEPARATORS: [(&[u8], Separator); 16] = [
     (b"=>", Separator::Arrow),
     (b"=&gt;", Separator::Arrow),
     (b"=", Separator::Equals),
@@ -147,7 +149,32 @@ const SEPARATORS: [(&[u8], Separator); 10] = [
     (b"&#58;", Separator::Colon),
     (b"&#x3a;", Separator::Colon),
     (b"&colon;", Separator::Colon),
+    (b"\\u003d\\u003e", Separator::Arrow),
+    (b"\\u003d>", Separator::Arrow),
+    (b"\\u003d", Separator::Equals),
+    (b"\\x3d", Separator::Equals),
+    (b"\\u003a", Separator::Colon),
+    (b"\\x3a", Separator::Colon),
 ];
+
+/// The spellings of an XML element's angle brackets (`<` and `>`): raw, as HTML
+/// character references (`&lt;password&gt;`: an XML body shown in an HTML page), and as
+/// `\u` and `\x` escapes (XML inside a JSON string whose encoder escapes them).
+const ANGLES: [(&[u8], &[u8]); 5] = [
+    (b"<", b">"),
+    (b"&lt;", b"&gt;"),
+    (b"&#60;", b"&#62;"),
+    (b"\\u003c", b"\\u003e"),
+    (b"\\x3c", b"\\x3e"),
+];
+
+/// The opening and closing angle spellings when one opens at `at` (any ASCII case).
+pub(super) fn angles_at(bytes: &[u8], at: usize) -> Option<(&'static [u8], &'static [u8])> {
+    ANGLES
+        .iter()
+        .find(|(open, _)| starts_with(bytes, at, open))
+        .copied()
+}
 
 /// The separator spelled at `at` and its length.
 pub(super) fn separator_at(bytes: &[u8], at: usize) -> Option<(Separator, usize)> {
@@ -216,5 +243,24 @@ mod tests {
         assert_eq!(separator_at(b"&equals;x", 0), Some((Separator::Equals, 8)));
         assert_eq!(separator_at(b"&#58;x", 0), Some((Separator::Colon, 5)));
         assert_eq!(separator_at(b"-> x", 0), None);
+        assert_eq!(separator_at(b"\\u003dx", 0), Some((Separator::Equals, 6)));
+        assert_eq!(separator_at(b"\\U003Dx", 0), Some((Separator::Equals, 6)));
+        assert_eq!(
+            separator_at(b"\\u003d\\u003e x", 0),
+            Some((Separator::Arrow, 12))
+        );
+        assert_eq!(separator_at(b"\\x3a x", 0), Some((Separator::Colon, 4)));
+        assert_eq!(separator_at(b"\\u0041", 0), None);
+    }
+
+    #[test]
+    fn angles_in_every_spelling() {
+        assert_eq!(angles_at(b"<a>", 0), Some((&b"<"[..], &b">"[..])));
+        assert_eq!(angles_at(b"&LT;a&gt;", 0).map(|a| a.1), Some(&b"&gt;"[..]));
+        assert_eq!(
+            angles_at(b"\\u003ca", 0).map(|a| a.1),
+            Some(&b"\\u003e"[..])
+        );
+        assert_eq!(angles_at(b"&amp;", 0), None);
     }
 }

@@ -138,3 +138,49 @@ fn keeps_ordinary_fields_and_keys_in_these_spellings() {
         assert_eq!(redacted(text), text);
     }
 }
+
+/// Issue #34 item 4.8, left after the second probe: a secret element with its brackets
+/// as HTML references or escapes, and a separator as a `\u` or `\x` escape.
+#[test]
+fn hides_escaped_elements_and_escaped_separators() {
+    assert_all(&[
+        (
+            "&lt;password&gt;Xs3cr3t&lt;/password&gt;",
+            "&lt;password&gt;[redacted]&lt;/password&gt;",
+        ),
+        ("&lt;password&gt;Xs3cr3t", "&lt;password&gt;[redacted]"),
+        (
+            "&LT;wsse:Password Type=&quot;t&quot;&GT;Xs3cr3t&LT;/wsse:Password&GT;",
+            "&LT;wsse:Password Type=&quot;t&quot;&GT;[redacted]&LT;/wsse:Password&GT;",
+        ),
+        (
+            "&#60;apiKey&#62;Xs3cr3t&#60;/apiKey&#62;",
+            "&#60;apiKey&#62;[redacted]&#60;/apiKey&#62;",
+        ),
+        (
+            r#"{"body":"\u003ctoken\u003eXs3cr3t\u003c/token\u003e"}"#,
+            r#"{"body":"\u003ctoken\u003e[redacted]\u003c/token\u003e"}"#,
+        ),
+        (r"\x3cpassword\x3eXs3cr3t", r"\x3cpassword\x3e[redacted]"),
+        ("password\\u003dXs3cr3t", "password\\u003d[redacted]"),
+        ("password\\u003DXs3cr3t", "password\\u003D[redacted]"),
+        (
+            "api_key\\x3dXs3cr3t and more",
+            "api_key\\x3d[redacted] and more",
+        ),
+        ("secret\\u003a Xs3cr3t", "secret\\u003a [redacted]"),
+        (
+            r#"{"q":"a=1\u0026token\u003dXs3cr3t"}"#,
+            r#"{"q":"a=1\u0026token\u003d[redacted]"}"#,
+        ),
+    ]);
+    // Ordinary elements and pairs in the same spellings are kept.
+    for kept in [
+        "&lt;user&gt;bob&lt;/user&gt;",
+        "\\u003cstatus\\u003efailed\\u003c/status\\u003e",
+        "user\\u003dbob",
+        "use &lt;token&gt; here",
+    ] {
+        assert_eq!(redacted(kept), kept);
+    }
+}

@@ -617,6 +617,10 @@ impl Store for PostgresStore {
         shared::audit::insert(&self.db, entry).await
     }
 
+    async fn settle_audit(&self, id: Uuid, settlement: AuditSettlement) -> Result<(), StoreError> {
+        shared::audit::settle(&self.db, id, settlement).await
+    }
+
     async fn list_audit(
         &self,
         filter: &AuditFilter,

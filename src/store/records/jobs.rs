@@ -120,6 +120,26 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job as an operator's `transition` of it at `now` is stored
+    /// ([`crate::store::Store::transition_waiting`]): its state, due time and deadline
+    /// as the transition says, its `deliver_at` moved to a rescheduled job's due time,
+    /// its lease ended. Equal to what a read of it returns then; used when that read
+    /// fails after the write committed.
+    #[must_use]
+    pub fn transitioned(mut self, transition: &crate::domain::Transition, now: Timestamp) -> Job {
+        self.state = transition.to;
+        self.due_at = transition.due_at;
+        self.deadline = transition.deadline;
+        if transition.to == JobState::Scheduled
+            && let Some(due) = transition.due_at
+        {
+            self.deliver_at = due;
+        }
+        self.updated_at = now;
+        self.lease = None;
+        self
+    }
+
     /// The job as `new` is stored when created: `scheduled`, due at its `deliver_at`,
     /// no attempt yet, updated when created. Equal to what a read of it returns.
     pub fn scheduled(new: &NewJob, subscriber_enabled: bool) -> Job {

@@ -22,7 +22,7 @@ mod sweep;
 mod throughput;
 
 pub use attempts::{Attempt, RecentAttempt};
-pub use audit::{AuditEntry, AuditFilter, NewAuditEntry};
+pub use audit::{AuditEntry, AuditFilter, AuditSettlement, NewAuditEntry};
 pub use claims::{ClaimRequest, ClaimedJob, LeaseRef};
 pub use dead_letters::{DeadLetterCause, DeadLetterGroup, DeadLetters};
 pub use deletions::{HistoryMoved, SubscriberDeleted};

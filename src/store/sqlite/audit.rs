@@ -7,6 +7,13 @@ use crate::store::audit::AuditStatements;
 const INSERT: &str = "INSERT INTO audit (id, at, action, target, parameters, actor, status, \
     request_id, server_request_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
+/// Settles begun entry `?1`: status `?2`, target `?3` unless NULL, at `?4`.
+const SETTLE: &str = "UPDATE audit SET status = ?2, target = COALESCE(?3, target), at = ?4 \
+    WHERE id = ?1 AND status = 0";
+
+/// Deletes entry `?1` while it is begun.
+const WITHDRAW: &str = "DELETE FROM audit WHERE id = ?1 AND status = 0";
+
 /// Entries older than `?1`, of action `?2` and target `?3` (any when NULL), newest
 /// first, at most `?4`.
 pub(super) const LIST: &str = "SELECT id, at, action, target, parameters, actor, status, request_id, \
@@ -20,6 +27,8 @@ pub(super) const PURGE: &str = "DELETE FROM audit WHERE id IN ( \
 
 impl AuditStatements for Pools {
     const INSERT: &'static str = INSERT;
+    const SETTLE: &'static str = SETTLE;
+    const WITHDRAW: &'static str = WITHDRAW;
     const LIST: &'static str = LIST;
     const PURGE: &'static str = PURGE;
 }

@@ -5,7 +5,9 @@
 
 use deferhook::domain::Timestamp;
 use deferhook::domain::ids::new_id;
-use deferhook::store::{AuditEntry, AuditFilter, NewAuditEntry, PageRequest, SharedStore};
+use deferhook::store::{
+    AuditEntry, AuditFilter, AuditSettlement, NewAuditEntry, PageRequest, SharedStore,
+};
 use uuid::Uuid;
 
 use crate::support::at;
@@ -18,7 +20,7 @@ fn entry(action: &str, target: Option<&str>, when: Timestamp) -> NewAuditEntry {
         target: target.map(str::to_owned),
         parameters: Some(r#"{"enabled":true}"#.to_owned()),
         actor: Some("sha256:0123456789abcdef".to_owned()),
-        status: 200,
+        status: Some(200),
         request_id: Some("req-1".to_owned()),
         server_request_id: Some(new_id(when)),
     }
@@ -81,6 +83,73 @@ store_case!(
             target: Some("acme".into()),
         };
         assert!(page(&store, &both, None, 10).await.is_empty());
+    }
+);
+
+store_case!(
+    a_begun_entry_is_listed_without_status_until_settled_once_or_withdrawn,
+    async |store: SharedStore| {
+        // issue #34 part 1: an entry is written before its action and settled after
+        let mut created = entry("replay.create", None, at(1_000));
+        created.status = None;
+        let mut refused = entry("job.cancel", Some("j1"), at(2_000));
+        refused.status = None;
+        let mut crashed = entry("subscriber.delete", Some("acme"), at(3_000));
+        crashed.status = None;
+        for e in [&created, &refused, &crashed] {
+            store.record_audit(e.clone()).await.unwrap();
+        }
+        let all = AuditFilter::default();
+        let listed = page(&store, &all, None, 10).await;
+        assert_eq!(listed, [crashed.clone(), refused.clone(), created.clone()]);
+        assert!(listed.iter().all(|e| e.status.is_none()));
+
+        let answered = AuditSettlement::Answered {
+            status: 202,
+            target: Some("replay-7".into()),
+            at: at(1_500),
+        };
+        store.settle_audit(created.id, answered).await.unwrap();
+        store
+            .settle_audit(refused.id, AuditSettlement::Withdrawn)
+            .await
+            .unwrap();
+        // a settled entry is settled once: neither a second answer nor a withdrawal
+        // changes it
+        let again = AuditSettlement::Answered {
+            status: 500,
+            target: None,
+            at: at(9_000),
+        };
+        store.settle_audit(created.id, again).await.unwrap();
+        store
+            .settle_audit(created.id, AuditSettlement::Withdrawn)
+            .await
+            .unwrap();
+        // an answer without a target keeps the one begun with
+        let mut kept = entry("job.retry", Some("j2"), at(4_000));
+        kept.status = None;
+        store.record_audit(kept.clone()).await.unwrap();
+        let plain = AuditSettlement::Answered {
+            status: 200,
+            target: None,
+            at: at(4_100),
+        };
+        store.settle_audit(kept.id, plain).await.unwrap();
+
+        let listed = page(&store, &all, None, 10).await;
+        let settled_created = AuditEntry {
+            status: Some(202),
+            target: Some("replay-7".into()),
+            at: at(1_500),
+            ..created
+        };
+        let settled_kept = AuditEntry {
+            status: Some(200),
+            at: at(4_100),
+            ..kept
+        };
+        assert_eq!(listed, [settled_kept, crashed, settled_created]);
     }
 );
 

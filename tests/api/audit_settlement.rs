@@ -1,0 +1,207 @@
+//! An action and its audit entry cannot be separated (issue #34 part 1; docs/DESIGN.md
+//! §5.11), on both backends: the entry is written before the action runs and settled
+//! with its answer. An action whose entry cannot be written is answered 503 and not
+//! taken; one whose settlement never comes (the server stopped between the two, here a
+//! store that fails the settlement) keeps its entry, listed with no status. A 5xx
+//! keeps the entry with its status; a 4xx withdraws it. (tests/delivery/process.rs
+//! kills a real server between the two.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deferhook::store::{SharedStore, StoreError};
+use serde_json::{Value, json};
+
+use crate::app::{Database, Db, TestApp};
+use crate::console_support::Browser;
+use crate::faulty_store::FaultyStore;
+use crate::support::{app_with, at, expect_json, expect_problem, job};
+
+/// A store over `database` whose calls named in `calls` fail while `on` is set.
+async fn failing(
+    database: &Database,
+    calls: &'static [&'static str],
+    on: Arc<AtomicBool>,
+) -> SharedStore {
+    let inner = deferhook::store::open(&database.url).await.unwrap();
+    FaultyStore::wrap(
+        inner,
+        Arc::new(move |call| {
+            if on.load(Ordering::SeqCst) && calls.contains(&call) {
+                Err(StoreError::Unavailable(format!("injected: {call} fails")))
+            } else {
+                Ok(())
+            }
+        }),
+    )
+}
+
+async fn start(db: Db, calls: &'static [&'static str]) -> (TestApp, Database, Arc<AtomicBool>) {
+    let database = db.database().await;
+    let on = Arc::new(AtomicBool::new(false));
+    let store = failing(&database, calls, on.clone()).await;
+    let app = app_with().on(&database.url).store(store).start().await;
+    (app, database, on)
+}
+
+/// A job of subscriber `acme`, due in an hour: `scheduled`, so it can be cancelled.
+async fn waiting_job(app: &TestApp) -> String {
+    app.create_subscriber("acme").await;
+    let created = app
+        .create_job(&job(
+            "acme",
+            "evt-1",
+            json!({ "deliver_at": at(3_600_000) }),
+        ))
+        .await;
+    created["id"].as_str().unwrap().to_owned()
+}
+
+async fn entries(app: &TestApp, action: &str) -> Vec<Value> {
+    let page = app.get_json(&format!("/v1/audit?action={action}")).await;
+    page["items"].as_array().unwrap().clone()
+}
+
+async fn an_action_whose_entry_cannot_be_begun_is_not_taken(db: Db) {
+    let (app, _database, on) = start(db, &["record_audit"]).await;
+    let id = waiting_job(&app).await;
+    let mut browser = Browser::new(&app);
+    browser.page(&format!("/console/jobs/{id}")).await;
+    on.store(true, Ordering::SeqCst);
+
+    let reply = app
+        .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
+        .await;
+    expect_problem(&reply, 503);
+    assert!(reply.header("retry-after").is_some());
+    let form = browser
+        .post(&format!("/console/jobs/{id}/cancel"), &[])
+        .await;
+    assert_eq!(form.status, 503, "{}", form.text);
+    assert!(form.text.contains("audit trail"), "{}", form.text);
+    let paused = app
+        .patch_json("/v1/subscribers/acme", &json!({ "enabled": false }))
+        .await;
+    expect_problem(&paused, 503);
+
+    on.store(false, Ordering::SeqCst);
+    let job = app.get_json(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "scheduled", "the action was taken: {job}");
+    assert_eq!(app.get_json("/v1/subscribers/acme").await["enabled"], true);
+    assert!(entries(&app, "job.cancel").await.is_empty());
+    assert!(entries(&app, "subscriber.patch").await.is_empty());
+    let metrics = app.metrics().await;
+    assert!(crate::app::metric(&metrics, "deferhook_audit_write_failures_total") >= 3.0);
+}
+
+async fn an_entry_never_settled_stays_listed_without_a_status(db: Db) {
+    let (app, _database, on) = start(db, &["settle_audit"]).await;
+    let id = waiting_job(&app).await;
+    let mut browser = Browser::new(&app);
+    browser.page("/console/subscribers").await;
+    on.store(true, Ordering::SeqCst);
+
+    let reply = app
+        .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
+        .await;
+    assert_eq!(expect_json(&reply, 200)["state"], "cancelled");
+    let form = browser
+        .post("/console/subscribers/acme/enabled", &[("enabled", "false")])
+        .await;
+    assert_eq!(form.status, 303, "{}", form.text);
+    // A refused action's entry cannot be withdrawn either: it stays, unsettled.
+    let refused = app
+        .post_json(&format!("/v1/jobs/{id}/retry"), &json!({}))
+        .await;
+    expect_problem(&refused, 409);
+    on.store(false, Ordering::SeqCst);
+
+    let cancel = &entries(&app, "job.cancel").await;
+    assert_eq!(cancel.len(), 1, "{cancel:?}");
+    assert_eq!(cancel[0]["status"], Value::Null, "{}", cancel[0]);
+    assert_eq!(cancel[0]["target"], id);
+    let patch = &entries(&app, "subscriber.patch").await;
+    assert_eq!(patch.len(), 1, "{patch:?}");
+    assert_eq!(patch[0]["status"], Value::Null);
+    assert_eq!(patch[0]["parameters"]["via"], "console");
+    assert_eq!(entries(&app, "job.retry").await[0]["status"], Value::Null);
+    assert_eq!(app.get_json("/v1/subscribers/acme").await["enabled"], false);
+}
+
+async fn a_server_error_keeps_its_entry_and_a_refusal_withdraws_it(db: Db) {
+    let (app, _database, on) = start(db, &["transition_waiting"]).await;
+    let id = waiting_job(&app).await;
+    on.store(true, Ordering::SeqCst);
+    let failed = app
+        .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
+        .await;
+    expect_problem(&failed, 503);
+    on.store(false, Ordering::SeqCst);
+    // 409: a scheduled job cannot be retried; 404: no such job
+    let refused = app
+        .post_json(&format!("/v1/jobs/{id}/retry"), &json!({}))
+        .await;
+    expect_problem(&refused, 409);
+    let missing = format!("/v1/jobs/{}/cancel", uuid::Uuid::now_v7());
+    expect_problem(&app.post_json(&missing, &json!({})).await, 404);
+
+    let cancel = entries(&app, "job.cancel").await;
+    assert_eq!(cancel.len(), 1, "{cancel:?}");
+    assert_eq!(cancel[0]["status"], 503);
+    assert_eq!(cancel[0]["target"], id);
+    assert!(entries(&app, "job.retry").await.is_empty());
+    let cancelled = app
+        .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
+        .await;
+    expect_json(&cancelled, 200);
+    let statuses: Vec<Value> = entries(&app, "job.cancel")
+        .await
+        .iter()
+        .map(|e| e["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(200), json!(503)]);
+}
+
+/// CASES C-19 after the commit: a job control action whose job cannot be read again
+/// afterwards answers 200 with the job as written, not a 503 that says nothing was.
+async fn a_job_action_committed_then_unreadable_answers_what_it_wrote(db: Db) {
+    let database = db.database().await;
+    let inner = deferhook::store::open(&database.url).await.unwrap();
+    // Every read of a job fails once a transition has been written.
+    let written = Arc::new(AtomicBool::new(false));
+    let fault = written.clone();
+    let store = FaultyStore::wrap(
+        inner,
+        Arc::new(move |call| {
+            let written = &fault;
+            if call == "transition_waiting" {
+                written.store(true, Ordering::SeqCst);
+            }
+            if call == "get_job" && written.load(Ordering::SeqCst) {
+                return Err(StoreError::Unavailable("injected: get_job fails".into()));
+            }
+            Ok(())
+        }),
+    );
+    let app = app_with().on(&database.url).store(store).start().await;
+    let id = waiting_job(&app).await;
+    let later = at(7_200_000);
+    let reply = app
+        .patch_json(&format!("/v1/jobs/{id}"), &json!({ "deliver_at": later }))
+        .await;
+    let answered = expect_json(&reply, 200);
+    assert_eq!(answered["state"], "scheduled");
+    assert_eq!(answered["deliver_at"], later);
+    written.store(false, Ordering::SeqCst);
+    let read = app.get_json(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(answered, read, "the answer is the job as stored");
+    let entry = &entries(&app, "job.reschedule").await[0];
+    assert_eq!(entry["status"], 200, "{entry}");
+}
+
+crate::on_both_backends!(
+    an_action_whose_entry_cannot_be_begun_is_not_taken,
+    an_entry_never_settled_stays_listed_without_a_status,
+    a_server_error_keeps_its_entry_and_a_refusal_withdraws_it,
+    a_job_action_committed_then_unreadable_answers_what_it_wrote,
+);
