@@ -17,6 +17,7 @@
 
 mod attempts;
 mod audit;
+mod backend;
 mod claims;
 mod creates;
 mod dead_letters;
@@ -45,6 +46,7 @@ pub mod sealing;
 mod secrets;
 mod server_keys;
 mod sessions;
+pub mod sql_store;
 pub mod sqlite;
 mod subscribers;
 mod sweep;
@@ -701,14 +703,14 @@ async fn connect(
     if database_url.starts_with("sqlite:") {
         let store = sqlite::SqliteStore::open_with(database_url, sealer, policy).await?;
         if check_secrets {
-            log_sealed(store.prepare_secrets().await?);
+            log_sealed(sql_store::prepare_secrets(&store).await?);
         }
         return Ok(Arc::new(store));
     }
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
         let store = postgres::PostgresStore::open_with(database_url, sealer, policy).await?;
         if check_secrets {
-            log_sealed(store.prepare_secrets().await?);
+            log_sealed(sql_store::prepare_secrets(&store).await?);
         }
         return Ok(Arc::new(store));
     }

@@ -317,20 +317,7 @@ async fn an_action_whose_entry_cannot_be_written_is_refused_and_not_taken(db: Db
     );
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Sqlite).await })*
-        }
-        mod postgres {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Postgres).await })*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     every_operator_action_is_recorded_without_secrets,
     a_refused_action_leaves_no_entry,
     a_copied_request_id_does_not_copy_the_server_s,

@@ -233,20 +233,7 @@ async fn resume_refuses_bad_input_and_writes_nothing(db: Db) {
     assert_eq!(subscriber(&app, "a").await["enabled"], false);
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Sqlite).await })*
-        }
-        mod postgres {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Postgres).await })*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     patch_changes_only_the_fields_given,
     patch_refuses_bad_input_and_writes_nothing,
     resume_by_ids_answers_how_many,

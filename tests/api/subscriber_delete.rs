@@ -137,20 +137,7 @@ async fn a_put_while_the_history_moves_answers_409(db: Db) {
     assert_eq!(by_subscriber["items"], json!([]), "{by_subscriber}");
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Sqlite).await })*
-        }
-        mod postgres {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Postgres).await })*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     a_deletion_ends_the_waiting_jobs_and_frees_the_id,
     an_unknown_subscriber_is_a_404,
     a_put_while_the_history_moves_answers_409,

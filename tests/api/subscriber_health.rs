@@ -218,20 +218,7 @@ async fn jobs_carry_retry_advice_and_dead_detail(db: Db) {
     assert_eq!(read["retry_advice"]["verdict"], "after_resume", "{read}");
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Sqlite).await })*
-        }
-        mod postgres {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$name(Db::Postgres).await })*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     every_subscriber_view_shows_its_health,
     the_health_listing_orders_by_failing_jobs_and_refuses_unknown_values,
     jobs_carry_retry_advice_and_dead_detail,

@@ -33,7 +33,7 @@ const JUDGE: &[&str] = &["--lease-ms", "20000", "--attempt-timeout-ms", "2000"];
 const SYNC_ERROR_MS: i64 = 50;
 
 // Where libfaketime is, shared with the chaos soak's skewed instance.
-#[path = "../../src/bench/chaos/faketime.rs"]
+#[path = "../../bench/src/chaos/faketime.rs"]
 mod faketime;
 
 /// libfaketime's library, or `None` (said once) where it is not installed; under

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::receiver::{Receiver, Reply};
 
 // The soak's private cluster (issue #17), shared rather than written twice.
-#[path = "../../src/bench/chaos/cluster.rs"]
+#[path = "../../bench/src/chaos/cluster.rs"]
 mod cluster;
 
 async fn status(client: &reqwest::Client, url: String) -> u16 {

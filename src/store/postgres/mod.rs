@@ -98,24 +98,19 @@ pub const PINNED_READS: &[(&str, &str, &str)] = &[
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
-use super::creates::Created;
+use super::backend::Backend;
 use super::dialect::{Dialect, Query};
-use super::group_commit::GroupCommit;
 use super::records::*;
+use super::sql_store::SqlStore;
 use super::transactions::{Row, Transactions, TxFuture};
-use super::{Sealer, Store, StoreError, Wake};
+use super::{Sealer, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::replay::{ReplayFilter, ReplayState};
-use crate::domain::waiting::SubscriberLoad;
-use crate::store as shared;
 
 /// The channel a job creation is announced on.
 pub const JOBS_CHANNEL: &str = "deferhook_jobs";
@@ -221,21 +216,8 @@ impl Transactions for PgPool {
     }
 }
 
-/// The PostgreSQL implementation of [`Store`].
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    db: PgPool,
-    sealer: Sealer,
-    /// The destinations' default limit and circuit breaker.
-    policy: DestinationPolicy,
-    /// Creates, group-committed over a few connections at once.
-    creates: GroupCommit<Vec<NewJob>, Created>,
-    /// Outcomes recorded one by one, group-committed one group at a time.
-    outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
-    /// Long attempts noted one by one, group-committed one group at a time.
-    long_attempts: GroupCommit<(LeaseRef, Timestamp), ()>,
-    wake: Arc<Wake>,
-}
+/// The PostgreSQL store: [`SqlStore`] over a connection pool.
+pub type PostgresStore = SqlStore<PgPool>;
 
 /// The connection options `url` gives, without the `extra_float_digits` start-up
 /// parameter (PgBouncer refuses it unless told to ignore it; PostgreSQL 12 and later
@@ -276,35 +258,18 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         sqlx::migrate!("./migrations/postgres").run(&db).await?;
-        shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
-            .await?;
-        let wake = Wake::new();
-        Ok(PostgresStore {
-            creates: shared::creates::spawn(db.clone(), CREATE_GROUPS_AT_ONCE, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone(), policy),
-            long_attempts: shared::endpoints::spawn_long_attempts(db.clone()),
-            db,
-            sealer,
-            policy,
-            wake,
-        })
-    }
-
-    /// Checks the stored signing secrets against this store's sealer and seals the
-    /// plaintext ones when it has a key (see [`crate::store::sealing::Sealer::check_stored`]):
-    /// fails when sealed secrets do not open. Returns how many subscribers were sealed.
-    pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
-        shared::secrets::prepare(&self.db, &self.sealer).await
+        super::sql_store::assemble(db, sealer, policy).await
     }
 }
 
-#[async_trait]
-impl Store for PostgresStore {
+impl Backend for PgPool {
+    const CREATE_GROUPS: usize = CREATE_GROUPS_AT_ONCE;
+
     async fn ping(&self) -> Result<(), StoreError> {
         if writable::cancelled_recently() {
             return Err(StoreError::Unavailable(writable::CANCELLED_MESSAGE.into()));
         }
-        let mut conn = tokio::time::timeout(writable::PING_ACQUIRE_WAIT, self.db.acquire())
+        let mut conn = tokio::time::timeout(writable::PING_ACQUIRE_WAIT, self.acquire())
             .await
             .map_err(|_| StoreError::Unavailable(writable::NO_SESSION_MESSAGE.into()))??;
         if writable::can_write(&mut conn).await? {
@@ -315,246 +280,13 @@ impl Store for PostgresStore {
     }
 
     async fn database_clock(&self) -> Result<Option<Timestamp>, StoreError> {
-        Ok(Some(clock::now(&self.db).await?))
-    }
-
-    async fn put_subscriber(
-        &self,
-        put: SubscriberPut,
-        now: Timestamp,
-    ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.db, &self.sealer, put, now).await
-    }
-
-    async fn rotate_secret(
-        &self,
-        rotation: SecretRotation,
-        now: Timestamp,
-    ) -> Result<Option<SecretRotated>, StoreError> {
-        shared::subscribers::rotate_secret(&self.db, &self.sealer, rotation, now).await
-    }
-
-    async fn patch_subscriber(
-        &self,
-        id: &str,
-        patch: SubscriberPatch,
-        now: Timestamp,
-    ) -> Result<Option<Subscriber>, StoreError> {
-        shared::subscribers::patch(&self.db, id, patch, now).await
-    }
-
-    async fn resume_subscribers(
-        &self,
-        selection: ResumeSelection,
-        now: Timestamp,
-    ) -> Result<u64, StoreError> {
-        shared::subscribers::resume(&self.db, selection, now).await
-    }
-
-    async fn pause_subscribers(
-        &self,
-        selection: PauseSelection,
-        now: Timestamp,
-    ) -> Result<u64, StoreError> {
-        shared::subscribers::pause(&self.db, selection, now).await
-    }
-
-    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        shared::subscribers::get(&self.db, id).await
-    }
-
-    async fn list_subscribers(
-        &self,
-        page: PageRequest<String>,
-    ) -> Result<Vec<Subscriber>, StoreError> {
-        shared::subscribers::list(&self.db, page).await
-    }
-
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
-        self.creates.submit(jobs).await
-    }
-
-    async fn get_job(&self, id: Uuid, now: Timestamp) -> Result<Option<Job>, StoreError> {
-        shared::jobs::get(&self.db, id, now).await
-    }
-
-    async fn list_jobs(
-        &self,
-        filter: &JobFilter,
-        page: PageRequest<Uuid>,
-        now: Timestamp,
-    ) -> Result<Vec<Job>, StoreError> {
-        shared::jobs::list(&self.db, filter, page, now).await
-    }
-
-    async fn transition_waiting(
-        &self,
-        id: Uuid,
-        seen: JobVersion,
-        transition: crate::domain::Transition,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        shared::jobs::transition_waiting(&self.db, id, seen, transition, now).await
-    }
-
-    async fn list_attempts(
-        &self,
-        job_id: Uuid,
-        now: Timestamp,
-    ) -> Result<Vec<Attempt>, StoreError> {
-        shared::attempts::list(&self.db, job_id, now).await
-    }
-
-    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        claims::claim(&self.db, &self.sealer, &self.policy, request).await
-    }
-
-    async fn renew_leases(
-        &self,
-        leases: &[LeaseRef],
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<bool>, StoreError> {
-        renewals::renew(&self.db, leases, until, now).await
-    }
-
-    async fn record_outcomes(
-        &self,
-        records: &[OutcomeRecord],
-        now: Timestamp,
-    ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now, &self.policy).await
-    }
-
-    async fn record_outcome(
-        &self,
-        record: OutcomeRecord,
-        now: Timestamp,
-    ) -> Result<Fenced, StoreError> {
-        self.outcomes.submit((record, now)).await
-    }
-
-    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
-        self.long_attempts.submit((lease, now)).await
-    }
-
-    fn wake(&self) -> Arc<Wake> {
-        self.wake.clone()
-    }
-
-    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        shared::figures::next_wake_at(&self.db, now, &self.policy).await
-    }
-
-    async fn subscriber_load(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberLoad>, StoreError> {
-        shared::figures::subscriber_load(&self.db, id, now, &self.policy).await
-    }
-
-    async fn list_destinations(
-        &self,
-        page: PageRequest<String>,
-        now: Timestamp,
-    ) -> Result<Vec<DestinationView>, StoreError> {
-        shared::destinations::list(&self.db, page, now, &self.policy).await
-    }
-
-    async fn get_destination(
-        &self,
-        key: &str,
-        now: Timestamp,
-    ) -> Result<Option<DestinationView>, StoreError> {
-        shared::destinations::get(&self.db, key, now, &self.policy).await
-    }
-
-    async fn put_destination(
-        &self,
-        key: &str,
-        put: DestinationPut,
-        now: Timestamp,
-    ) -> Result<Option<DestinationView>, StoreError> {
-        shared::destinations::put(&self.db, key, put, now, &self.policy).await
-    }
-
-    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        shared::figures::gauges(&self.db, now, slo_ms, &self.policy).await
-    }
-
-    async fn count_replay_matches(
-        &self,
-        filter: &ReplayFilter,
-        max_jobs: u32,
-    ) -> Result<u64, StoreError> {
-        shared::replays::count_matches(&self.db, filter, max_jobs).await
-    }
-
-    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {
-        shared::replays::create(&self.db, &self.wake, replay).await
-    }
-
-    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError> {
-        shared::replays::get(&self.db, id).await
-    }
-
-    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
-        shared::replays::cancel(&self.db, id, now).await
-    }
-
-    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
-        shared::replays::advance(&self.db, now).await
-    }
-
-    async fn expire_deadlines(
-        &self,
-        now: Timestamp,
-        limit: u32,
-    ) -> Result<ExpiredJobs, StoreError> {
-        sweep::expire_deadlines(&self.db, now, limit).await
-    }
-
-    async fn subscriber_stats(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberStats>, StoreError> {
-        shared::figures::subscriber_stats(&self.db, id, now).await
-    }
-
-    async fn purge_finished(
-        &self,
-        finished_before: Option<Timestamp>,
-        dead_before: Option<Timestamp>,
-        limit: u32,
-    ) -> Result<PurgedJobs, StoreError> {
-        shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
-    }
-
-    // --- subscriber health (issue #16 part 3) ---
-
-    async fn subscriber_health(
-        &self,
-        ids: &[String],
-        now: Timestamp,
-    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
-        shared::health::figures(&self.db, ids, now, &self.policy).await
-    }
-
-    async fn list_subscribers_by_health(
-        &self,
-        status: crate::domain::health::HealthStatus,
-        page: PageRequest<HealthCursor>,
-        now: Timestamp,
-    ) -> Result<Vec<SubscriberHealth>, StoreError> {
-        shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
+        Ok(Some(clock::now(self).await?))
     }
 
     async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
         let mut pause = Duration::from_millis(100);
         while !stop.is_cancelled() {
-            let listening = forward_notifications(&self.db, &wake);
+            let listening = forward_notifications(self, &wake);
             tokio::select! {
                 () = stop.cancelled() => return,
                 result = listening => {
@@ -570,216 +302,39 @@ impl Store for PostgresStore {
         }
     }
 
-    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
-
-    async fn list_affected_events(
+    async fn put_subscriber(
         &self,
-        since: Timestamp,
-        page: PageRequest<Uuid>,
+        sealer: &Sealer,
+        put: SubscriberPut,
         now: Timestamp,
-    ) -> Result<Vec<AffectedEvent>, StoreError> {
-        shared::events::list_affected(&self.db, since, page, now, &self.policy).await
+    ) -> Result<PutSubscriberOutcome, StoreError> {
+        subscribers::put(self, sealer, put, now).await
     }
 
-    async fn event_jobs(
+    async fn claim(
         &self,
-        event_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<EventJobs>, StoreError> {
-        shared::events::event_jobs(&self.db, event_id, now, &self.policy).await
+        sealer: &Sealer,
+        policy: &DestinationPolicy,
+        request: ClaimRequest,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        claims::claim(self, sealer, policy, request).await
     }
 
-    // --- issue #16 part 7: replays of a slice ---
-
-    async fn list_replays(
+    async fn renew_leases(
         &self,
-        state: Option<ReplayState>,
-        page: PageRequest<Uuid>,
-    ) -> Result<Vec<Replay>, StoreError> {
-        shared::replays::list(&self.db, state, page).await
-    }
-
-    // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
-
-    async fn delete_subscriber(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberDeleted>, StoreError> {
-        shared::deletions::delete(&self.db, id, now).await
-    }
-
-    async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        shared::deletions::purge_tombstones(&self.db, before, limit).await
-    }
-
-    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
-        shared::audit::insert(&self.db, entry).await
-    }
-
-    async fn settle_audit(&self, id: Uuid, settlement: AuditSettlement) -> Result<(), StoreError> {
-        shared::audit::settle(&self.db, id, settlement).await
-    }
-
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        page: PageRequest<Uuid>,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        shared::audit::list(&self.db, filter, page).await
-    }
-
-    async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        shared::audit::purge(&self.db, before, limit).await
-    }
-
-    // --- issue #16 part 8, bounded deletes: a deletion's two steps (§5.3.1) ---
-
-    async fn begin_subscriber_deletion(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberDeleted>, StoreError> {
-        shared::deletions::begin(&self.db, id, now).await
-    }
-
-    async fn move_deleted_history(
-        &self,
-        id: &str,
-        limit: u32,
-    ) -> Result<Option<HistoryMoved>, StoreError> {
-        shared::deletions::move_batch(&self.db, id, limit).await
-    }
-
-    async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError> {
-        shared::deletions::in_progress(&self.db, limit).await
-    }
-
-    // --- issue #19: the operator console's reads, heartbeats and sessions ---
-
-    async fn record_heartbeat(&self, beat: Heartbeat, now: Timestamp) -> Result<(), StoreError> {
-        shared::instances::record(&self.db, beat, now).await
-    }
-
-    async fn forget_instance(&self, id: &str) -> Result<(), StoreError> {
-        shared::instances::forget(&self.db, id).await
-    }
-
-    async fn live_instances(&self, since: Timestamp) -> Result<Vec<InstanceSeen>, StoreError> {
-        shared::instances::live(&self.db, since).await
-    }
-
-    async fn jobs_per_minute(
-        &self,
-        since: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<MinuteCounts>, StoreError> {
-        shared::throughput::per_minute(&self.db, since, now).await
-    }
-
-    async fn dead_letters(&self, offset: u32, limit: u32) -> Result<DeadLetters, StoreError> {
-        shared::dead_letters::read(&self.db, offset, limit).await
-    }
-
-    async fn end_console_session(
-        &self,
-        id: &str,
-        expires_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        shared::sessions::end(&self.db, id, expires_at, now).await
-    }
-
-    async fn server_key(
-        &self,
-        name: &str,
-        candidate: String,
-        now: Timestamp,
-    ) -> Result<String, StoreError> {
-        shared::server_keys::get_or_make(&self.db, name, candidate, now).await
-    }
-
-    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
-        shared::sessions::ended(&self.db, id).await
-    }
-
-    async fn recent_attempts(
-        &self,
-        subscriber_id: &str,
-        limit: u32,
-    ) -> Result<Vec<RecentAttempt>, StoreError> {
-        shared::attempts::recent(&self.db, subscriber_id, limit).await
-    }
-
-    async fn subscribers_of_event_type(
-        &self,
-        event_type: &str,
-        limit: u32,
-    ) -> Result<Vec<String>, StoreError> {
-        shared::event_types::subscribers_of(&self.db, event_type, limit).await
-    }
-
-    async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError> {
-        shared::schedules::put(&self.db, put, now).await
-    }
-
-    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
-        shared::schedules::get(&self.db, id).await
-    }
-
-    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError> {
-        shared::schedules::list(&self.db, page).await
-    }
-
-    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
-        shared::schedules::delete(&self.db, id).await
-    }
-
-    async fn due_schedules(
-        &self,
-        until: Timestamp,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<Vec<Schedule>, StoreError> {
-        shared::schedules::due(&self.db, until, limit, now).await
-    }
-
-    async fn lease_schedule(
-        &self,
-        id: &str,
-        seen: ScheduleSeen,
+        leases: &[LeaseRef],
         until: Timestamp,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        shared::schedules::lease(&self.db, id, seen, until, now).await
+    ) -> Result<Vec<bool>, StoreError> {
+        renewals::renew(self, leases, until, now).await
     }
 
-    async fn advance_schedule(
+    async fn expire_deadlines(
         &self,
-        id: &str,
-        seen: ScheduleSeen,
-        advance: ScheduleAdvance,
-    ) -> Result<bool, StoreError> {
-        shared::schedules::advance(&self.db, id, seen, advance).await
-    }
-
-    async fn make_schedule_period(
-        &self,
-        fence: Option<PeriodFence>,
-        jobs: Vec<NewJob>,
-    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
-        shared::schedule_periods::make(&self.db, &self.wake, fence, jobs).await
-    }
-
-    async fn schedule_sharing_template(
-        &self,
-        definition: &ScheduleDefinition,
-    ) -> Result<Option<String>, StoreError> {
-        shared::schedules::sharing_template(&self.db, definition).await
-    }
-
-    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
-        shared::schedules::record_run(&self.db, id, run).await
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ExpiredJobs, StoreError> {
+        sweep::expire_deadlines(self, now, limit).await
     }
 }
 

@@ -41,25 +41,19 @@ mod sweep;
 mod throughput;
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool};
-use uuid::Uuid;
 
-use super::creates::Created;
+use super::backend::Backend;
 use super::dialect::{Dialect, Query};
-use super::group_commit::GroupCommit;
 use super::records::*;
+use super::sql_store::SqlStore;
 use super::transactions::{Row, Transactions, TxFuture};
-use super::{Sealer, Store, StoreError, Wake};
+use super::{Sealer, StoreError};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
-use crate::domain::replay::{ReplayFilter, ReplayState};
-use crate::domain::waiting::SubscriberLoad;
-use crate::store as shared;
 use direct::readers::Readers;
 use direct::writer::Writer;
 
@@ -84,7 +78,7 @@ pub(crate) enum Tx {
 /// one writer runs the migrations and the start-up maintenance, and, for an in-memory
 /// database (which lives in that one connection), every statement.
 #[derive(Debug, Clone)]
-struct Pools {
+pub struct Pools {
     writer: SqlitePool,
     readers: SqlitePool,
     batches: Option<Writer>,
@@ -201,21 +195,8 @@ impl Transactions for Pools {
     }
 }
 
-/// The SQLite implementation of [`Store`].
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    db: Pools,
-    sealer: Sealer,
-    /// The destinations' default limit and circuit breaker.
-    policy: DestinationPolicy,
-    /// Creates, group-committed on the writer.
-    creates: GroupCommit<Vec<NewJob>, Created>,
-    /// Outcomes recorded one by one, group-committed on the writer.
-    outcomes: GroupCommit<(OutcomeRecord, Timestamp), Fenced>,
-    /// Long attempts noted one by one, group-committed one group at a time.
-    long_attempts: GroupCommit<(LeaseRef, Timestamp), ()>,
-    wake: Arc<Wake>,
-}
+/// The SQLite store: [`SqlStore`] over SQLite's connections.
+pub type SqliteStore = SqlStore<Pools>;
 
 impl SqliteStore {
     /// Opens (creating when missing) the database at `url` (`sqlite://path`,
@@ -284,26 +265,7 @@ impl SqliteStore {
             batches,
             reads,
         };
-        shared::destinations::backfill(&db, crate::domain::Clock::now(&crate::domain::SystemClock))
-            .await?;
-        let wake = Wake::new();
-        Ok(SqliteStore {
-            // One group at a time: SQLite has one writer.
-            creates: shared::creates::spawn(db.clone(), 1, wake.clone()),
-            outcomes: shared::outcomes::spawn(db.clone(), policy),
-            long_attempts: shared::endpoints::spawn_long_attempts(db.clone()),
-            db,
-            sealer,
-            policy,
-            wake,
-        })
-    }
-
-    /// Checks the stored signing secrets against this store's sealer and seals the
-    /// plaintext ones when it has a key (see [`crate::store::sealing::Sealer::check_stored`]):
-    /// fails when sealed secrets do not open. Returns how many subscribers were sealed.
-    pub async fn prepare_secrets(&self) -> Result<usize, StoreError> {
-        shared::secrets::prepare(&self.db, &self.sealer).await
+        super::sql_store::assemble(db, sealer, policy).await
     }
 }
 
@@ -369,6 +331,7 @@ fn create_private(path: &std::path::Path) -> Result<(), StoreError> {
 #[cfg(test)]
 async fn test_store() -> SqliteStore {
     use crate::domain::secret::SigningSecret;
+    use crate::store::Store;
     let store = SqliteStore::open("sqlite::memory:", Sealer::plaintext())
         .await
         .unwrap();
@@ -390,10 +353,11 @@ async fn test_store() -> SqliteStore {
     store
 }
 
-#[async_trait]
-impl Store for SqliteStore {
+impl Backend for Pools {
+    const CREATE_GROUPS: usize = 1;
+
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.db.readers).await?;
+        sqlx::query("SELECT 1").execute(&self.readers).await?;
         Ok(())
     }
 
@@ -403,93 +367,20 @@ impl Store for SqliteStore {
 
     async fn put_subscriber(
         &self,
+        sealer: &Sealer,
         put: SubscriberPut,
         now: Timestamp,
     ) -> Result<PutSubscriberOutcome, StoreError> {
-        subscribers::put(&self.db, &self.sealer, put, now).await
+        subscribers::put(self, sealer, put, now).await
     }
 
-    async fn rotate_secret(
+    async fn claim(
         &self,
-        rotation: SecretRotation,
-        now: Timestamp,
-    ) -> Result<Option<SecretRotated>, StoreError> {
-        shared::subscribers::rotate_secret(&self.db, &self.sealer, rotation, now).await
-    }
-
-    async fn patch_subscriber(
-        &self,
-        id: &str,
-        patch: SubscriberPatch,
-        now: Timestamp,
-    ) -> Result<Option<Subscriber>, StoreError> {
-        shared::subscribers::patch(&self.db, id, patch, now).await
-    }
-
-    async fn resume_subscribers(
-        &self,
-        selection: ResumeSelection,
-        now: Timestamp,
-    ) -> Result<u64, StoreError> {
-        shared::subscribers::resume(&self.db, selection, now).await
-    }
-
-    async fn pause_subscribers(
-        &self,
-        selection: PauseSelection,
-        now: Timestamp,
-    ) -> Result<u64, StoreError> {
-        shared::subscribers::pause(&self.db, selection, now).await
-    }
-
-    async fn get_subscriber(&self, id: &str) -> Result<Option<Subscriber>, StoreError> {
-        shared::subscribers::get(&self.db, id).await
-    }
-
-    async fn list_subscribers(
-        &self,
-        page: PageRequest<String>,
-    ) -> Result<Vec<Subscriber>, StoreError> {
-        shared::subscribers::list(&self.db, page).await
-    }
-
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<CreateOutcome>, StoreError> {
-        self.creates.submit(jobs).await
-    }
-
-    async fn get_job(&self, id: Uuid, now: Timestamp) -> Result<Option<Job>, StoreError> {
-        shared::jobs::get(&self.db, id, now).await
-    }
-
-    async fn list_jobs(
-        &self,
-        filter: &JobFilter,
-        page: PageRequest<Uuid>,
-        now: Timestamp,
-    ) -> Result<Vec<Job>, StoreError> {
-        shared::jobs::list(&self.db, filter, page, now).await
-    }
-
-    async fn transition_waiting(
-        &self,
-        id: Uuid,
-        seen: JobVersion,
-        transition: crate::domain::Transition,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        shared::jobs::transition_waiting(&self.db, id, seen, transition, now).await
-    }
-
-    async fn list_attempts(
-        &self,
-        job_id: Uuid,
-        now: Timestamp,
-    ) -> Result<Vec<Attempt>, StoreError> {
-        shared::attempts::list(&self.db, job_id, now).await
-    }
-
-    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        claims::claim(&self.db, &self.sealer, &self.policy, request).await
+        sealer: &Sealer,
+        policy: &DestinationPolicy,
+        request: ClaimRequest,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        claims::claim(self, sealer, policy, request).await
     }
 
     async fn renew_leases(
@@ -498,96 +389,7 @@ impl Store for SqliteStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        renewals::renew(&self.db, leases, until, now).await
-    }
-
-    async fn record_outcomes(
-        &self,
-        records: &[OutcomeRecord],
-        now: Timestamp,
-    ) -> Result<Vec<Fenced>, StoreError> {
-        shared::outcomes::record(&self.db, records, now, &self.policy).await
-    }
-
-    async fn record_outcome(
-        &self,
-        record: OutcomeRecord,
-        now: Timestamp,
-    ) -> Result<Fenced, StoreError> {
-        self.outcomes.submit((record, now)).await
-    }
-
-    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
-        self.long_attempts.submit((lease, now)).await
-    }
-
-    fn wake(&self) -> Arc<Wake> {
-        self.wake.clone()
-    }
-
-    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        shared::figures::next_wake_at(&self.db, now, &self.policy).await
-    }
-
-    async fn subscriber_load(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberLoad>, StoreError> {
-        shared::figures::subscriber_load(&self.db, id, now, &self.policy).await
-    }
-
-    async fn list_destinations(
-        &self,
-        page: PageRequest<String>,
-        now: Timestamp,
-    ) -> Result<Vec<DestinationView>, StoreError> {
-        shared::destinations::list(&self.db, page, now, &self.policy).await
-    }
-
-    async fn get_destination(
-        &self,
-        key: &str,
-        now: Timestamp,
-    ) -> Result<Option<DestinationView>, StoreError> {
-        shared::destinations::get(&self.db, key, now, &self.policy).await
-    }
-
-    async fn put_destination(
-        &self,
-        key: &str,
-        put: DestinationPut,
-        now: Timestamp,
-    ) -> Result<Option<DestinationView>, StoreError> {
-        shared::destinations::put(&self.db, key, put, now, &self.policy).await
-    }
-
-    async fn gauges(&self, now: Timestamp, slo_ms: u64) -> Result<StoreGauges, StoreError> {
-        shared::figures::gauges(&self.db, now, slo_ms, &self.policy).await
-    }
-
-    async fn count_replay_matches(
-        &self,
-        filter: &ReplayFilter,
-        max_jobs: u32,
-    ) -> Result<u64, StoreError> {
-        shared::replays::count_matches(&self.db, filter, max_jobs).await
-    }
-
-    async fn create_replay(&self, replay: NewReplay) -> Result<Replay, StoreError> {
-        shared::replays::create(&self.db, &self.wake, replay).await
-    }
-
-    async fn get_replay(&self, id: Uuid) -> Result<Option<Replay>, StoreError> {
-        shared::replays::get(&self.db, id).await
-    }
-
-    async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
-        shared::replays::cancel(&self.db, id, now).await
-    }
-
-    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
-        shared::replays::advance(&self.db, now).await
+        renewals::renew(self, leases, until, now).await
     }
 
     async fn expire_deadlines(
@@ -595,254 +397,6 @@ impl Store for SqliteStore {
         now: Timestamp,
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
-        sweep::expire_deadlines(&self.db, now, limit).await
-    }
-
-    async fn subscriber_stats(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberStats>, StoreError> {
-        shared::figures::subscriber_stats(&self.db, id, now).await
-    }
-
-    async fn purge_finished(
-        &self,
-        finished_before: Option<Timestamp>,
-        dead_before: Option<Timestamp>,
-        limit: u32,
-    ) -> Result<PurgedJobs, StoreError> {
-        shared::maintenance::purge_finished(&self.db, finished_before, dead_before, limit).await
-    }
-
-    // --- events: affected events and an event's summary (issue #16 parts 1 and 2) ---
-
-    async fn list_affected_events(
-        &self,
-        since: Timestamp,
-        page: PageRequest<Uuid>,
-        now: Timestamp,
-    ) -> Result<Vec<AffectedEvent>, StoreError> {
-        shared::events::list_affected(&self.db, since, page, now, &self.policy).await
-    }
-
-    async fn event_jobs(
-        &self,
-        event_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<EventJobs>, StoreError> {
-        shared::events::event_jobs(&self.db, event_id, now, &self.policy).await
-    }
-
-    // --- issue #16 part 7: replays of a slice ---
-
-    async fn list_replays(
-        &self,
-        state: Option<ReplayState>,
-        page: PageRequest<Uuid>,
-    ) -> Result<Vec<Replay>, StoreError> {
-        shared::replays::list(&self.db, state, page).await
-    }
-
-    // --- subscriber health (issue #16 part 3) ---
-
-    async fn subscriber_health(
-        &self,
-        ids: &[String],
-        now: Timestamp,
-    ) -> Result<std::collections::HashMap<String, HealthFigures>, StoreError> {
-        shared::health::figures(&self.db, ids, now, &self.policy).await
-    }
-
-    async fn list_subscribers_by_health(
-        &self,
-        status: crate::domain::health::HealthStatus,
-        page: PageRequest<HealthCursor>,
-        now: Timestamp,
-    ) -> Result<Vec<SubscriberHealth>, StoreError> {
-        shared::health::list_by_health(&self.db, status, page, now, &self.policy).await
-    }
-
-    // --- issue #16 parts 8 and 9: deleting subscribers, the audit trail ---
-
-    async fn delete_subscriber(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberDeleted>, StoreError> {
-        shared::deletions::delete(&self.db, id, now).await
-    }
-
-    async fn purge_tombstones(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        shared::deletions::purge_tombstones(&self.db, before, limit).await
-    }
-
-    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
-        shared::audit::insert(&self.db, entry).await
-    }
-
-    async fn settle_audit(&self, id: Uuid, settlement: AuditSettlement) -> Result<(), StoreError> {
-        shared::audit::settle(&self.db, id, settlement).await
-    }
-
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        page: PageRequest<Uuid>,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        shared::audit::list(&self.db, filter, page).await
-    }
-
-    async fn purge_audit(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        shared::audit::purge(&self.db, before, limit).await
-    }
-
-    // --- issue #16 part 8, bounded deletes: a deletion's two steps (§5.3.1) ---
-
-    async fn begin_subscriber_deletion(
-        &self,
-        id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SubscriberDeleted>, StoreError> {
-        shared::deletions::begin(&self.db, id, now).await
-    }
-
-    async fn move_deleted_history(
-        &self,
-        id: &str,
-        limit: u32,
-    ) -> Result<Option<HistoryMoved>, StoreError> {
-        shared::deletions::move_batch(&self.db, id, limit).await
-    }
-
-    async fn deletions_in_progress(&self, limit: u32) -> Result<Vec<String>, StoreError> {
-        shared::deletions::in_progress(&self.db, limit).await
-    }
-
-    // --- issue #19: the operator console's reads, heartbeats and sessions ---
-
-    async fn record_heartbeat(&self, beat: Heartbeat, now: Timestamp) -> Result<(), StoreError> {
-        shared::instances::record(&self.db, beat, now).await
-    }
-
-    async fn forget_instance(&self, id: &str) -> Result<(), StoreError> {
-        shared::instances::forget(&self.db, id).await
-    }
-
-    async fn live_instances(&self, since: Timestamp) -> Result<Vec<InstanceSeen>, StoreError> {
-        shared::instances::live(&self.db, since).await
-    }
-
-    async fn jobs_per_minute(
-        &self,
-        since: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<MinuteCounts>, StoreError> {
-        shared::throughput::per_minute(&self.db, since, now).await
-    }
-
-    async fn dead_letters(&self, offset: u32, limit: u32) -> Result<DeadLetters, StoreError> {
-        shared::dead_letters::read(&self.db, offset, limit).await
-    }
-
-    async fn end_console_session(
-        &self,
-        id: &str,
-        expires_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        shared::sessions::end(&self.db, id, expires_at, now).await
-    }
-
-    async fn server_key(
-        &self,
-        name: &str,
-        candidate: String,
-        now: Timestamp,
-    ) -> Result<String, StoreError> {
-        shared::server_keys::get_or_make(&self.db, name, candidate, now).await
-    }
-
-    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
-        shared::sessions::ended(&self.db, id).await
-    }
-
-    async fn recent_attempts(
-        &self,
-        subscriber_id: &str,
-        limit: u32,
-    ) -> Result<Vec<RecentAttempt>, StoreError> {
-        shared::attempts::recent(&self.db, subscriber_id, limit).await
-    }
-
-    async fn subscribers_of_event_type(
-        &self,
-        event_type: &str,
-        limit: u32,
-    ) -> Result<Vec<String>, StoreError> {
-        shared::event_types::subscribers_of(&self.db, event_type, limit).await
-    }
-
-    async fn put_schedule(&self, put: SchedulePut, now: Timestamp) -> Result<Schedule, StoreError> {
-        shared::schedules::put(&self.db, put, now).await
-    }
-
-    async fn get_schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
-        shared::schedules::get(&self.db, id).await
-    }
-
-    async fn list_schedules(&self, page: PageRequest<String>) -> Result<Vec<Schedule>, StoreError> {
-        shared::schedules::list(&self.db, page).await
-    }
-
-    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
-        shared::schedules::delete(&self.db, id).await
-    }
-
-    async fn due_schedules(
-        &self,
-        until: Timestamp,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<Vec<Schedule>, StoreError> {
-        shared::schedules::due(&self.db, until, limit, now).await
-    }
-
-    async fn lease_schedule(
-        &self,
-        id: &str,
-        seen: ScheduleSeen,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        shared::schedules::lease(&self.db, id, seen, until, now).await
-    }
-
-    async fn advance_schedule(
-        &self,
-        id: &str,
-        seen: ScheduleSeen,
-        advance: ScheduleAdvance,
-    ) -> Result<bool, StoreError> {
-        shared::schedules::advance(&self.db, id, seen, advance).await
-    }
-
-    async fn make_schedule_period(
-        &self,
-        fence: Option<PeriodFence>,
-        jobs: Vec<NewJob>,
-    ) -> Result<Option<Vec<CreateOutcome>>, StoreError> {
-        shared::schedule_periods::make(&self.db, &self.wake, fence, jobs).await
-    }
-
-    async fn schedule_sharing_template(
-        &self,
-        definition: &ScheduleDefinition,
-    ) -> Result<Option<String>, StoreError> {
-        shared::schedules::sharing_template(&self.db, definition).await
-    }
-
-    async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
-        shared::schedules::record_run(&self.db, id, run).await
+        sweep::expire_deadlines(self, now, limit).await
     }
 }

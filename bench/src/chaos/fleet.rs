@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::plan;
-use crate::bench::clock::now_ms;
-use crate::bench::server::TOKEN;
+use crate::clock::now_ms;
+use crate::server::TOKEN;
 
 /// The log line's field that carries the API address.
 const MARKER: &str = "local_addr=";

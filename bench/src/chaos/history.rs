@@ -1,7 +1,7 @@
 //! What the soak records while it runs, the audit's input: every request the receivers
 //! saw, every operation the producer sent with its answer, and every fault with its
 //! window. Times are Unix milliseconds on this machine's clock
-//! ([`crate::bench::clock::now_ms`]), the clock the servers' timeline shares (one
+//! ([`crate::clock::now_ms`]), the clock the servers' timeline shares (one
 //! machine; on PostgreSQL the database's clock, which is this machine's).
 
 use serde::Serialize;

@@ -1,5 +1,8 @@
-//! The benchmark: flags, then one scenario against freshly started servers (`incident`:
-//! two runs, each on its own), then the report.
+//! `deferhook-bench`: drives a real `deferhook` process with load and measures it
+//! (issue #8, BENCHMARKS.md): flags, then one scenario against freshly started servers
+//! (`incident`: two runs, each on its own), then the report. A crate of its own in the
+//! workspace (issue #35), depending on the `deferhook` library, so the product crate
+//! does not carry it.
 
 mod args;
 mod arrivals;
@@ -25,7 +28,8 @@ use clap::Parser;
 pub use args::Args;
 
 /// Parses the flags, runs the scenario, prints the table and writes the JSON.
-pub async fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.check()?;
     // reqwest is built without a default crypto provider; use ring's.

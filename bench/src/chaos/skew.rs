@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::bench::server::TOKEN;
+use crate::server::TOKEN;
 
 /// How far the measured offset may be from the configured skew, in seconds: the two
 /// clocks' own difference and the measurement's round trip are far smaller.
