@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::AppState;
-use super::audit_actions::{self, Target};
+use super::audit_actions::{self, MintedId, Target};
 use super::auth::ApiActor;
 use super::extract::AppQuery;
 use super::pagination::{self, Listing, Page};
@@ -33,10 +33,10 @@ use super::request_id::RequestIds;
 use crate::audit_trail::{Intent, Trail};
 use crate::domain::Timestamp;
 use crate::domain::audit::without_secrets;
+use crate::domain::destination::Destination;
+use crate::domain::ids::new_id;
 use crate::store::{AuditEntry, AuditFilter, PageRequest};
 
-/// Longest answer read for the id of what an action created, in bytes.
-const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// Longest `target` filter, in characters.
 const MAX_TARGET_LEN: usize = 512;
 
@@ -67,11 +67,16 @@ pub async fn record(
         return next.run(request).await;
     };
     let (mut parts, body) = request.into_parts();
-    let path_target = match audited.target {
+    let target = match audited.target {
         Target::Path(name) => path_param(&mut parts, name)
             .await
             .map(|value| canonical_target(name, value)),
-        _ => None,
+        Target::Minted => {
+            let id = new_id(recorder.trail.clock.now());
+            parts.extensions.insert(MintedId(id));
+            Some(id.to_string())
+        }
+        Target::None => None,
     };
     let ids = RequestIds::of(&parts.headers, &parts.extensions);
     let bytes = match axum::body::to_bytes(body, recorder.max_body_bytes).await {
@@ -83,7 +88,7 @@ pub async fn record(
     };
     let intent = Intent {
         action: audited.action,
-        target: path_target,
+        target,
         parameters: parameters(&bytes),
         actor: parts.extensions.get::<ApiActor>().map(|a| a.0.clone()),
         request_id: ids.request_id,
@@ -118,11 +123,7 @@ pub async fn record(
     let status = response.status();
     let an_action = status.is_success() && audited.only_status.is_none_or(|only| only == status);
     if an_action {
-        let (response, target) = match audited.target {
-            Target::Answer(field) => answer_field(response, field).await,
-            _ => (response, None),
-        };
-        begun.answered(status, target).await;
+        begun.answered(status, None).await;
         response
     } else if status.is_server_error() {
         // Failed after the action began: it may have taken effect.
@@ -165,11 +166,15 @@ impl Committed {
 
 /// The target as every view spells it: a job or replay id in its hyphenated lower-case
 /// form, however the path wrote it (the handlers take any form `Uuid::parse_str` takes,
-/// so a search by the id a view shows finds every action on it); other ids as given.
+/// so a search by the id a view shows finds every action on it); a destination as its
+/// normalised `host:port` (as the handler reads it); other ids as given.
 fn canonical_target(param: &str, value: String) -> String {
     match param {
         "job_id" | "replay_id" => Uuid::parse_str(&value)
             .map(|id| id.to_string())
+            .unwrap_or(value),
+        "destination" => Destination::parse(&value)
+            .map(|key| key.as_str().to_owned())
             .unwrap_or(value),
         _ => value,
     }
@@ -229,18 +234,6 @@ fn parameters(body: &[u8]) -> Option<String> {
         // Many small fields: none kept.
         Some(serde_json::json!({ "omitted_bytes": text.len() }).to_string())
     }
-}
-
-/// The answer, read whole and rebuilt, and its text field `field`.
-async fn answer_field(response: Response, field: &str) -> (Response, Option<String>) {
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else {
-        return (Response::from_parts(parts, Body::empty()), None);
-    };
-    let id = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|answer| answer.get(field)?.as_str().map(str::to_owned));
-    (Response::from_parts(parts, Body::from(bytes)), id)
 }
 
 /// The routes of this resource.

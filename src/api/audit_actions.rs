@@ -11,12 +11,18 @@ pub enum Target {
     /// The path parameter of this name (a job, subscriber or replay id, a destination
     /// key).
     Path(&'static str),
-    /// This text field of the answer: what the action created (a replay's `id`), or
-    /// the target in its normalised form (a destination's `host:port`).
-    Answer(&'static str),
+    /// An id minted before the action and handed to the handler ([`MintedId`]), which
+    /// gives it to what it creates (a replay): the entry names its target from the
+    /// start, so no crash or failed settlement leaves it without one.
+    Minted,
     /// None: the action acts on a selection its parameters describe.
     None,
 }
+
+/// The id [`Target::Minted`] made for an audited request, in its extensions: the id
+/// the handler must give what it creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MintedId(pub uuid::Uuid);
 
 /// An audited route.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +62,7 @@ pub const AUDITED: &[AuditedRoute] = &[
         method: Method::POST,
         route: "/v1/replays",
         action: "replay.create",
-        target: Target::Answer("id"),
+        target: Target::Minted,
         only_status: Some(StatusCode::ACCEPTED),
     },
     route(
@@ -123,7 +129,7 @@ pub const AUDITED: &[AuditedRoute] = &[
         Method::PUT,
         "/v1/destinations/{destination}",
         "destination.put",
-        Target::Answer("destination"),
+        Target::Path("destination"),
     ),
     route(
         Method::PUT,

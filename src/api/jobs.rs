@@ -95,22 +95,29 @@ pub async fn job_views(
     Ok(views_with(jobs, &loads, now))
 }
 
-/// The view of `job`, just written (created, or found by its idempotency key): when the
-/// load its view reads cannot be read (the store unavailable a moment after the write),
-/// the view without it, a warning logged. The write has been committed, so the answer
-/// must not be a 503, which says that nothing was (CASES C-19).
+/// The view of `job`, just written (created, or found by its idempotency key): see
+/// [`written_job_views`].
 pub async fn written_job_view(state: &AppState, job: Job, now: Timestamp) -> JobView {
-    let loads = match loads_of(state, std::slice::from_ref(&job), now).await {
+    written_job_views(state, vec![job], now)
+        .await
+        .pop()
+        .expect("one view per job")
+}
+
+/// The views of `jobs`, just written: when the load their views read cannot be read
+/// (the store unavailable a moment after the write), the views without it, a warning
+/// logged. The write has been committed, so the answer must not be a 503, which says
+/// that nothing was (CASES C-19).
+pub async fn written_job_views(state: &AppState, jobs: Vec<Job>, now: Timestamp) -> Vec<JobView> {
+    let loads = match loads_of(state, &jobs, now).await {
         Ok(loads) => loads,
         Err(error) => {
-            tracing::warn!(job_id = %job.id, %error,
-                "the job is stored; its subscriber's load could not be read for its view");
+            tracing::warn!(jobs = jobs.len(), %error,
+                "the jobs are stored; their subscribers' load could not be read for their views");
             HashMap::new()
         }
     };
-    views_with(vec![job], &loads, now)
-        .pop()
-        .expect("one view per job")
+    views_with(jobs, &loads, now)
 }
 
 fn views_with(

@@ -3,7 +3,7 @@
 //! replays, follow one's progress, stop it.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::AppState;
+use super::audit_actions::MintedId;
 use super::extract::{AppJson, AppQuery};
 use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, Problem};
@@ -204,6 +205,7 @@ pub struct DryRunView {
 )]
 pub async fn create_replay(
     State(state): State<AppState>,
+    minted: Option<Extension<MintedId>>,
     AppJson(request): AppJson<CreateReplayRequest>,
 ) -> Result<Response, ApiError> {
     let now = state.clock.now();
@@ -217,7 +219,9 @@ pub async fn create_replay(
             .await?;
         return Ok((StatusCode::OK, Json(DryRunView { matched })).into_response());
     }
-    let replay = replay_record(plan, new_id(now), now);
+    // The audit entry, begun before this, already names the id (docs/DESIGN.md §5.11).
+    let id = minted.map_or_else(|| new_id(now), |Extension(MintedId(id))| id);
+    let replay = replay_record(plan, id, now);
     let created = state.store.create_replay(replay).await?;
     tracing::info!(replay_id = %created.id, matched = created.matched,
         rate_per_second = created.rate_per_second, "replay created");

@@ -131,6 +131,20 @@ impl ScheduleView {
     }
 }
 
+/// The view of `schedule`, just written: when its last run's job cannot be read (the
+/// store unavailable a moment after the write), the view without it, a warning logged.
+/// The write has been committed, so the answer must not be a 503 (CASES C-19).
+pub async fn written_view(state: &AppState, schedule: Schedule, now: Timestamp) -> ScheduleView {
+    match full_view(state, schedule.clone(), now).await {
+        Ok(view) => view,
+        Err(error) => {
+            tracing::warn!(schedule_id = %schedule.definition.id, %error,
+                "the schedule is stored; its last run's job could not be read for its view");
+            ScheduleView::new(schedule, now)
+        }
+    }
+}
+
 /// The view of one schedule, with its last run's job as it stands at `now`.
 pub async fn full_view(
     state: &AppState,

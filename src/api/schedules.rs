@@ -15,11 +15,11 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
-use super::jobs::job_views;
+use super::jobs::written_job_views;
 use super::pagination::{self, Listing, Page};
 use super::problem::{ApiError, FieldError, Problem};
 use super::schedule_input::{PutScheduleRequest, definition};
-use super::schedule_views::{ScheduleView, full_view};
+use super::schedule_views::{ScheduleView, full_view, written_view};
 use super::views::JobView;
 use crate::domain::Timestamp;
 use crate::domain::recurrence::{Recurrence, period_text};
@@ -142,7 +142,7 @@ pub async fn put_schedule(
     };
     let created = existing.is_none();
     let schedule = state.store.put_schedule(put, now).await?;
-    let view = full_view(&state, schedule, now).await?;
+    let view = written_view(&state, schedule, now).await;
     if !created {
         return Ok((StatusCode::OK, Json(view)).into_response());
     }
@@ -343,15 +343,18 @@ pub async fn run_schedule(
             PeriodError::Store(error) => ApiError::from(error),
         })?;
     let created = made.created > 0;
-    state
-        .store
-        .record_schedule_run(&id, made.run.clone())
-        .await?;
+    // The period's jobs are committed: what follows only describes them, so a store
+    // that fails now is logged, not answered as a 503 that would say nothing was made
+    // (CASES C-19).
+    if let Err(error) = state.store.record_schedule_run(&id, made.run.clone()).await {
+        tracing::warn!(schedule_id = %id, %error,
+            "the period's jobs are made; the schedule's last run could not be recorded");
+    }
     let jobs = made.jobs;
     let view = PeriodJobsView {
         period_start: made.run.period,
         event_id: made.run.event_id,
-        items: job_views(&state, jobs, now).await?,
+        items: written_job_views(&state, jobs, now).await,
     };
     let status = if created || view.items.is_empty() {
         StatusCode::CREATED

@@ -136,6 +136,25 @@ pub async fn views(
         .collect())
 }
 
+/// The view of `subscriber`, just written (created, replaced, changed): when its health
+/// cannot be read (the store unavailable a moment after the write), the view with no
+/// figures, a warning logged. The write has been committed, so the answer must not be a
+/// 503, which says that nothing was (CASES C-19; issue #34's second probe found a
+/// created subscriber whose generated secret was lost that way).
+pub async fn written_view(state: &AppState, subscriber: Subscriber) -> SubscriberView {
+    match view_now(state, subscriber.clone()).await {
+        Ok(view) => view,
+        Err(error) => {
+            tracing::warn!(subscriber_id = %subscriber.id, %error,
+                "the subscriber is stored; its health could not be read for its view");
+            view(SubscriberHealth {
+                subscriber,
+                figures: Default::default(),
+            })
+        }
+    }
+}
+
 /// The view of `subscriber` with its health read now.
 pub async fn view_now(
     state: &AppState,

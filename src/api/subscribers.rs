@@ -317,7 +317,7 @@ pub async fn put_subscriber(
         attempt_timeout_ms: body.attempt_timeout_ms,
     };
     let outcome = state.store.put_subscriber(put, state.clock.now()).await?;
-    let mut view = subscriber_health::view_now(&state, outcome.subscriber).await?;
+    let mut view = subscriber_health::written_view(&state, outcome.subscriber).await;
     let Some(secret) = outcome.created_secret else {
         return Ok((StatusCode::OK, Json(view)).into_response());
     };
@@ -421,7 +421,9 @@ pub async fn patch_subscriber(
         // announces it to the others, docs/DESIGN.md §3.3).
         state.store.wake().now();
     }
-    Ok(Json(subscriber_health::view_now(&state, subscriber).await?))
+    Ok(Json(
+        subscriber_health::written_view(&state, subscriber).await,
+    ))
 }
 
 /// Checks a resume body; returns its selection.

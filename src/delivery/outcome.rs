@@ -43,7 +43,7 @@ pub fn judge(
                 outcome,
                 status: Some(*status),
                 error_class: class,
-                reason: class.map(|_| status_reason(*status, retry_after.as_deref())),
+                reason: class.map(|_| status_reason(*status, retry_after.as_deref(), asked)),
                 body_excerpt: (!body.is_empty()).then(|| redact_excerpt(body, EXCERPT_BYTES)),
                 resent: false,
             };
@@ -132,8 +132,11 @@ fn meaning(
     }
 }
 
-/// `HTTP 503 Service Unavailable (Retry-After: 3)`.
-fn status_reason(status: u16, retry_after: Option<&str>) -> String {
+/// `HTTP 503 Service Unavailable (Retry-After: 3)`. The header's value is shown only
+/// when it was read as a delay or a date (`asked`, RFC 9110 §10.2.3): anything else a
+/// receiver puts there is its own text, which may carry a credential (issue #34's
+/// second probe), and is named as ignored instead.
+fn status_reason(status: u16, retry_after: Option<&str>, asked: Option<Timestamp>) -> String {
     let text = reqwest::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
@@ -141,12 +144,16 @@ fn status_reason(status: u16, retry_after: Option<&str>) -> String {
             || format!("HTTP {status}"),
             |name| format!("HTTP {status} {name}"),
         );
-    match retry_after {
-        Some(value) => {
+    match (retry_after, asked) {
+        (Some(value), Some(_)) => {
+            let value = value.trim_matches([' ', '\t']);
             let shown = &value[..value.floor_char_boundary(64)];
             format!("{text} (Retry-After: {shown})")
         }
-        None => text,
+        (Some(_), None) => {
+            format!("{text} (Retry-After ignored: neither delay-seconds nor an HTTP-date)")
+        }
+        (None, _) => text,
     }
 }
 
@@ -219,6 +226,33 @@ mod tests {
             JobEvent::RetryableFailure {
                 retry_at: NOW.plus_ms(100)
             }
+        );
+    }
+
+    /// Issue #34's second probe: a receiver's `Retry-After` that is not a delay or a
+    /// date (a credential, here) is never copied into the reason; a date is.
+    #[test]
+    fn a_retry_after_that_is_no_delay_or_date_is_not_shown() {
+        for value in [
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIJOtmw2Yc",
+            "authorization=Bearer SECRETR2",
+            "5 sk_live_abcdefghijklmnopqrstuvwx",
+        ] {
+            let (result, _) = judge(&response(503, Some(value), ""), 1, NOW, &BACKOFF, 0.0);
+            assert_eq!(
+                result.reason.as_deref(),
+                Some(
+                    "HTTP 503 Service Unavailable (Retry-After ignored: neither \
+                     delay-seconds nor an HTTP-date)"
+                ),
+                "{value}"
+            );
+        }
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let (result, _) = judge(&response(503, Some(date), ""), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(
+            result.reason.as_deref(),
+            Some("HTTP 503 Service Unavailable (Retry-After: Sun, 06 Nov 1994 08:49:37 GMT)")
         );
     }
 

@@ -318,7 +318,9 @@ pub(crate) async fn list<S: DestinationStatements>(
 }
 
 /// Applies `put` to destination `key` at `now` (see
-/// [`crate::store::Store::put_destination`]).
+/// [`crate::store::Store::put_destination`]). The view is read in the change's own
+/// transaction, so a change that committed always has its answer (a read after the
+/// commit could fail and turn a change made into a 503, issue #34's second probe).
 pub(crate) async fn put<S: DestinationStatements>(
     db: &S,
     key: &str,
@@ -327,10 +329,11 @@ pub(crate) async fn put<S: DestinationStatements>(
     policy: &DestinationPolicy,
 ) -> Result<Option<DestinationView>, StoreError> {
     let held = key.to_owned();
+    let policy = *policy;
     let changed = db
-        .transaction(move |tx| Box::pin(put_in::<S>(tx, held, put, now)))
+        .transaction(move |tx| Box::pin(put_in::<S>(tx, held, put, now, policy)))
         .await?;
-    let Some(state) = changed else {
+    let Some((state, view)) = changed else {
         return Ok(None);
     };
     tracing::info!(
@@ -340,17 +343,21 @@ pub(crate) async fn put<S: DestinationStatements>(
         forced_circuit = state.forced.map(|f| f.as_str()),
         "destination changed by an operator"
     );
-    get(db, key, now, policy).await
+    Ok(view)
 }
 
-/// [`put`]'s write in `tx`: the destination's new state, `None` when it does not exist.
+/// [`put`]'s write in `tx`: the destination's new state and its view as written
+/// (`None` if the row went missing, which the hold rules out), `None` when it does not
+/// exist.
 async fn put_in<S: DestinationStatements>(
     tx: &mut S::Tx,
     key: String,
     put: DestinationPut,
     now: Timestamp,
-) -> Result<Option<DestinationState>, StoreError> {
-    let row: Option<DestinationRow> = S::fetch_optional(tx, Query::new(S::HOLD).text(key)).await?;
+    policy: DestinationPolicy,
+) -> Result<Option<(DestinationState, Option<DestinationView>)>, StoreError> {
+    let row: Option<DestinationRow> =
+        S::fetch_optional(tx, Query::new(S::HOLD).text(key.clone())).await?;
     let Some(row) = row else {
         return Ok(None);
     };
@@ -370,7 +377,10 @@ async fn put_in<S: DestinationStatements>(
     write::<S>(tx, &row, &state, now).await?;
     // Its due jobs may go now: every instance's worker claims (PostgreSQL `NOTIFY`).
     S::announce(tx).await?;
-    Ok(Some(state))
+    let query = Query::new(S::VIEW).text(key).int(now.as_millis());
+    let counted: Option<CountedRow> = S::fetch_optional(tx, query).await?;
+    let view = counted.map(|row| row.view(now, &policy)).transpose()?;
+    Ok(Some((state, view)))
 }
 
 /// Writes `state` over `row` (keeping its last error) at `now`.

@@ -199,7 +199,118 @@ async fn a_job_action_committed_then_unreadable_answers_what_it_wrote(db: Db) {
     assert_eq!(entry["status"], 200, "{entry}");
 }
 
+/// Issue #34's second probe: writes whose view could not be read after their commit
+/// answered 503 "nothing was written", and a created subscriber's generated secret was
+/// never shown. Each answers what it wrote, and the entry is settled with that status.
+async fn writes_committed_then_unreadable_answer_what_they_wrote(db: Db) {
+    let (app, _database, on) = start(
+        db,
+        &[
+            "subscriber_health",
+            "get_job",
+            "subscriber_load",
+            "record_schedule_run",
+        ],
+    )
+    .await;
+    let schedule = json!({
+        "subscriber_id": "acme", "cron": "0 0 * * *",
+        "event_id": "nightly:{period_start}", "payload": {"a": 1},
+    });
+    on.store(true, Ordering::SeqCst);
+    let created = app
+        .put_json(
+            "/v1/subscribers/acme",
+            &json!({ "url": "https://example.com/hooks/acme" }),
+        )
+        .await;
+    let view = expect_json(&created, 201);
+    assert!(
+        view["secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("whsec_")),
+        "the generated secret is shown once: {view}"
+    );
+    let patched = app
+        .patch_json("/v1/subscribers/acme", &json!({ "enabled": false }))
+        .await;
+    assert_eq!(expect_json(&patched, 200)["enabled"], false);
+    let patched = app
+        .patch_json("/v1/subscribers/acme", &json!({ "enabled": true }))
+        .await;
+    assert_eq!(expect_json(&patched, 200)["enabled"], true);
+    expect_json(&app.put_json("/v1/schedules/nightly", &schedule).await, 201);
+    let run = app.post_json("/v1/schedules/nightly/run", &json!({})).await;
+    assert_eq!(expect_json(&run, 201)["items"].as_array().unwrap().len(), 1);
+    on.store(false, Ordering::SeqCst);
+    // The last run is recorded now, so the next view reads its job.
+    expect_json(
+        &app.post_json("/v1/schedules/nightly/run", &json!({})).await,
+        200,
+    );
+    on.store(true, Ordering::SeqCst);
+    let mut changed = schedule.clone();
+    changed["payload"] = json!({"a": 2});
+    let put = app.put_json("/v1/schedules/nightly", &changed).await;
+    assert_eq!(expect_json(&put, 200)["payload"], json!({"a": 2}));
+    on.store(false, Ordering::SeqCst);
+
+    for action in [
+        "subscriber.put",
+        "subscriber.patch",
+        "schedule.put",
+        "schedule.run",
+    ] {
+        for entry in entries(&app, action).await {
+            assert!(entry["status"].as_u64().is_some_and(|s| s < 300), "{entry}");
+        }
+    }
+}
+
+/// Issue #34's second probe: a destination change and a replay took their targets from
+/// the answer, so an entry never settled had none and a search by target missed the
+/// action. Both are named when begun.
+async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
+    let (app, _database, on) = start(db, &["settle_audit"]).await;
+    waiting_job(&app).await;
+    let key = app.get_json("/v1/subscribers/acme").await["destination"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    on.store(true, Ordering::SeqCst);
+    // The path spelled with upper-case letters is the same destination.
+    let spelled = key.to_uppercase();
+    let put = app
+        .put_json(
+            &format!("/v1/destinations/{spelled}"),
+            &json!({ "max_in_flight": 3 }),
+        )
+        .await;
+    assert_eq!(expect_json(&put, 200)["max_in_flight"], 3);
+    let replay = app
+        .post_json(
+            "/v1/replays",
+            &json!({ "all": true, "max_jobs": 10, "rate_per_second": 5 }),
+        )
+        .await;
+    let replay_id = expect_json(&replay, 202)["id"].as_str().unwrap().to_owned();
+    on.store(false, Ordering::SeqCst);
+
+    let found = app
+        .get_json(&format!("/v1/audit?action=destination.put&target={key}"))
+        .await;
+    let found = found["items"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["status"], Value::Null);
+    let created = &entries(&app, "replay.create").await;
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0]["target"], replay_id);
+    assert_eq!(created[0]["status"], Value::Null);
+}
+
 crate::on_both_backends!(
+    writes_committed_then_unreadable_answer_what_they_wrote,
+    an_unsettled_entry_names_its_destination_and_replay,
     an_action_whose_entry_cannot_be_begun_is_not_taken,
     an_entry_never_settled_stays_listed_without_a_status,
     a_server_error_keeps_its_entry_and_a_refusal_withdraws_it,

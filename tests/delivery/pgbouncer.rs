@@ -168,8 +168,15 @@ async fn a_start_through_pgbouncer_in_transaction_mode_is_refused_naming_the_set
     };
     // C-20's pool of 4 sessions; one session (the probe's second connection makes the
     // first wait); sessions handed out in turn rather than the last one freed.
-    for (sessions, extra) in [(4, ""), (1, ""), (4, "server_round_robin = 1")] {
-        let Some(bouncer) = start("transaction", sessions, extra).await else {
+    // Statement mode (issue #34's second probe: refused with a generic error naming no
+    // setting) is refused the same way.
+    for (mode, sessions, extra) in [
+        ("transaction", 4, ""),
+        ("transaction", 1, ""),
+        ("transaction", 4, "server_round_robin = 1"),
+        ("statement", 4, ""),
+    ] {
+        let Some(bouncer) = start(mode, sessions, extra).await else {
             return;
         };
         let url = bouncer.url(&database);
@@ -179,13 +186,14 @@ async fn a_start_through_pgbouncer_in_transaction_mode_is_refused_naming_the_set
                 args.extend(["--listen", "127.0.0.1:0"]);
             }
             let (success, log, took) = tokio::task::block_in_place(|| run_to_end(&args));
-            let case = format!("{command} with {sessions} sessions {extra}");
+            let case = format!("{command} in {mode} mode with {sessions} sessions {extra}");
             assert!(
                 !success,
                 "{case}: must fail through transaction pooling: {log}"
             );
             assert!(
-                log.contains("pool_mode = session") && log.contains("transaction mode"),
+                log.contains("pool_mode = session")
+                    && log.contains("transaction or statement mode"),
                 "{case}: the refusal names the setting to use: {log}"
             );
             assert!(

@@ -133,13 +133,16 @@ impl Separator {
     }
 }
 
-/// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML, and `=` and
+/// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML, `->` one
+/// too (Elixir, Perl's `->{password}` aside: it is an arrow whose value follows), and `=` and
 /// `:` may be HTML character references (`&#61;`, `&#x3d;`, `&equals;`, `&#58;`,
 /// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page) or `\u` and
 /// `\x` escapes (`password\u003dX`: a query string inside a JSON string whose encoder
 /// escapes `=`, as Go's and Gson's do for HTML safety).
-const SEPARATORS: [(&[u8], Separator); 16] = [
+const SEPARATORS: [(&[u8], Separator); 18] = [
     (b"=>", Separator::Arrow),
+    (b"->", Separator::Arrow),
+    (b"-&gt;", Separator::Arrow),
     (b"=&gt;", Separator::Arrow),
     (b"=", Separator::Equals),
     (b"&#61;", Separator::Equals),
@@ -176,12 +179,41 @@ pub(super) fn angles_at(bytes: &[u8], at: usize) -> Option<(&'static [u8], &'sta
         .copied()
 }
 
-/// The separator spelled at `at` and its length.
+/// The separator spelled at `at` and its length: a spelling of [`SEPARATORS`], or a
+/// numeric character reference to `=` or `:` with any number of leading zeros
+/// (`&#0061;`, `&#x0003D;`: issue #34's second probe).
 pub(super) fn separator_at(bytes: &[u8], at: usize) -> Option<(Separator, usize)> {
-    SEPARATORS
+    let listed = SEPARATORS
         .iter()
         .find(|(spelling, _)| starts_with(bytes, at, spelling))
-        .map(|(spelling, separator)| (*separator, spelling.len()))
+        .map(|(spelling, separator)| (*separator, spelling.len()));
+    listed.or_else(|| match numeric_reference_at(bytes, at)? {
+        ('=', len) => Some((Separator::Equals, len)),
+        (':', len) => Some((Separator::Colon, len)),
+        _ => None,
+    })
+}
+
+/// The character an HTML numeric character reference at `at` spells (`&#61;`,
+/// `&#x3D;`, `&#0061;`; at most 8 digits and the `;`) and its length.
+fn numeric_reference_at(bytes: &[u8], at: usize) -> Option<(char, usize)> {
+    let rest = bytes.get(at..)?.strip_prefix(b"&#")?;
+    let (radix, digits_from) = match rest.first() {
+        Some(b'x' | b'X') => (16, 1),
+        _ => (10, 0),
+    };
+    let digits = rest[digits_from..]
+        .iter()
+        .take(9)
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    let end = digits_from + digits;
+    if digits == 0 || digits > 8 || rest.get(end) != Some(&b';') {
+        return None;
+    }
+    let text = std::str::from_utf8(&rest[digits_from..end]).ok()?;
+    let code = u32::from_str_radix(text, radix).ok()?;
+    Some((char::from_u32(code)?, 2 + end + 1))
 }
 
 #[cfg(test)]
@@ -242,7 +274,17 @@ mod tests {
         assert_eq!(separator_at(b"&#X3D;x", 0), Some((Separator::Equals, 6)));
         assert_eq!(separator_at(b"&equals;x", 0), Some((Separator::Equals, 8)));
         assert_eq!(separator_at(b"&#58;x", 0), Some((Separator::Colon, 5)));
-        assert_eq!(separator_at(b"-> x", 0), None);
+        assert_eq!(separator_at(b"-> x", 0), Some((Separator::Arrow, 2)));
+        assert_eq!(separator_at(b"- x", 0), None);
+        assert_eq!(separator_at(b"&#0061;x", 0), Some((Separator::Equals, 7)));
+        assert_eq!(separator_at(b"&#x0003D;x", 0), Some((Separator::Equals, 9)));
+        assert_eq!(separator_at(b"&#x003a;x", 0), Some((Separator::Colon, 8)));
+        assert_eq!(separator_at(b"&#0062;x", 0), None);
+        assert_eq!(
+            separator_at(b"&#000000061;x", 0),
+            None,
+            "more than 8 digits"
+        );
         assert_eq!(separator_at(b"\\u003dx", 0), Some((Separator::Equals, 6)));
         assert_eq!(separator_at(b"\\U003Dx", 0), Some((Separator::Equals, 6)));
         assert_eq!(

@@ -1,14 +1,17 @@
 //! Secret HTML form fields, for the redaction of response bodies (docs/DESIGN.md §3
 //! "Redaction"): an error page that re-renders the form it was sent shows the password
 //! in `<input name="password" value="…">`, where the key and the value are two
-//! attributes of one tag, in any order and with anything between them.
+//! attributes of one tag, in any order and with anything between them. Configuration
+//! files echoed back name a secret the same way: `<add key="Password" value="…"/>`
+//! (.NET), or with the value as the element's content: `<entry key="password">…</entry>`
+//! (Java properties), `<string name="password">…</string>` (Android resources).
 
 use super::{is_secret_key, redact_keys::key_at};
 
 /// Attributes that name a field; any key inside their value (`user[password]`) that
 /// names a secret (`is_secret_key`, read through escapes and references) makes the
 /// field secret.
-const NAMING_ATTRIBUTES: [&[u8]; 2] = [b"name", b"id"];
+const NAMING_ATTRIBUTES: [&[u8]; 3] = [b"name", b"id", b"key"];
 
 /// One attribute of a start tag: its name and the (start, end) of its value's content.
 struct Attribute<'a> {
@@ -16,11 +19,13 @@ struct Attribute<'a> {
     value: (usize, usize),
 }
 
-/// When an HTML start tag opens at `at` (`<input …>`, any element) and names a secret
-/// field (a [`NAMING_ATTRIBUTES`] value with a secret key in it, or `type="password"`,
-/// any case): the (start, end) of its non-empty `value` attribute's content, without
-/// its quotes. Values are quoted with `"` or `'` or unquoted (HTML §13.1.2.3); a tag
-/// cut by the end of the text is read as far as it goes.
+/// When an HTML or XML start tag opens at `at` (`<input …>`, any element) and names a
+/// secret field (a [`NAMING_ATTRIBUTES`] value with a secret key in it, or
+/// `type="password"`, any case): the (start, end) of its non-empty `value` attribute's
+/// content, without its quotes; without a `value` attribute, of the element's text
+/// content (to the next `<`, or the end of the text). Values are quoted with `"` or `'`
+/// or unquoted (HTML §13.1.2.3); a tag cut by the end of the text is read as far as it
+/// goes.
 pub(super) fn secret_field_value(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     let element_from = at + 1;
     (bytes.get(at) == Some(&b'<')).then_some(())?;
@@ -32,7 +37,7 @@ pub(super) fn secret_field_value(bytes: &[u8], at: usize) -> Option<(usize, usiz
             .iter()
             .take_while(|b| b.is_ascii_alphanumeric())
             .count();
-    let attributes = attributes(bytes, element_end);
+    let (attributes, tag_end) = attributes(bytes, element_end);
     let value_of = |name: &[u8]| {
         attributes
             .iter()
@@ -45,11 +50,22 @@ pub(super) fn secret_field_value(bytes: &[u8], at: usize) -> Option<(usize, usiz
         .any(names_a_secret);
     let password_type =
         value_of(b"type").is_some_and(|kind| kind.eq_ignore_ascii_case(b"password"));
-    let (start, end) = attributes
+    if !(named_secret || password_type) {
+        return None;
+    }
+    let value = attributes
         .iter()
-        .find(|attribute| attribute.name.eq_ignore_ascii_case(b"value"))?
-        .value;
-    ((named_secret || password_type) && end > start).then_some((start, end))
+        .find(|attribute| attribute.name.eq_ignore_ascii_case(b"value"));
+    let (start, end) = match value {
+        Some(attribute) => attribute.value,
+        // `<entry key="password">…</entry>`: the content; `<… />` has none.
+        None if bytes.get(tag_end) == Some(&b'>') && bytes[..tag_end].last() != Some(&b'/') => {
+            let start = tag_end + 1;
+            (start, run_end(bytes, start, |b| b != b'<'))
+        }
+        None => return None,
+    };
+    (end > start).then_some((start, end))
 }
 
 /// True when a key inside `value` (`password`, `user[password]`, `pass&#119;ord`) names
@@ -67,15 +83,15 @@ fn names_a_secret(value: &[u8]) -> bool {
 }
 
 /// The attributes of a start tag whose element name ends at `from`, up to its `>` or
-/// the end of the text.
-fn attributes(bytes: &[u8], from: usize) -> Vec<Attribute<'_>> {
+/// the end of the text, and where they end (at its `>`, or the end of the text).
+fn attributes(bytes: &[u8], from: usize) -> (Vec<Attribute<'_>>, usize) {
     let space = |b: u8| b.is_ascii_whitespace();
     let mut found = Vec::new();
     let mut at = from;
     loop {
         at = run_end(bytes, at, |b| space(b) || b == b'/');
         if at >= bytes.len() || bytes[at] == b'>' {
-            return found;
+            return (found, at);
         }
         let name_end = run_end(bytes, at, |b| !space(b) && !b"=>/".contains(&b));
         let name = &bytes[at..name_end.max(at + 1)];
@@ -146,6 +162,13 @@ mod tests {
     #[test]
     fn ordinary_fields_and_empty_values_stay() {
         assert_eq!(hidden(r#"<input name="username" value="ann">"#), None);
+        // Issue #34's second probe: configuration files.
+        assert_eq!(hidden(r#"<add key="Password" value="X6"/>"#), Some("X6"));
+        assert_eq!(hidden(r#"<entry key="password">X7</entry>"#), Some("X7"));
+        assert_eq!(hidden(r#"<string name="password">X8</string>"#), Some("X8"));
+        assert_eq!(hidden(r#"<entry key="user">ann</entry>"#), None);
+        assert_eq!(hidden(r#"<input name="password"/>"#), None);
+        assert_eq!(hidden(r#"<input name="password"></input>"#), None);
         assert_eq!(hidden(r#"<input type="text" value="ann">"#), None);
         assert_eq!(hidden(r#"<input type="password" value="">"#), None);
         assert_eq!(hidden(r#"<input type="password">"#), None);

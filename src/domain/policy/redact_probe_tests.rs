@@ -184,3 +184,31 @@ fn hides_escaped_elements_and_escaped_separators() {
         assert_eq!(redacted(kept), kept);
     }
 }
+
+/// Issue #34, the probe after the write-ahead audit: configuration files' secret
+/// entries, `->` arrows and separators as references with leading zeros.
+#[test]
+fn hides_config_entries_arrows_and_zero_padded_separators() {
+    assert_all(&[
+        (
+            r#"<add key="Password" value="Xs3cr3t"/>"#,
+            r#"<add key="Password" value="[redacted]"/>"#,
+        ),
+        (
+            r#"<entry key="password">Xs3cr3t</entry>"#,
+            r#"<entry key="password">[redacted]</entry>"#,
+        ),
+        (
+            r#"<string name="password">Xs3cr3t</string>"#,
+            r#"<string name="password">[redacted]</string>"#,
+        ),
+        ("password -> Xs3cr3t", "password -> [redacted]"),
+        ("password&#0061;Xs3cr3t", "password&#0061;[redacted]"),
+        ("password&#x0003D;Xs3cr3t", "password&#x0003D;[redacted]"),
+        (
+            r#"<entry key="user">ann</entry>"#,
+            r#"<entry key="user">ann</entry>"#,
+        ),
+        ("step -> next", "step -> next"),
+    ]);
+}

@@ -33,8 +33,9 @@ const WAIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// What a refusal says: the cause and the settings to use.
 pub const TRANSACTION_POOLING_MESSAGE: &str = "the database URL leads to a connection pooler \
-     in transaction mode (PgBouncer pool_mode = transaction): one connection's statements \
-     ran on different PostgreSQL sessions. deferhook keeps state in its sessions (prepared \
+     in transaction or statement mode (PgBouncer pool_mode = transaction or statement): one \
+     connection's statements ran on different PostgreSQL sessions, or it refused a \
+     transaction. deferhook keeps state in its sessions (prepared \
      statements, LISTEN, the migrations' advisory lock), so it needs one session per \
      connection: set pool_mode = session for this database in pgbouncer.ini (a [databases] \
      entry can set it for this database alone), or point --database-url \
@@ -47,7 +48,12 @@ pub async fn refuse_transaction_pooling(options: &PgConnectOptions) -> Result<()
     let options = options.clone().statement_cache_capacity(0);
     let mut first = connect(&options).await?;
     let mut second = connect(&options).await?;
-    let pooled = sessions_move(&mut first, &mut second).await;
+    let pooled = match sessions_move(&mut first, &mut second).await {
+        // PgBouncer in statement mode refuses `BEGIN` ("transaction blocks not allowed
+        // in statement pooling mode"): the same refusal, naming the same setting.
+        Err(error) if error.to_string().contains("statement pooling mode") => Ok(true),
+        moved => moved,
+    };
     // A connection left waiting inside the probe is dropped rather than closed politely.
     let _ = tokio::time::timeout(WAIT_LIMIT, first.close()).await;
     let _ = tokio::time::timeout(WAIT_LIMIT, second.close()).await;
