@@ -5,21 +5,19 @@ use sqlx::PgPool;
 
 use crate::store::maintenance::PurgeStatements;
 
-/// Deletes up to `$2` jobs in state `$3` (`delivered`, `cancelled` or `dead`) last
-/// updated before `$1`, oldest first (a seek on `jobs_finished (state, updated_at)`;
-/// the literal state list lets the planner use that partial index). The batch is
-/// chosen once (a materialized CTE: a `LIMIT` inside `IN (…)` may be re-evaluated and
-/// delete more); rows another transaction holds (a replay, another instance's purge)
-/// are skipped, and the delete re-checks the state.
-const PURGE: &str = "WITH batch AS MATERIALIZED ( \
-      SELECT id FROM jobs \
-      WHERE state IN ('delivered', 'cancelled', 'dead') \
-        AND state = $3 AND updated_at < $1 \
-      ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-    DELETE FROM jobs j USING batch b \
-    WHERE j.id = b.id AND j.state = $3 \
-    RETURNING j.state";
-
 impl PurgeStatements for PgPool {
-    const PURGE: &'static str = PURGE;
+    /// Deletes up to `$2` jobs in state `$3` (`delivered`, `cancelled` or `dead`) last
+    /// updated before `$1`, oldest first (a seek on `jobs_finished (state, updated_at)`;
+    /// the literal state list lets the planner use that partial index). The batch is
+    /// chosen once (a materialized CTE: a `LIMIT` inside `IN (…)` may be re-evaluated and
+    /// delete more); rows another transaction holds (a replay, another instance's purge)
+    /// are skipped, and the delete re-checks the state.
+    const PURGE: &'static str = "WITH batch AS MATERIALIZED ( \
+          SELECT id FROM jobs \
+          WHERE state IN ('delivered', 'cancelled', 'dead') \
+            AND state = $3 AND updated_at < $1 \
+          ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+        DELETE FROM jobs j USING batch b \
+        WHERE j.id = b.id AND j.state = $3 \
+        RETURNING j.state";
 }

@@ -85,16 +85,31 @@ pub const PINNED_READS: &[(&str, &str, &str)] = &[
         destinations::DUE,
     ),
     ("next wake-up", "bigint, jsonb", figures::NEXT_WAKE),
-    ("gauges", "bigint, bigint", figures::GAUGES),
-    ("expired leases", "bigint", figures::EXPIRED_LEASES_ALL),
-    ("deadline sweep", "bigint, bigint", sweep::OVERDUE),
+    (
+        "gauges",
+        "bigint, bigint",
+        <PgPool as FigureStatements>::GAUGES,
+    ),
+    (
+        "expired leases",
+        "bigint",
+        <PgPool as FigureStatements>::EXPIRED_LEASES_ALL,
+    ),
+    (
+        "deadline sweep",
+        "bigint, bigint",
+        <PgPool as SweepStatements>::OVERDUE,
+    ),
     (
         "affected events",
         "bigint, bigint, text, text, bigint",
-        events::AFFECTED,
+        <PgPool as EventStatements>::AFFECTED,
     ),
 ];
 
+use crate::store::events::EventStatements;
+use crate::store::figures::FigureStatements;
+use crate::store::sweep::SweepStatements;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -5,15 +5,6 @@ use sqlx::PgPool;
 use crate::store::StoreError;
 use crate::store::secrets::SecretStatements;
 
-/// Every live subscriber's stored secrets (a tombstone has none).
-const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL \
-    ORDER BY id";
-
-/// Writes subscriber `$1`'s secrets sealed, if its secret is still `$4`.
-const RESEAL: &str = "UPDATE subscribers SET secret = $2, \
-    previous_secret = COALESCE($3, previous_secret) \
-    WHERE id = $1 AND secret = $4";
-
 /// How long the scrub waits for its table lock before giving up (it is logged).
 const LOCK_TIMEOUT: &str = "SET lock_timeout = '5s'";
 
@@ -25,8 +16,13 @@ const VACUUM_FULL: &str = "VACUUM FULL subscribers";
 const RESET_LOCK_TIMEOUT: &str = "RESET lock_timeout";
 
 impl SecretStatements for PgPool {
-    const STORED: &'static str = STORED;
-    const RESEAL: &'static str = RESEAL;
+    /// Every live subscriber's stored secrets (a tombstone has none).
+    const STORED: &'static str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL \
+        ORDER BY id";
+    /// Writes subscriber `$1`'s secrets sealed, if its secret is still `$4`.
+    const RESEAL: &'static str = "UPDATE subscribers SET secret = $2, \
+        previous_secret = COALESCE($3, previous_secret) \
+        WHERE id = $1 AND secret = $4";
 
     /// `VACUUM FULL subscribers`: the table's live file no longer holds the replaced
     /// values. It takes the table's exclusive lock for as long as it copies the

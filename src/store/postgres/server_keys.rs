@@ -3,15 +3,11 @@
 use crate::store::server_keys::ServerKeyStatements;
 use sqlx::PgPool;
 
-/// Stores a key unless one of its name exists (a concurrent offer waits for the first
-/// to commit, then stores nothing).
-const OFFER: &str = "INSERT INTO server_keys (name, key, created_at) VALUES ($1, $2, $3) \
-    ON CONFLICT (name) DO NOTHING";
-
-/// The key named `$1`.
-const GET: &str = "SELECT key FROM server_keys WHERE name = $1";
-
 impl ServerKeyStatements for PgPool {
-    const OFFER: &'static str = OFFER;
-    const GET: &'static str = GET;
+    /// Stores a key unless one of its name exists (a concurrent offer waits for the first
+    /// to commit, then stores nothing).
+    const OFFER: &'static str = "INSERT INTO server_keys (name, key, created_at) VALUES ($1, $2, $3) \
+        ON CONFLICT (name) DO NOTHING";
+    /// The key named `$1`.
+    const GET: &'static str = "SELECT key FROM server_keys WHERE name = $1";
 }

@@ -4,18 +4,12 @@ use sqlx::PgPool;
 
 use crate::store::sessions::SessionStatements;
 
-/// Records an ended session.
-const END: &str = "INSERT INTO console_sessions_ended (id, expires_at) VALUES ($1, $2) \
-    ON CONFLICT (id) DO NOTHING";
-
-/// Forgets the sessions expired before `$1`.
-const FORGET: &str = "DELETE FROM console_sessions_ended WHERE expires_at < $1";
-
-/// Whether session `$1` has ended.
-const ENDED: &str = "SELECT 1 AS one FROM console_sessions_ended WHERE id = $1";
-
 impl SessionStatements for PgPool {
-    const END: &'static str = END;
-    const FORGET: &'static str = FORGET;
-    const ENDED: &'static str = ENDED;
+    /// Records an ended session.
+    const END: &'static str = "INSERT INTO console_sessions_ended (id, expires_at) VALUES ($1, $2) \
+        ON CONFLICT (id) DO NOTHING";
+    /// Forgets the sessions expired before `$1`.
+    const FORGET: &'static str = "DELETE FROM console_sessions_ended WHERE expires_at < $1";
+    /// Whether session `$1` has ended.
+    const ENDED: &'static str = "SELECT 1 AS one FROM console_sessions_ended WHERE id = $1";
 }

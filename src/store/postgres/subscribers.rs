@@ -10,16 +10,6 @@ use crate::store::subscribers::{self, SubscriberRow, SubscriberStatements};
 use crate::store::{Sealer, StoreError};
 use crate::store::{destinations, event_types};
 
-/// Subscriber `$1`.
-const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = $1 \
-    AND deleted_at IS NULL";
-
-/// Subscribers after `$1` (all when NULL) in id order, at most `$2`; never a
-/// deleted subscriber's tombstone.
-const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
-
 /// Inserts subscriber `$1`, or updates it keeping what is left NULL (a new secret
 /// `$10` ends a rotation's grace period); `xmax = 0` tells an inserted row from an
 /// updated one. Pausing an enabled one (or creating one paused) records reason
@@ -45,53 +35,6 @@ const PUT: &str = "INSERT INTO subscribers AS s (id, url, secret, max_in_flight,
     WHERE s.deleted_at IS NULL \
     RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
       updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms, (xmax = 0) AS inserted";
-
-/// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
-/// rotations apply one after the other, each moving the secret the previous one wrote.
-const CURRENT_SECRET: &str =
-    "SELECT secret FROM subscribers WHERE id = $1 AND deleted_at IS NULL FOR UPDATE";
-
-/// A rotation of subscriber `$1`'s secret.
-const ROTATE: &str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
-    previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 AND deleted_at IS NULL \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
-
-/// Changes the fields given of subscriber `$1` (see [`SubscriberStatements::PATCH`]).
-const PATCH: &str = "UPDATE subscribers SET url = COALESCE($2, url), \
-    max_in_flight = COALESCE($3, max_in_flight), \
-    rate_limit_per_second = CASE WHEN $4 THEN $5 ELSE rate_limit_per_second END, \
-    enabled = CASE WHEN $6 THEN $7 ELSE enabled END, \
-    paused_reason = CASE WHEN NOT $6 THEN paused_reason WHEN $7 THEN NULL \
-      WHEN enabled THEN 'operator' ELSE paused_reason END, \
-    paused_at = CASE WHEN NOT $6 THEN paused_at WHEN $7 THEN NULL \
-      WHEN enabled THEN $8 ELSE paused_at END, \
-    updated_at = $8 WHERE id = $1 AND deleted_at IS NULL \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
-
-/// Enables subscriber `$1` at `$2` if it is paused.
-const RESUME_ONE: &str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
-    paused_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND NOT enabled";
-
-/// Sets subscriber `$1`'s own attempt timeout.
-const SET_ATTEMPT_TIMEOUT: &str =
-    "UPDATE subscribers SET attempt_timeout_ms = $2 WHERE id = $1 AND deleted_at IS NULL";
-
-/// Pauses subscriber `$1` at `$2` (reason `operator`) if it is enabled.
-const PAUSE_ONE: &str = "UPDATE subscribers SET enabled = FALSE, paused_reason = 'operator', \
-    paused_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND enabled";
-
-/// Whether subscriber `$1` exists.
-const EXISTS: &str = "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
-
-/// Enables at `$2` the subscribers paused for reason `$1`, held in id order first (the
-/// store's lock order: an outcome group pausing several holds them so).
-const RESUME_REASON: &str = "WITH held AS MATERIALIZED (SELECT id FROM subscribers \
-      WHERE NOT enabled AND paused_reason = $1 AND deleted_at IS NULL \
-      ORDER BY id FOR NO KEY UPDATE) \
-    UPDATE subscribers s SET enabled = TRUE, paused_reason = NULL, \
-    paused_at = NULL, updated_at = $2 FROM held WHERE s.id = held.id";
 
 /// A subscriber as [`PUT`] returns it.
 #[derive(sqlx::FromRow)]
@@ -145,14 +88,52 @@ pub async fn put(
 }
 
 impl SubscriberStatements for PgPool {
-    const GET: &'static str = GET;
-    const LIST: &'static str = LIST;
-    const CURRENT_SECRET: &'static str = CURRENT_SECRET;
-    const ROTATE: &'static str = ROTATE;
-    const PATCH: &'static str = PATCH;
-    const RESUME_ONE: &'static str = RESUME_ONE;
-    const PAUSE_ONE: &'static str = PAUSE_ONE;
-    const SET_ATTEMPT_TIMEOUT: &'static str = SET_ATTEMPT_TIMEOUT;
-    const EXISTS: &'static str = EXISTS;
-    const RESUME_REASON: &'static str = RESUME_REASON;
+    /// Subscriber `$1`.
+    const GET: &'static str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = $1 \
+        AND deleted_at IS NULL";
+    /// Subscribers after `$1` (all when NULL) in id order, at most `$2`; never a
+    /// deleted subscriber's tombstone.
+    const LIST: &'static str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE ($1::text IS NULL OR id > $1) AND deleted_at IS NULL ORDER BY id LIMIT $2";
+    /// Subscriber `$1`'s current secret, the row locked (`FOR UPDATE`), so concurrent
+    /// rotations apply one after the other, each moving the secret the previous one wrote.
+    const CURRENT_SECRET: &'static str =
+        "SELECT secret FROM subscribers WHERE id = $1 AND deleted_at IS NULL FOR UPDATE";
+    /// A rotation of subscriber `$1`'s secret.
+    const ROTATE: &'static str = "UPDATE subscribers SET secret = $2, previous_secret = $3, \
+        previous_secret_expires_at = $4, updated_at = $5 WHERE id = $1 AND deleted_at IS NULL \
+        RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
+    /// Changes the fields given of subscriber `$1` (see [`SubscriberStatements::PATCH`]).
+    const PATCH: &'static str = "UPDATE subscribers SET url = COALESCE($2, url), \
+        max_in_flight = COALESCE($3, max_in_flight), \
+        rate_limit_per_second = CASE WHEN $4 THEN $5 ELSE rate_limit_per_second END, \
+        enabled = CASE WHEN $6 THEN $7 ELSE enabled END, \
+        paused_reason = CASE WHEN NOT $6 THEN paused_reason WHEN $7 THEN NULL \
+          WHEN enabled THEN 'operator' ELSE paused_reason END, \
+        paused_at = CASE WHEN NOT $6 THEN paused_at WHEN $7 THEN NULL \
+          WHEN enabled THEN $8 ELSE paused_at END, \
+        updated_at = $8 WHERE id = $1 AND deleted_at IS NULL \
+        RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
+    /// Enables subscriber `$1` at `$2` if it is paused.
+    const RESUME_ONE: &'static str = "UPDATE subscribers SET enabled = TRUE, paused_reason = NULL, \
+        paused_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND NOT enabled";
+    /// Pauses subscriber `$1` at `$2` (reason `operator`) if it is enabled.
+    const PAUSE_ONE: &'static str = "UPDATE subscribers SET enabled = FALSE, paused_reason = 'operator', \
+        paused_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL AND enabled";
+    /// Sets subscriber `$1`'s own attempt timeout.
+    const SET_ATTEMPT_TIMEOUT: &'static str =
+        "UPDATE subscribers SET attempt_timeout_ms = $2 WHERE id = $1 AND deleted_at IS NULL";
+    /// Whether subscriber `$1` exists.
+    const EXISTS: &'static str =
+        "SELECT 1::BIGINT FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
+    /// Enables at `$2` the subscribers paused for reason `$1`, held in id order first (the
+    /// store's lock order: an outcome group pausing several holds them so).
+    const RESUME_REASON: &'static str = "WITH held AS MATERIALIZED (SELECT id FROM subscribers \
+          WHERE NOT enabled AND paused_reason = $1 AND deleted_at IS NULL \
+          ORDER BY id FOR NO KEY UPDATE) \
+        UPDATE subscribers s SET enabled = TRUE, paused_reason = NULL, \
+        paused_at = NULL, updated_at = $2 FROM held WHERE s.id = held.id";
 }

@@ -69,82 +69,6 @@ const NEXT_WAKE: &str = "SELECT \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
             ORDER BY deadline LIMIT 1) AS deadline";
 
-/// Jobs per state.
-const STATE_COUNTS_ALL: &str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
-
-/// Dead jobs per reason (`jobs_dead_reason`, covering).
-const DEAD_REASON_COUNTS_ALL: &str = "SELECT dead_reason AS reason, COUNT(*) AS n FROM jobs \
-    INDEXED BY jobs_dead_reason WHERE state = 'dead' GROUP BY dead_reason";
-
-/// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
-/// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
-/// `retrying` (docs/DESIGN.md §2.2).
-const GAUGES: &str = "SELECT \
-           (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
-             WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
-             AND s.enabled = 1) AS oldest_eligible, \
-           (SELECT MIN(deliver_at) FROM ( \
-             SELECT deliver_at FROM jobs WHERE state = 'retrying' \
-             UNION ALL SELECT deliver_at FROM jobs INDEXED BY jobs_in_flight_subscriber \
-             WHERE state = 'in_flight' AND due_at <= ?1) AS r) AS oldest_retrying, \
-           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-             AND deliver_at <= ?2) AS past_slo, \
-           (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
-             AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline";
-
-/// Subscriber `?1`'s limits and their use at `?2`.
-const LOAD: &str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
-         (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-          AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
-         CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
-         (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) END AS started_last_second, \
-         CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
-         (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-          AND a.started_at > ?2 - 1000) END AS last_started_at, \
-         e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-         e.hold_until AS endpoint_hold_until, \
-    e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
-    e.timeout_ms AS endpoint_timeout_ms \
-         FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-         WHERE s.id = ?1 AND s.deleted_at IS NULL";
-
-/// Jobs `in_flight` whose lease has expired at `?1` (read as `retrying`).
-pub(super) const EXPIRED_LEASES_ALL: &str = "SELECT COUNT(*) AS n FROM jobs \
-    INDEXED BY jobs_in_flight_subscriber WHERE state = 'in_flight' AND due_at <= ?1";
-
-/// Jobs of subscriber `?1` `in_flight` whose lease has expired at `?2`.
-pub(super) const EXPIRED_LEASES: &str = "SELECT COUNT(*) AS n FROM jobs \
-    INDEXED BY jobs_in_flight_subscriber \
-    WHERE subscriber_id = ?1 AND state = 'in_flight' AND due_at <= ?2";
-
-/// Whether subscriber `?1` exists.
-pub(super) const SUBSCRIBER_EXISTS: &str =
-    "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
-
-/// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
-pub(super) const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS n FROM jobs \
-    INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
-
-/// The earliest due time of subscriber `?1`'s waiting jobs due at `?2` (an expired
-/// lease's included: its job is `retrying`, due at the expiry), and its latest
-/// delivered attempt (`attempts_subscriber_finished`, newest first).
-pub(super) const ELIGIBLE_AND_SUCCESS: &str = "SELECT \
-    (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
-     WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying', 'in_flight') \
-     AND due_at <= ?2) \
-     AS oldest_eligible, \
-    (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
-     WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
-     ORDER BY finished_at DESC LIMIT 1) AS last_success";
-
-/// Subscriber `?1`'s latest finished attempt that failed.
-pub(super) const LAST_FAILURE: &str = "SELECT finished_at, outcome, error_class, status, \
-    reason FROM attempts INDEXED BY attempts_subscriber_finished \
-    WHERE subscriber_id = ?1 AND finished_at IS NOT NULL \
-      AND outcome IN ('retryable', 'terminal', 'blocked') \
-    ORDER BY finished_at DESC LIMIT 1";
-
 /// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
 #[derive(sqlx::FromRow)]
 struct NextWake {
@@ -174,16 +98,72 @@ impl FigureStatements for Pools {
         WHERE d.paused = 1 OR d.circuit <> 'closed' OR d.forced_circuit IS NOT NULL \
           OR d.key IN (SELECT destination FROM jobs INDEXED BY jobs_in_flight_destination \
                        WHERE state = 'in_flight' AND due_at > ?1)";
-    const STATE_COUNTS_ALL: &'static str = STATE_COUNTS_ALL;
-    const DEAD_REASON_COUNTS_ALL: &'static str = DEAD_REASON_COUNTS_ALL;
-    const EXPIRED_LEASES_ALL: &'static str = EXPIRED_LEASES_ALL;
-    const GAUGES: &'static str = GAUGES;
-    const LOAD: &'static str = LOAD;
-    const SUBSCRIBER_EXISTS: &'static str = SUBSCRIBER_EXISTS;
-    const STATE_COUNTS: &'static str = STATE_COUNTS;
-    const EXPIRED_LEASES: &'static str = EXPIRED_LEASES;
-    const ELIGIBLE_AND_SUCCESS: &'static str = ELIGIBLE_AND_SUCCESS;
-    const LAST_FAILURE: &'static str = LAST_FAILURE;
+    /// Jobs per state.
+    const STATE_COUNTS_ALL: &'static str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
+    /// Dead jobs per reason (`jobs_dead_reason`, covering).
+    const DEAD_REASON_COUNTS_ALL: &'static str = "SELECT dead_reason AS reason, COUNT(*) AS n FROM jobs \
+        INDEXED BY jobs_dead_reason WHERE state = 'dead' GROUP BY dead_reason";
+    /// Jobs `in_flight` whose lease has expired at `?1` (read as `retrying`).
+    const EXPIRED_LEASES_ALL: &'static str = "SELECT COUNT(*) AS n FROM jobs \
+        INDEXED BY jobs_in_flight_subscriber WHERE state = 'in_flight' AND due_at <= ?1";
+    /// The gauges at `?1` other than the counts; `?2` is `?1` minus the objective.
+    /// An `in_flight` job whose lease has expired is due (at its lease's expiry) and
+    /// `retrying` (docs/DESIGN.md §2.2).
+    const GAUGES: &'static str = "SELECT \
+               (SELECT MIN(j.due_at) FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
+                 WHERE j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= ?1 \
+                 AND s.enabled = 1) AS oldest_eligible, \
+               (SELECT MIN(deliver_at) FROM ( \
+                 SELECT deliver_at FROM jobs WHERE state = 'retrying' \
+                 UNION ALL SELECT deliver_at FROM jobs INDEXED BY jobs_in_flight_subscriber \
+                 WHERE state = 'in_flight' AND due_at <= ?1) AS r) AS oldest_retrying, \
+               (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+                 AND deliver_at <= ?2) AS past_slo, \
+               (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
+                 AND (deadline - ?1) * 10 <= (deadline - deliver_at)) AS near_deadline";
+    /// Subscriber `?1`'s limits and their use at `?2`.
+    const LOAD: &'static str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
+             (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+              AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
+             CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+             (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+              AND a.started_at > ?2 - 1000) END AS started_last_second, \
+             CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+             (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+              AND a.started_at > ?2 - 1000) END AS last_started_at, \
+             e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+             e.hold_until AS endpoint_hold_until, \
+        e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
+        e.timeout_ms AS endpoint_timeout_ms \
+             FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+             WHERE s.id = ?1 AND s.deleted_at IS NULL";
+    /// Whether subscriber `?1` exists.
+    const SUBSCRIBER_EXISTS: &'static str =
+        "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
+    /// Jobs of subscriber `?1` per state (`jobs_subscriber_state`, covering).
+    const STATE_COUNTS: &'static str = "SELECT state, COUNT(*) AS n FROM jobs \
+        INDEXED BY jobs_subscriber_state WHERE subscriber_id = ?1 GROUP BY state";
+    /// Jobs of subscriber `?1` `in_flight` whose lease has expired at `?2`.
+    const EXPIRED_LEASES: &'static str = "SELECT COUNT(*) AS n FROM jobs \
+        INDEXED BY jobs_in_flight_subscriber \
+        WHERE subscriber_id = ?1 AND state = 'in_flight' AND due_at <= ?2";
+    /// The earliest due time of subscriber `?1`'s waiting jobs due at `?2` (an expired
+    /// lease's included: its job is `retrying`, due at the expiry), and its latest
+    /// delivered attempt (`attempts_subscriber_finished`, newest first).
+    const ELIGIBLE_AND_SUCCESS: &'static str = "SELECT \
+        (SELECT MIN(due_at) FROM jobs INDEXED BY jobs_subscriber_state \
+         WHERE subscriber_id = ?1 AND state IN ('scheduled', 'retrying', 'in_flight') \
+         AND due_at <= ?2) \
+         AS oldest_eligible, \
+        (SELECT finished_at FROM attempts INDEXED BY attempts_subscriber_finished \
+         WHERE subscriber_id = ?1 AND finished_at IS NOT NULL AND outcome = 'delivered' \
+         ORDER BY finished_at DESC LIMIT 1) AS last_success";
+    /// Subscriber `?1`'s latest finished attempt that failed.
+    const LAST_FAILURE: &'static str = "SELECT finished_at, outcome, error_class, status, \
+        reason FROM attempts INDEXED BY attempts_subscriber_finished \
+        WHERE subscriber_id = ?1 AND finished_at IS NOT NULL \
+          AND outcome IN ('retryable', 'terminal', 'blocked') \
+        ORDER BY finished_at DESC LIMIT 1";
 
     async fn next_job_wake(
         &self,

@@ -4,20 +4,18 @@
 use super::Pools;
 use crate::store::maintenance::PurgeStatements;
 
-/// Deletes up to `?2` jobs in state `?3` (`delivered`, `cancelled` or `dead`) last
-/// updated before `?1`, oldest first: a seek on `jobs_finished (state, updated_at)`
-/// (the literal state list lets SQLite use that partial index); the outer condition
-/// re-checks the state.
-pub(super) const PURGE: &str = "DELETE FROM jobs WHERE id IN ( \
-      SELECT id FROM jobs INDEXED BY jobs_finished \
-      WHERE state IN ('delivered', 'cancelled', 'dead') \
-        AND state = ?3 AND updated_at < ?1 \
-      ORDER BY updated_at LIMIT CAST(?2 AS INTEGER)) \
-    AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
-    RETURNING state";
-
 impl PurgeStatements for Pools {
-    const PURGE: &'static str = PURGE;
+    /// Deletes up to `?2` jobs in state `?3` (`delivered`, `cancelled` or `dead`) last
+    /// updated before `?1`, oldest first: a seek on `jobs_finished (state, updated_at)`
+    /// (the literal state list lets SQLite use that partial index); the outer condition
+    /// re-checks the state.
+    const PURGE: &'static str = "DELETE FROM jobs WHERE id IN ( \
+          SELECT id FROM jobs INDEXED BY jobs_finished \
+          WHERE state IN ('delivered', 'cancelled', 'dead') \
+            AND state = ?3 AND updated_at < ?1 \
+          ORDER BY updated_at LIMIT CAST(?2 AS INTEGER)) \
+        AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
+        RETURNING state";
 }
 
 #[cfg(test)]

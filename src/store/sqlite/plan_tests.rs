@@ -3,17 +3,25 @@
 //! `USING … INDEX`); the filters that select few jobs search an index rather than walk
 //! the primary key.
 
+use crate::store::figures::FigureStatements;
+use crate::store::maintenance::PurgeStatements;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::{SqliteStore, binds, figures, maintenance};
+use super::{Pools, SqliteStore, binds};
 use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobState, Timestamp};
 use crate::store::Sealer;
+use crate::store::attempts::AttemptStatements;
+use crate::store::audit::AuditStatements;
+use crate::store::dead_letters::DeadLetterStatements;
+use crate::store::deletions::DeletionStatements;
 use crate::store::dialect::listing::job_listings;
 use crate::store::dialect::{Dialect, Part, Query, Statement};
+use crate::store::outcomes::OutcomeStatements;
 use crate::store::records::{JobFilter, PageRequest};
+use crate::store::throughput::ThroughputStatements;
 
 async fn store() -> SqliteStore {
     SqliteStore::open("sqlite::memory:", Sealer::plaintext())
@@ -249,40 +257,64 @@ async fn dead_letter_filters_use_their_indexes() {
 async fn operator_queries_read_through_indexes() {
     let store = store().await;
     for (sql, table, index) in [
-        (figures::STATE_COUNTS, "jobs", "jobs_subscriber_state"),
         (
-            figures::EXPIRED_LEASES_ALL,
-            "jobs",
-            "jobs_in_flight_subscriber",
-        ),
-        (figures::EXPIRED_LEASES, "jobs", "jobs_in_flight_subscriber"),
-        (
-            figures::ELIGIBLE_AND_SUCCESS,
+            <Pools as FigureStatements>::STATE_COUNTS,
             "jobs",
             "jobs_subscriber_state",
         ),
         (
-            figures::ELIGIBLE_AND_SUCCESS,
+            <Pools as FigureStatements>::EXPIRED_LEASES_ALL,
+            "jobs",
+            "jobs_in_flight_subscriber",
+        ),
+        (
+            <Pools as FigureStatements>::EXPIRED_LEASES,
+            "jobs",
+            "jobs_in_flight_subscriber",
+        ),
+        (
+            <Pools as FigureStatements>::ELIGIBLE_AND_SUCCESS,
+            "jobs",
+            "jobs_subscriber_state",
+        ),
+        (
+            <Pools as FigureStatements>::ELIGIBLE_AND_SUCCESS,
             "attempts",
             "attempts_subscriber_finished",
         ),
         (
-            figures::LAST_FAILURE,
+            <Pools as FigureStatements>::LAST_FAILURE,
             "attempts",
             "attempts_subscriber_finished",
         ),
-        (maintenance::PURGE, "jobs", "jobs_finished"),
+        (<Pools as PurgeStatements>::PURGE, "jobs", "jobs_finished"),
         (
-            super::throughput::ACCEPTED,
+            <Pools as ThroughputStatements>::ACCEPTED,
             "jobs",
             "sqlite_autoindex_jobs_1",
         ),
-        (super::throughput::DELIVERED, "jobs", "jobs_finished"),
-        (super::throughput::DEAD, "jobs", "jobs_dead_at"),
-        (super::dead_letters::CAUSES, "jobs", "jobs_dead_causes"),
-        (super::dead_letters::GROUPS, "jobs", "jobs_dead_causes"),
         (
-            super::attempts::RECENT,
+            <Pools as ThroughputStatements>::DELIVERED,
+            "jobs",
+            "jobs_finished",
+        ),
+        (
+            <Pools as ThroughputStatements>::DEAD,
+            "jobs",
+            "jobs_dead_at",
+        ),
+        (
+            <Pools as DeadLetterStatements>::CAUSES,
+            "jobs",
+            "jobs_dead_causes",
+        ),
+        (
+            <Pools as DeadLetterStatements>::GROUPS,
+            "jobs",
+            "jobs_dead_causes",
+        ),
+        (
+            <Pools as AttemptStatements>::RECENT,
             "attempts",
             "attempts_subscriber_started",
         ),
@@ -310,14 +342,13 @@ async fn operator_queries_read_through_indexes() {
 #[tokio::test]
 async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
     use super::claims::{CLAIM_CANDIDATES, MARK_IN_FLIGHT, START_ATTEMPTS};
-    use super::outcomes::{APPLY_TRANSITIONS, FINISH_ATTEMPTS};
     let store = store().await;
     for sql in [
         CLAIM_CANDIDATES,
         MARK_IN_FLIGHT,
         START_ATTEMPTS,
-        FINISH_ATTEMPTS,
-        APPLY_TRANSITIONS,
+        <Pools as OutcomeStatements>::FINISH_ATTEMPTS,
+        <Pools as OutcomeStatements>::APPLY_TRANSITIONS,
     ] {
         let mut query = explain();
         query.push(sql);
@@ -364,23 +395,35 @@ async fn a_full_scan_is_caught() {
 /// retention finds the old audit entries and tombstones by index.
 #[tokio::test]
 async fn deletions_and_audit_retention_read_through_indexes() {
-    use super::audit::PURGE;
-    use super::deletions::{
-        ABANDON_ATTEMPTS, DELETE, IN_PROGRESS, KILL_JOBS, MOVE_ATTEMPTS, MOVE_JOBS,
-        PURGE_TOMBSTONES,
-    };
+    type D = Pools;
     let store = store().await;
     for (sql, table, alias) in [
-        (KILL_JOBS, "jobs", "jobs"),
-        (ABANDON_ATTEMPTS, "attempts", "attempts"),
-        (MOVE_JOBS, "jobs", "jobs"),
-        (MOVE_ATTEMPTS, "attempts", "attempts"),
-        (DELETE, "jobs", "jobs"),
-        (DELETE, "attempts", "attempts"),
-        (IN_PROGRESS, "subscribers", "subscribers"),
-        (PURGE, "audit", "audit"),
-        (PURGE_TOMBSTONES, "subscribers", "s"),
-        (PURGE_TOMBSTONES, "jobs", "j"),
+        (<D as DeletionStatements>::KILL_JOBS, "jobs", "jobs"),
+        (
+            <D as DeletionStatements>::ABANDON_ATTEMPTS,
+            "attempts",
+            "attempts",
+        ),
+        (<D as DeletionStatements>::MOVE_JOBS, "jobs", "jobs"),
+        (
+            <D as DeletionStatements>::MOVE_ATTEMPTS,
+            "attempts",
+            "attempts",
+        ),
+        (<D as DeletionStatements>::DELETE, "jobs", "jobs"),
+        (<D as DeletionStatements>::DELETE, "attempts", "attempts"),
+        (
+            <D as DeletionStatements>::IN_PROGRESS,
+            "subscribers",
+            "subscribers",
+        ),
+        (<D as AuditStatements>::PURGE, "audit", "audit"),
+        (
+            <D as DeletionStatements>::PURGE_TOMBSTONES,
+            "subscribers",
+            "s",
+        ),
+        (<D as DeletionStatements>::PURGE_TOMBSTONES, "jobs", "j"),
     ] {
         let mut query = explain();
         query.push(sql);

@@ -9,14 +9,6 @@ use super::{BUSY_TIMEOUT, Pools};
 use crate::store::StoreError;
 use crate::store::secrets::SecretStatements;
 
-/// Every live subscriber's stored secrets (a tombstone has none).
-const STORED: &str = "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL";
-
-/// Writes subscriber `?1`'s secrets sealed, if its secret is still `?4`.
-const RESEAL: &str = "UPDATE subscribers SET secret = ?2, \
-    previous_secret = COALESCE(?3, previous_secret) \
-    WHERE id = ?1 AND secret = ?4";
-
 /// Rebuilds the file from its live rows: free pages and the unused space of pages
 /// (where replaced values stay, sealing's and every earlier update's) are gone, and
 /// the file shrinks to what it holds.
@@ -27,8 +19,13 @@ const VACUUM: &str = "VACUUM";
 const CHECKPOINT: &str = "PRAGMA wal_checkpoint(TRUNCATE)";
 
 impl SecretStatements for Pools {
-    const STORED: &'static str = STORED;
-    const RESEAL: &'static str = RESEAL;
+    /// Every live subscriber's stored secrets (a tombstone has none).
+    const STORED: &'static str =
+        "SELECT id, secret, previous_secret FROM subscribers WHERE deleted_at IS NULL";
+    /// Writes subscriber `?1`'s secrets sealed, if its secret is still `?4`.
+    const RESEAL: &'static str = "UPDATE subscribers SET secret = ?2, \
+        previous_secret = COALESCE(?3, previous_secret) \
+        WHERE id = ?1 AND secret = ?4";
 
     /// `VACUUM`, then a truncating checkpoint (VACUUM writes the new pages through the
     /// write-ahead log, whose older frames hold the plaintext rows): afterwards neither

@@ -3,14 +3,10 @@
 use super::Pools;
 use crate::store::server_keys::ServerKeyStatements;
 
-/// Stores a key unless one of its name exists.
-const OFFER: &str = "INSERT INTO server_keys (name, key, created_at) VALUES (?1, ?2, ?3) \
-    ON CONFLICT (name) DO NOTHING";
-
-/// The key named `?1`.
-const GET: &str = "SELECT key FROM server_keys WHERE name = ?1";
-
 impl ServerKeyStatements for Pools {
-    const OFFER: &'static str = OFFER;
-    const GET: &'static str = GET;
+    /// Stores a key unless one of its name exists.
+    const OFFER: &'static str = "INSERT INTO server_keys (name, key, created_at) VALUES (?1, ?2, ?3) \
+        ON CONFLICT (name) DO NOTHING";
+    /// The key named `?1`.
+    const GET: &'static str = "SELECT key FROM server_keys WHERE name = ?1";
 }

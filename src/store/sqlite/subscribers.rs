@@ -11,16 +11,6 @@ use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 use crate::store::{destinations, event_types};
 
-/// Subscriber `?1`.
-const GET: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = ?1 \
-    AND deleted_at IS NULL";
-
-/// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
-/// deleted subscriber's tombstone.
-const LIST: &str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT CAST(?2 AS INTEGER)";
-
 /// Updates subscriber `?1`; a new secret `?7` ends a rotation's grace period; pausing
 /// an enabled one records reason `operator` at `?6`, enabling clears the reason.
 const UPDATE: &str = "UPDATE subscribers SET url = ?2, max_in_flight = ?3, \
@@ -39,48 +29,6 @@ const INSERT: &str = "INSERT INTO subscribers (id, url, secret, max_in_flight, \
     rate_limit_per_second, enabled, created_at, updated_at, paused_reason, paused_at) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, CASE WHEN ?6 THEN NULL ELSE 'operator' END, \
       CASE WHEN ?6 THEN NULL ELSE ?7 END)";
-
-/// Subscriber `?1`'s current secret.
-const CURRENT_SECRET: &str = "SELECT secret FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
-
-/// A rotation of subscriber `?1`'s secret.
-const ROTATE: &str = "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
-    previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 AND deleted_at IS NULL \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
-
-/// Changes the fields given of subscriber `?1` (see [`SubscriberStatements::PATCH`]).
-const PATCH: &str = "UPDATE subscribers SET url = COALESCE(?2, url), \
-    max_in_flight = COALESCE(?3, max_in_flight), \
-    rate_limit_per_second = CASE WHEN ?4 THEN ?5 ELSE rate_limit_per_second END, \
-    enabled = CASE WHEN ?6 THEN ?7 ELSE enabled END, \
-    paused_reason = CASE WHEN NOT ?6 THEN paused_reason WHEN ?7 THEN NULL \
-      WHEN enabled THEN 'operator' ELSE paused_reason END, \
-    paused_at = CASE WHEN NOT ?6 THEN paused_at WHEN ?7 THEN NULL \
-      WHEN enabled THEN ?8 ELSE paused_at END, \
-    updated_at = ?8 WHERE id = ?1 AND deleted_at IS NULL \
-    RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
-    updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
-
-/// Enables subscriber `?1` at `?2` if it is paused.
-const RESUME_ONE: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
-    paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 0";
-
-/// Sets subscriber `?1`'s own attempt timeout.
-const SET_ATTEMPT_TIMEOUT: &str =
-    "UPDATE subscribers SET attempt_timeout_ms = ?2 WHERE id = ?1 AND deleted_at IS NULL";
-
-/// Pauses subscriber `?1` at `?2` (reason `operator`) if it is enabled.
-const PAUSE_ONE: &str = "UPDATE subscribers SET enabled = 0, paused_reason = 'operator', \
-    paused_at = ?2, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1";
-
-/// Whether subscriber `?1` exists.
-const EXISTS: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
-
-/// Enables at `?2` the subscribers paused for reason `?1`.
-const RESUME_REASON: &str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
-    paused_at = NULL, updated_at = ?2 WHERE enabled = 0 AND paused_reason = ?1 \
-    AND deleted_at IS NULL";
 
 /// Whether subscriber `?1` is being deleted (docs/DESIGN.md §5.3.1).
 const BEING_DELETED: &str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NOT NULL";
@@ -105,7 +53,7 @@ async fn put_in(
     put: SubscriberPut,
     now: Timestamp,
 ) -> Result<PutSubscriberOutcome, StoreError> {
-    let get = || Query::new(GET).text(put.id.clone());
+    let get = || Query::new(<Pools as SubscriberStatements>::GET).text(put.id.clone());
     let existing: Option<Subscriber> = Pools::fetch_optional::<SubscriberRow>(tx, get())
         .await?
         .map(Subscriber::try_from)
@@ -172,14 +120,47 @@ async fn put_in(
 }
 
 impl SubscriberStatements for Pools {
-    const GET: &'static str = GET;
-    const LIST: &'static str = LIST;
-    const CURRENT_SECRET: &'static str = CURRENT_SECRET;
-    const ROTATE: &'static str = ROTATE;
-    const PATCH: &'static str = PATCH;
-    const RESUME_ONE: &'static str = RESUME_ONE;
-    const PAUSE_ONE: &'static str = PAUSE_ONE;
-    const SET_ATTEMPT_TIMEOUT: &'static str = SET_ATTEMPT_TIMEOUT;
-    const EXISTS: &'static str = EXISTS;
-    const RESUME_REASON: &'static str = RESUME_REASON;
+    /// Subscriber `?1`.
+    const GET: &'static str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE id = ?1 \
+        AND deleted_at IS NULL";
+    /// Subscribers after `?1` (all when NULL) in id order, at most `?2`; never a
+    /// deleted subscriber's tombstone.
+    const LIST: &'static str = "SELECT id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms FROM subscribers WHERE (?1 IS NULL OR id > ?1) AND deleted_at IS NULL ORDER BY id LIMIT CAST(?2 AS INTEGER)";
+    /// Subscriber `?1`'s current secret.
+    const CURRENT_SECRET: &'static str =
+        "SELECT secret FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
+    /// A rotation of subscriber `?1`'s secret.
+    const ROTATE: &'static str = "UPDATE subscribers SET secret = ?2, previous_secret = ?3, \
+        previous_secret_expires_at = ?4, updated_at = ?5 WHERE id = ?1 AND deleted_at IS NULL \
+        RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
+    /// Changes the fields given of subscriber `?1` (see [`SubscriberStatements::PATCH`]).
+    const PATCH: &'static str = "UPDATE subscribers SET url = COALESCE(?2, url), \
+        max_in_flight = COALESCE(?3, max_in_flight), \
+        rate_limit_per_second = CASE WHEN ?4 THEN ?5 ELSE rate_limit_per_second END, \
+        enabled = CASE WHEN ?6 THEN ?7 ELSE enabled END, \
+        paused_reason = CASE WHEN NOT ?6 THEN paused_reason WHEN ?7 THEN NULL \
+          WHEN enabled THEN 'operator' ELSE paused_reason END, \
+        paused_at = CASE WHEN NOT ?6 THEN paused_at WHEN ?7 THEN NULL \
+          WHEN enabled THEN ?8 ELSE paused_at END, \
+        updated_at = ?8 WHERE id = ?1 AND deleted_at IS NULL \
+        RETURNING id, url, max_in_flight, rate_limit_per_second, enabled, created_at, \
+        updated_at, paused_reason, paused_at, event_types, attempt_timeout_ms";
+    /// Enables subscriber `?1` at `?2` if it is paused.
+    const RESUME_ONE: &'static str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
+        paused_at = NULL, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 0";
+    /// Pauses subscriber `?1` at `?2` (reason `operator`) if it is enabled.
+    const PAUSE_ONE: &'static str = "UPDATE subscribers SET enabled = 0, paused_reason = 'operator', \
+        paused_at = ?2, updated_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1";
+    /// Sets subscriber `?1`'s own attempt timeout.
+    const SET_ATTEMPT_TIMEOUT: &'static str =
+        "UPDATE subscribers SET attempt_timeout_ms = ?2 WHERE id = ?1 AND deleted_at IS NULL";
+    /// Whether subscriber `?1` exists.
+    const EXISTS: &'static str = "SELECT 1 FROM subscribers WHERE id = ?1 AND deleted_at IS NULL";
+    /// Enables at `?2` the subscribers paused for reason `?1`.
+    const RESUME_REASON: &'static str = "UPDATE subscribers SET enabled = 1, paused_reason = NULL, \
+        paused_at = NULL, updated_at = ?2 WHERE enabled = 0 AND paused_reason = ?1 \
+        AND deleted_at IS NULL";
 }

@@ -4,23 +4,17 @@
 use super::Pools;
 use crate::store::throughput::ThroughputStatements;
 
-/// Jobs with an id in [`?1`, `?2`): a range of the primary key's index alone.
-pub(super) const ACCEPTED: &str = "SELECT COUNT(*) AS n FROM jobs WHERE id >= ?1 AND id < ?2";
-
-/// Jobs delivered since `?1`, per minute: a range of `jobs_finished (state,
-/// updated_at)` alone (a delivered job is last updated when it is delivered).
-pub(super) const DELIVERED: &str = "SELECT updated_at / 60000 AS minute, COUNT(*) AS n \
-    FROM jobs INDEXED BY jobs_finished \
-    WHERE state IN ('delivered', 'cancelled', 'dead') AND state = 'delivered' \
-      AND updated_at >= ?1 GROUP BY minute";
-
-/// Jobs dead since `?1`, per minute: a range of `jobs_dead_at`.
-pub(super) const DEAD: &str = "SELECT dead_at / 60000 AS minute, COUNT(*) AS n \
-    FROM jobs INDEXED BY jobs_dead_at \
-    WHERE state = 'dead' AND dead_at >= ?1 GROUP BY minute";
-
 impl ThroughputStatements for Pools {
-    const ACCEPTED: &'static str = ACCEPTED;
-    const DELIVERED: &'static str = DELIVERED;
-    const DEAD: &'static str = DEAD;
+    /// Jobs with an id in [`?1`, `?2`): a range of the primary key's index alone.
+    const ACCEPTED: &'static str = "SELECT COUNT(*) AS n FROM jobs WHERE id >= ?1 AND id < ?2";
+    /// Jobs delivered since `?1`, per minute: a range of `jobs_finished (state,
+    /// updated_at)` alone (a delivered job is last updated when it is delivered).
+    const DELIVERED: &'static str = "SELECT updated_at / 60000 AS minute, COUNT(*) AS n \
+        FROM jobs INDEXED BY jobs_finished \
+        WHERE state IN ('delivered', 'cancelled', 'dead') AND state = 'delivered' \
+          AND updated_at >= ?1 GROUP BY minute";
+    /// Jobs dead since `?1`, per minute: a range of `jobs_dead_at`.
+    const DEAD: &'static str = "SELECT dead_at / 60000 AS minute, COUNT(*) AS n \
+        FROM jobs INDEXED BY jobs_dead_at \
+        WHERE state = 'dead' AND dead_at >= ?1 GROUP BY minute";
 }
