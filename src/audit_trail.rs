@@ -181,12 +181,12 @@ impl Begun {
     }
 
     /// Settles the entry: the action was answered `status` (a success, or a server
-    /// error after it began); `target`, when given, replaces the entry's. Waits at
+    /// error after it began). Its target stays the one it was begun with. Waits at
     /// most [`Trail::wait`].
-    pub async fn answered(self, status: StatusCode, target: Option<String>) {
+    pub async fn answered(self, status: StatusCode) {
         let settlement = AuditSettlement::Answered {
             status: status.as_u16(),
-            target,
+            target: None,
             at: self.trail.clock.now(),
         };
         self.settle(settlement).await;

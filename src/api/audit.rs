@@ -115,7 +115,7 @@ pub async fn record(
     };
     let response = match early {
         Ok(status) => {
-            begun.answered(status, None).await;
+            begun.answered(status).await;
             return handler.await;
         }
         Err(response) => response,
@@ -123,11 +123,11 @@ pub async fn record(
     let status = response.status();
     let an_action = status.is_success() && audited.only_status.is_none_or(|only| only == status);
     if an_action {
-        begun.answered(status, None).await;
+        begun.answered(status).await;
         response
     } else if status.is_server_error() {
         // Failed after the action began: it may have taken effect.
-        begun.answered(status, None).await;
+        begun.answered(status).await;
         response
     } else {
         begun.refused().await;

@@ -59,6 +59,9 @@ impl Action {
 /// it; see [`crate::audit_trail`]). An entry that cannot be begun is answered 503 and
 /// `act` does not run: no action without its entry.
 ///
+/// The entry names its target from the start (an id, a destination's normalised
+/// `host:port`), so a crash or a failed settlement cannot leave it without one.
+///
 /// # Errors
 /// 503 when the entry cannot be written, else `act`'s.
 pub async fn audited<T>(
@@ -67,22 +70,6 @@ pub async fn audited<T>(
     ids: &RequestIds,
     action: Action,
     act: impl Future<Output = Result<T, ConsoleError>>,
-) -> Result<T, ConsoleError> {
-    audited_as(state, session, ids, action, act, |_| None).await
-}
-
-/// [`audited`], with the entry's target taken from `act`'s result by `target_of`
-/// when it names one (what the action created, or its target normalised).
-///
-/// # Errors
-/// As [`audited`].
-pub async fn audited_as<T>(
-    state: &ConsoleState,
-    session: &Session,
-    ids: &RequestIds,
-    action: Action,
-    act: impl Future<Output = Result<T, ConsoleError>>,
-    target_of: impl FnOnce(&T) -> Option<String>,
 ) -> Result<T, ConsoleError> {
     let status = StatusCode::from_u16(action.status).unwrap_or(StatusCode::SEE_OTHER);
     let begun = state
@@ -97,12 +84,11 @@ pub async fn audited_as<T>(
         })?;
     match act.await {
         Ok(done) => {
-            let target = target_of(&done);
-            begun.answered(status, target).await;
+            begun.answered(status).await;
             Ok(done)
         }
         Err(error) if error.status.is_server_error() => {
-            begun.answered(error.status, None).await;
+            begun.answered(error.status).await;
             Err(error)
         }
         Err(error) => {

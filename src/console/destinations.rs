@@ -19,6 +19,7 @@ use crate::api::destinations::{CircuitSetting, PutDestinationRequest, put_destin
 use crate::api::extract::AppJson;
 use crate::api::request_id::RequestIds;
 use crate::api::views::DestinationView;
+use crate::domain::destination::Destination;
 use crate::store::PageRequest;
 
 /// Most destinations the page lists.
@@ -127,24 +128,20 @@ pub async fn change(
             "give a limit, pause or resume, or a circuit setting",
         ));
     }
-    let action = Action::new("destination.put", Some(destination.clone()))
+    // The entry names the destination as every view spells it, whatever the path's
+    // spelling (`LOCALHOST:019000`), from the start (issue #34's third probe).
+    let key = Destination::parse(&destination)
+        .map_err(|e| ConsoleError::invalid("destination", e.to_string()))?;
+    let action = Action::new("destination.put", Some(key.as_str().to_owned()))
         .with(serde_json::Value::Object(parameters));
-    let _ = actions::audited_as(
-        &state,
-        &session,
-        &request_ids,
-        action,
-        async {
-            Ok(put_destination(
-                State(state.app.clone()),
-                Path(destination),
-                AppJson(request),
-            )
-            .await?)
-        },
-        // The destination as the answer normalises it, as the API's entry names it.
-        |changed| Some(changed.0.destination.clone()),
-    )
+    let _ = actions::audited(&state, &session, &request_ids, action, async {
+        Ok(put_destination(
+            State(state.app.clone()),
+            Path(destination),
+            AppJson(request),
+        )
+        .await?)
+    })
     .await?;
     let done = if form.get("max_in_flight").is_some() {
         "limit"

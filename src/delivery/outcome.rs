@@ -147,6 +147,13 @@ fn status_reason(status: u16, retry_after: Option<&str>, asked: Option<Timestamp
     match (retry_after, asked) {
         (Some(value), Some(_)) => {
             let value = value.trim_matches([' ', '\t']);
+            // Delay-seconds as the number it was read as (`0012` waited 12 s).
+            let digits = value.trim_start_matches('0');
+            let value = match value.bytes().all(|b| b.is_ascii_digit()) {
+                true if digits.is_empty() => "0",
+                true => digits,
+                false => value,
+            };
             let shown = &value[..value.floor_char_boundary(64)];
             format!("{text} (Retry-After: {shown})")
         }
@@ -248,6 +255,12 @@ mod tests {
                 "{value}"
             );
         }
+        let padded = format!("{}12", "0".repeat(70));
+        let (result, _) = judge(&response(429, Some(&padded), ""), 1, NOW, &BACKOFF, 0.0);
+        assert_eq!(
+            result.reason.as_deref(),
+            Some("HTTP 429 Too Many Requests (Retry-After: 12)")
+        );
         let date = "Sun, 06 Nov 1994 08:49:37 GMT";
         let (result, _) = judge(&response(503, Some(date), ""), 1, NOW, &BACKOFF, 0.0);
         assert_eq!(

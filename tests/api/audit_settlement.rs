@@ -277,9 +277,18 @@ async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
         .as_str()
         .unwrap()
         .to_owned();
+    let mut browser = Browser::new(&app);
+    browser.page("/console/destinations").await;
     on.store(true, Ordering::SeqCst);
     // The path spelled with upper-case letters is the same destination.
     let spelled = key.to_uppercase();
+    let form = browser
+        .post(
+            &format!("/console/destinations/{spelled}"),
+            &[("max_in_flight", "4")],
+        )
+        .await;
+    assert_eq!(form.status, 303, "{}", form.text);
     let put = app
         .put_json(
             &format!("/v1/destinations/{spelled}"),
@@ -300,8 +309,13 @@ async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
         .get_json(&format!("/v1/audit?action=destination.put&target={key}"))
         .await;
     let found = found["items"].as_array().unwrap();
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0]["status"], Value::Null);
+    assert_eq!(
+        found.len(),
+        2,
+        "the console's change and the API's: {found:?}"
+    );
+    assert!(found.iter().all(|e| e["status"].is_null()), "{found:?}");
+    assert_eq!(found[1]["parameters"]["via"], "console");
     let created = &entries(&app, "replay.create").await;
     assert_eq!(created.len(), 1, "{created:?}");
     assert_eq!(created[0]["target"], replay_id);

@@ -133,13 +133,23 @@ impl Separator {
     }
 }
 
-/// Every separator spelling, `=>` before `=`; `=&gt;` is an arrow in HTML, `->` one
+/// Every separator spelling, longest first: assignments of other languages (`:=` of Go
+/// and Pascal, `==`, `?=` and `+=` of Makefiles, `||=` of Ruby, `<-` of R) read as
+/// `=`, so that their value is hidden whole rather than after their second character
+/// (issue #34's third probe: `password := "…"` became `:[redacted] "…"`); `=>` before
+/// `=`; `=&gt;` is an arrow in HTML, `->` one
 /// too (Elixir, Perl's `->{password}` aside: it is an arrow whose value follows), and `=` and
 /// `:` may be HTML character references (`&#61;`, `&#x3d;`, `&equals;`, `&#58;`,
 /// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page) or `\u` and
 /// `\x` escapes (`password\u003dX`: a query string inside a JSON string whose encoder
 /// escapes `=`, as Go's and Gson's do for HTML safety).
-const SEPARATORS: [(&[u8], Separator); 18] = [
+const SEPARATORS: [(&[u8], Separator); 24] = [
+    (b":=", Separator::Equals),
+    (b"==", Separator::Equals),
+    (b"?=", Separator::Equals),
+    (b"+=", Separator::Equals),
+    (b"||=", Separator::Equals),
+    (b"<-", Separator::Equals),
     (b"=>", Separator::Arrow),
     (b"->", Separator::Arrow),
     (b"-&gt;", Separator::Arrow),

@@ -13,6 +13,21 @@ use super::{is_secret_key, redact_keys::key_at};
 /// field secret.
 const NAMING_ATTRIBUTES: [&[u8]; 3] = [b"name", b"id", b"key"];
 
+/// Configuration elements whose text is their value when a `name` or `key` attribute
+/// names a secret (`<entry key="password">…</entry>`). Only these: an HTML element
+/// named like a secret (`<p id="session-expired">…</p>`) holds the receiver's own
+/// message, which must stay readable (issue #34's third probe).
+const VALUE_ELEMENTS: [&[u8]; 8] = [
+    b"entry",
+    b"string",
+    b"add",
+    b"setting",
+    b"item",
+    b"property",
+    b"param",
+    b"parameter",
+];
+
 /// One attribute of a start tag: its name and the (start, end) of its value's content.
 struct Attribute<'a> {
     name: &'a [u8],
@@ -59,7 +74,16 @@ pub(super) fn secret_field_value(bytes: &[u8], at: usize) -> Option<(usize, usiz
     let (start, end) = match value {
         Some(attribute) => attribute.value,
         // `<entry key="password">…</entry>`: the content; `<… />` has none.
-        None if bytes.get(tag_end) == Some(&b'>') && bytes[..tag_end].last() != Some(&b'/') => {
+        None if bytes.get(tag_end) == Some(&b'>')
+            && bytes[..tag_end].last() != Some(&b'/')
+            && VALUE_ELEMENTS
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(&bytes[element_from..element_end]))
+            && [b"name".as_slice(), b"key"]
+                .iter()
+                .filter_map(|name| value_of(name))
+                .any(names_a_secret) =>
+        {
             let start = tag_end + 1;
             (start, run_end(bytes, start, |b| b != b'<'))
         }
@@ -169,6 +193,16 @@ mod tests {
         assert_eq!(hidden(r#"<entry key="user">ann</entry>"#), None);
         assert_eq!(hidden(r#"<input name="password"/>"#), None);
         assert_eq!(hidden(r#"<input name="password"></input>"#), None);
+        // HTML elements named like a secret keep their text (the receiver's message).
+        for text in [
+            r#"<p class="error" id="session-expired">Your session expired.</p>"#,
+            r#"<li name="password-rule">at least 8 characters</li>"#,
+            r#"<td key="auth">failed for user ann</td>"#,
+            r#"<input type="password" name="pw">Forgot your password?"#,
+            r#"<entry id="password">kept: named by id</entry>"#,
+        ] {
+            assert_eq!(hidden(text), None, "{text}");
+        }
         assert_eq!(hidden(r#"<input type="text" value="ann">"#), None);
         assert_eq!(hidden(r#"<input type="password" value="">"#), None);
         assert_eq!(hidden(r#"<input type="password">"#), None);

@@ -210,5 +210,11 @@ fn hides_config_entries_arrows_and_zero_padded_separators() {
             r#"<entry key="user">ann</entry>"#,
         ),
         ("step -> next", "step -> next"),
+        (r#"password := "Xs3cr3t""#, r#"password := "[redacted]""#),
+        (r#"password == "Xs3cr3t""#, r#"password == "[redacted]""#),
+        ("DB_PASSWORD ?= Xs3cr3t", "DB_PASSWORD ?= [redacted]"),
+        ("DB_PASSWORD += Xs3cr3t", "DB_PASSWORD += [redacted]"),
+        (r#"password ||= "Xs3cr3t""#, r#"password ||= "[redacted]""#),
+        (r#"password <- "Xs3cr3t""#, r#"password <- "[redacted]""#),
     ]);
 }

@@ -14,11 +14,9 @@ impl InstanceStatements for PgPool {
           started_at = excluded.started_at, seen_at = excluded.seen_at, \
           worker_slots = excluded.worker_slots, slots_in_use = excluded.slots_in_use";
     /// Deletes the rows last seen before `$1`.
-    const FORGET: &'static str =
-        "DELETE FROM instances WHERE seen_at < $1";
+    const FORGET: &'static str = "DELETE FROM instances WHERE seen_at < $1";
     /// Deletes one row.
-    const DELETE: &'static str =
-        "DELETE FROM instances WHERE id = $1";
+    const DELETE: &'static str = "DELETE FROM instances WHERE id = $1";
     /// The rows seen at or after `$1`.
     const LIVE: &'static str = "SELECT id, version, started_at, seen_at, worker_slots, \
         slots_in_use FROM instances WHERE seen_at >= $1 ORDER BY id";

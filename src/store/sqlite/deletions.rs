@@ -39,8 +39,7 @@ impl DeletionStatements for Pools {
     const DELETE: &'static str = "DELETE FROM subscribers WHERE id = ?1 AND deleting_to IS NOT NULL \
         AND NOT EXISTS (SELECT 1 FROM jobs WHERE subscriber_id = ?1) \
         AND NOT EXISTS (SELECT 1 FROM attempts WHERE subscriber_id = ?1)";
-    const FORGET_ENDPOINT: &'static str =
-        "DELETE FROM endpoint_circuits WHERE subscriber_id = ?1";
+    const FORGET_ENDPOINT: &'static str = "DELETE FROM endpoint_circuits WHERE subscriber_id = ?1";
     /// The subscribers being deleted, at most `?1` (`subscribers_deleting`).
     const IN_PROGRESS: &'static str = "SELECT id FROM subscribers WHERE deleting_to IS NOT NULL \
         ORDER BY id LIMIT CAST(?1 AS INTEGER)";
