@@ -133,8 +133,9 @@ impl Separator {
     }
 }
 
-/// Every separator spelling, longest first: assignments of other languages (`:=` of Go
-/// and Pascal, `==`, `?=` and `+=` of Makefiles, `||=` of Ruby, `<-` of R) read as
+/// Every separator spelling, longest first: assignments and comparisons of other
+/// languages (`:=` of Go and Pascal, `==` and `===`, `?=` and `+=` of Makefiles, `||=`
+/// and `&&=` of Ruby, `//=` of Perl, `.=` of PHP, `<-` and `<<-` of R) read as
 /// `=`, so that their value is hidden whole rather than after their second character
 /// (issue #34's third probe: `password := "…"` became `:[redacted] "…"`); `=>` before
 /// `=`; `=&gt;` is an arrow in HTML, `->` one
@@ -143,12 +144,17 @@ impl Separator {
 /// `&#x3a;`, `&colon;`: a query string or pair quoted in an HTML page) or `\u` and
 /// `\x` escapes (`password\u003dX`: a query string inside a JSON string whose encoder
 /// escapes `=`, as Go's and Gson's do for HTML safety).
-const SEPARATORS: [(&[u8], Separator); 24] = [
+const SEPARATORS: [(&[u8], Separator); 29] = [
     (b":=", Separator::Equals),
+    (b"===", Separator::Equals),
     (b"==", Separator::Equals),
+    (b"&&=", Separator::Equals),
+    (b"//=", Separator::Equals),
+    (b".=", Separator::Equals),
     (b"?=", Separator::Equals),
     (b"+=", Separator::Equals),
     (b"||=", Separator::Equals),
+    (b"<<-", Separator::Equals),
     (b"<-", Separator::Equals),
     (b"=>", Separator::Arrow),
     (b"->", Separator::Arrow),

@@ -14,18 +14,30 @@ use super::{is_secret_key, redact_keys::key_at};
 const NAMING_ATTRIBUTES: [&[u8]; 3] = [b"name", b"id", b"key"];
 
 /// Configuration elements whose text is their value when a `name` or `key` attribute
-/// names a secret (`<entry key="password">…</entry>`). Only these: an HTML element
+/// names a secret (`<entry key="password">…</entry>`, Spring's `<prop key=…>`, `<env
+/// name=…>`). Only these: an HTML element
 /// named like a secret (`<p id="session-expired">…</p>`) holds the receiver's own
 /// message, which must stay readable (issue #34's third probe).
-const VALUE_ELEMENTS: [&[u8]; 8] = [
+const VALUE_ELEMENTS: [&[u8]; 19] = [
     b"entry",
     b"string",
     b"add",
     b"setting",
     b"item",
     b"property",
+    b"prop",
     b"param",
     b"parameter",
+    b"field",
+    b"env",
+    b"var",
+    b"variable",
+    b"value",
+    b"option",
+    b"arg",
+    b"argument",
+    b"secret",
+    b"credential",
 ];
 
 /// One attribute of a start tag: its name and the (start, end) of its value's content.
@@ -190,6 +202,8 @@ mod tests {
         assert_eq!(hidden(r#"<add key="Password" value="X6"/>"#), Some("X6"));
         assert_eq!(hidden(r#"<entry key="password">X7</entry>"#), Some("X7"));
         assert_eq!(hidden(r#"<string name="password">X8</string>"#), Some("X8"));
+        assert_eq!(hidden(r#"<prop key="password">X9</prop>"#), Some("X9"));
+        assert_eq!(hidden(r#"<env name="DB_PASSWORD">X10</env>"#), Some("X10"));
         assert_eq!(hidden(r#"<entry key="user">ann</entry>"#), None);
         assert_eq!(hidden(r#"<input name="password"/>"#), None);
         assert_eq!(hidden(r#"<input name="password"></input>"#), None);

@@ -216,5 +216,12 @@ fn hides_config_entries_arrows_and_zero_padded_separators() {
         ("DB_PASSWORD += Xs3cr3t", "DB_PASSWORD += [redacted]"),
         (r#"password ||= "Xs3cr3t""#, r#"password ||= "[redacted]""#),
         (r#"password <- "Xs3cr3t""#, r#"password <- "[redacted]""#),
+        (r#"password === "Xs3cr3t""#, r#"password === "[redacted]""#),
+        (r#"password <<- "Xs3cr3t""#, r#"password <<- "[redacted]""#),
+        (r#"$password .= "Xs3cr3t""#, r#"$password .= "[redacted]""#),
+        (
+            r#"if password == "" then fail"#,
+            r#"if password == "" then fail"#,
+        ),
     ]);
 }
