@@ -9,16 +9,13 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::extract::AppJson;
+use super::jobs::job_id;
 use super::problem::{ApiError, FieldError, Problem};
 use super::views::JobView;
 use crate::domain::job::{JobEvent, TransitionError, transition};
 use crate::domain::schedule::Schedule;
 use crate::domain::{JobState, Timestamp};
 use crate::store::Job;
-
-fn job_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
-}
 
 /// Job `id` as read at `now` (a job whose lease has expired is `retrying`).
 async fn load(state: &AppState, id: Uuid, now: Timestamp) -> Result<Job, ApiError> {

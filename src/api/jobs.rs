@@ -168,7 +168,9 @@ pub async fn job_view(state: &AppState, job: Job, now: Timestamp) -> Result<JobV
         .ok_or_else(|| ApiError::Internal("no view for the job".into()))
 }
 
-fn job_id(raw: &str) -> Result<Uuid, ApiError> {
+/// The job id a path names (any form `Uuid::parse_str` takes), else a 422 naming
+/// `job_id`.
+pub(super) fn job_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
 }
 
