@@ -153,7 +153,8 @@ impl Trail {
             if let Err(error) = write.await {
                 metrics::audit_write_failed();
                 tracing::error!(action, %error,
-                    "the action was answered but its audit entry could not be settled");
+                    "the audit entry could not be written after the answer (a settlement, \
+                     or a refused login's record)");
             }
         });
         if tokio::time::timeout(self.wait, writing).await.is_err() {
@@ -175,11 +176,6 @@ pub struct Begun {
 }
 
 impl Begun {
-    /// The entry's id.
-    pub fn id(&self) -> Uuid {
-        self.id
-    }
-
     /// Settles the entry: the action was answered `status` (a success, or a server
     /// error after it began). Its target stays the one it was begun with. Waits at
     /// most [`Trail::wait`].
