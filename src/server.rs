@@ -18,7 +18,7 @@ use crate::domain::{Clock, SteadyClock, SystemClock};
 use crate::heartbeat::{self, Instance};
 use crate::open_files;
 use crate::scheduler::Scheduler;
-use crate::store::{self, Heartbeat, SharedStore};
+use crate::store::{self, Heartbeat, SharedStore, SharedWorkerStore};
 
 /// The open-files limit assumed when it cannot be read: the common default.
 const UNREADABLE_OPEN_FILES: u64 = 1_024;
@@ -66,6 +66,9 @@ pub enum ServerClock {
 pub struct Wiring {
     /// The store it serves from.
     pub store: SharedStore,
+    /// The worker's store when not `store`: a test's wrapper that injects failures
+    /// into the worker's calls alone (tests/common/faulty_store.rs).
+    pub worker_store: Option<SharedWorkerStore>,
     /// The source of `now` for the API, the worker and retention.
     pub clock: ServerClock,
     /// Where the API listens (a test binds 127.0.0.1:0).
@@ -74,6 +77,13 @@ pub struct Wiring {
     pub resolver: Resolver,
     /// Whether the worker runs in the background or is handed to the caller.
     pub worker: WorkerMode,
+}
+
+/// The store a server serves from, and the one its worker calls (the same store but
+/// where a test injects failures into the worker's calls).
+struct Stores {
+    all: SharedStore,
+    worker: SharedWorkerStore,
 }
 
 impl Server {
@@ -118,10 +128,14 @@ impl Server {
                  link-local addresses (docs/DESIGN.md §9); for local development only"
             );
         }
+        let stores = Stores {
+            worker: store.clone(),
+            all: store,
+        };
         Self::launch(
             args,
             slots,
-            store,
+            stores,
             ServerClock::System,
             listener,
             Resolver::system(),
@@ -138,12 +152,17 @@ impl Server {
         args.api_settings()?;
         let Wiring {
             store,
+            worker_store,
             clock,
             listener,
             resolver,
             worker,
         } = wiring;
-        Self::launch(args, slots, store, clock, Some(listener), resolver, worker).await
+        let stores = Stores {
+            worker: worker_store.unwrap_or_else(|| store.clone()),
+            all: store,
+        };
+        Self::launch(args, slots, stores, clock, Some(listener), resolver, worker).await
     }
 
     /// The worker of a server started with [`WorkerMode::Stepped`], for the caller to
@@ -158,12 +177,16 @@ impl Server {
     async fn launch(
         args: &ServeArgs,
         slots: Option<WorkerSlots>,
-        store: SharedStore,
+        stores: Stores,
         clock: ServerClock,
         listener: Option<TcpListener>,
         resolver: Resolver,
         mode: WorkerMode,
     ) -> anyhow::Result<Server> {
+        let Stores {
+            all: store,
+            worker: worker_store,
+        } = stores;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let clock = set_clock(args, &store, clock, &shutdown, &mut tasks).await;
@@ -230,7 +253,7 @@ impl Server {
                 resolver,
                 ..args.delivery_settings(owner, slots.count)
             };
-            let worker = Worker::new(store.clone(), clock.clone(), settings)?;
+            let worker = Worker::new(worker_store, clock.clone(), settings)?;
             instance.beat.worker_slots = u32::try_from(slots.count).unwrap_or(u32::MAX);
             instance.busy = Some(worker.held_leases());
             match mode {

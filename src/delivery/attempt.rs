@@ -17,13 +17,13 @@ use crate::domain::policy::TransportFailure;
 use crate::domain::policy::{parse_retry_after, pauses_subscriber};
 use crate::domain::{Clock, JobEvent};
 use crate::metrics;
-use crate::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord, SharedStore};
+use crate::store::{AttemptResult, ClaimedJob, LeaseRef, OutcomeRecord, SharedWorkerStore};
 
 /// What an attempt needs from its worker.
 #[derive(Debug, Clone)]
 pub struct AttemptContext {
     /// The store.
-    pub store: SharedStore,
+    pub store: SharedWorkerStore,
     /// The source of `now`.
     pub clock: Arc<dyn Clock>,
     /// The HTTP sender.

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
-use crate::store::{LeaseRef, SharedStore};
+use crate::store::{LeaseRef, SharedWorkerStore};
 
 #[derive(Debug)]
 struct Held {
@@ -103,7 +103,7 @@ impl HeldLeases {
     /// One renewal round at `now`: extends every held lease to `now + lease_ms` in one
     /// write. Leases the store says are gone, and leases that expired locally because
     /// the store could not be reached, are marked lost.
-    pub async fn renew_once(&self, store: &SharedStore, now: Timestamp, lease_ms: u64) {
+    pub async fn renew_once(&self, store: &SharedWorkerStore, now: Timestamp, lease_ms: u64) {
         let refs: Vec<LeaseRef> = self
             .lock()
             .iter()
@@ -154,7 +154,7 @@ impl HeldLeases {
     /// Renews every `lease_ms / 3` until `stop` is cancelled.
     pub async fn renew_until(
         self,
-        store: SharedStore,
+        store: SharedWorkerStore,
         clock: Arc<dyn Clock>,
         lease_ms: u64,
         stop: CancellationToken,

@@ -18,7 +18,7 @@ use super::settings::DeliverySettings;
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
 use crate::store::{
-    ClaimRequest, ClaimedJob, ExpiredJobs, ReplayProgress, SharedStore, StoreError, Wake,
+    ClaimRequest, ClaimedJob, ExpiredJobs, ReplayProgress, SharedWorkerStore, StoreError, Wake,
 };
 
 /// Most jobs moved to dead by one deadline sweep.
@@ -57,16 +57,16 @@ impl Pending {
 }
 
 impl Worker {
-    /// A worker over `store`, woken by the store's [`Store::wake`] when a job it
+    /// A worker over `store`, woken by the store's [`WorkerStore::wake`] when a job it
     /// creates is due before the worker would wake.
     ///
     /// # Errors
     /// Invalid `settings` (see [`DeliverySettings::validate`]), or an HTTP client that
     /// cannot be built.
     ///
-    /// [`Store::wake`]: crate::store::Store::wake
+    /// [`WorkerStore::wake`]: crate::store::WorkerStore::wake
     pub fn new(
-        store: SharedStore,
+        store: SharedWorkerStore,
         clock: Arc<dyn Clock>,
         settings: DeliverySettings,
     ) -> anyhow::Result<Self> {

@@ -43,7 +43,7 @@ pub struct EndpointPolicy {
     /// is long-running: its requests count against the share of a destination's
     /// places that long-running endpoints may hold (§15.2). The worker marks it so
     /// too once one of its attempts has been open this long without an answer
-    /// (`Store::note_long_attempt`), until its next result.
+    /// (`WorkerStore::note_long_attempt`), until its next result.
     pub long_attempt_ms: u64,
 }
 

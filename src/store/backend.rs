@@ -99,7 +99,7 @@ pub(crate) trait Backend:
         now: Timestamp,
     ) -> impl Future<Output = Result<PutSubscriberOutcome, StoreError>> + Send;
 
-    /// Claims due jobs under leases; see [`Store::claim`](super::Store::claim).
+    /// Claims due jobs under leases; see [`WorkerStore::claim`](super::WorkerStore::claim).
     fn claim(
         &self,
         sealer: &Sealer,
@@ -107,7 +107,7 @@ pub(crate) trait Backend:
         request: ClaimRequest,
     ) -> impl Future<Output = Result<Vec<ClaimedJob>, StoreError>> + Send;
 
-    /// Extends leases still held; see [`Store::renew_leases`](super::Store::renew_leases).
+    /// Extends leases still held; see [`WorkerStore::renew_leases`](super::WorkerStore::renew_leases).
     fn renew_leases(
         &self,
         leases: &[LeaseRef],
@@ -116,7 +116,7 @@ pub(crate) trait Backend:
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
 
     /// Moves jobs past their deadline to dead; see
-    /// [`Store::expire_deadlines`](super::Store::expire_deadlines).
+    /// [`WorkerStore::expire_deadlines`](super::WorkerStore::expire_deadlines).
     fn expire_deadlines(
         &self,
         now: Timestamp,

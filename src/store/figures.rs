@@ -205,7 +205,7 @@ pub(crate) trait FigureStatements: Transactions {
     const GAUGED_DESTINATIONS: &'static str;
 
     /// When a job next needs a worker, as of `now` (see
-    /// [`crate::store::Store::next_wake_at`]; replays aside), counting a subscriber's
+    /// [`crate::store::WorkerStore::next_wake_at`]; replays aside), counting a subscriber's
     /// due work only when its destination is among `admitted` (a JSON object whose
     /// keys are the destinations that let work go now).
     fn next_job_wake(
@@ -293,7 +293,7 @@ pub(crate) async fn gauges<S: FigureStatements>(
     Ok(gauges)
 }
 
-/// See [`crate::store::Store::next_wake_at`]: the sooner of the jobs' next wake-up
+/// See [`crate::store::WorkerStore::next_wake_at`]: the sooner of the jobs' next wake-up
 /// and a running replay's next burst.
 /// A destination held by its circuit counts from the end of its cool-down.
 pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(

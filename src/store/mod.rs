@@ -75,9 +75,14 @@ use crate::domain::waiting::SubscriberLoad;
 /// A shared handle to a store.
 pub type SharedStore = Arc<dyn Store>;
 
-/// Durable storage. All methods are safe to call concurrently.
+/// A shared handle to the calls a delivery worker makes.
+pub type SharedWorkerStore = Arc<dyn WorkerStore>;
+
+/// Durable storage: the worker's calls ([`WorkerStore`]) and everything the API, the
+/// console, the scheduler and maintenance read and write. All methods are safe to
+/// call concurrently. [`sql_store::SqlStore`] is the one implementation.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+pub trait Store: WorkerStore {
     /// Succeeds when the store answers a trivial query (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -189,24 +194,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn list_attempts(&self, job_id: Uuid, now: Timestamp)
     -> Result<Vec<Attempt>, StoreError>;
 
-    /// Atomically selects up to `limit` due jobs (`scheduled`/`retrying` whose due time
-    /// has come, and `in_flight` whose lease expired) of enabled subscribers, before
-    /// their deadline, oldest due first; marks them `in_flight` under a new lease (the
-    /// fencing token increases); persists an `in_progress` attempt row for each; and
-    /// returns them. The attempt of an expired lease is recorded as `unknown`; a job
-    /// whose expired lease was on its last allowed attempt is left to
-    /// [`Store::expire_deadlines`] instead.
-    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError>;
-
-    /// Extends the leases to `until`. The result says, per lease in order, whether it
-    /// was still held (the job in flight under that token).
-    async fn renew_leases(
-        &self,
-        leases: &[LeaseRef],
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<bool>, StoreError>;
-
     /// Records attempt results and the transitions they cause, in one write, each
     /// conditional on its lease: a stale token updates only the attempt row and
     /// yields [`Fenced::Late`]. Results are in the order of `records`.
@@ -215,44 +202,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError>;
-
-    /// Records one attempt's result as [`Store::record_outcomes`] does, group-committed
-    /// with the outcomes recorded meanwhile: at most 256 in one write, one write at a
-    /// time; a group is written at the latest `now` among its records. Returns this
-    /// record's own result.
-    async fn record_outcome(
-        &self,
-        record: OutcomeRecord,
-        now: Timestamp,
-    ) -> Result<Fenced, StoreError>;
-
-    /// Notes that the attempt under `lease` has been open for `--long-attempt-ms`
-    /// without an answer, at `now`: its subscriber's endpoint counts as long-running
-    /// from then on (docs/DESIGN.md §15.2), until its next result sets that from its
-    /// typical duration again. Group-committed with the notes made meanwhile (at most
-    /// 512 in one write, one write at a time). Fenced by the lease: once the attempt's
-    /// outcome is recorded, its lease taken over, or its subscriber deleted (the id
-    /// registered again is a new endpoint), the note marks nothing and is no error.
-    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError>;
-
-    /// The wake-ups of this instance's worker: the store wakes it when a job it
-    /// creates is due before the worker would wake, and when a replay is created; the
-    /// API uses it too (a job made due, a subscriber resumed, a destination changed;
-    /// docs/DESIGN.md §3.3). A store that wraps another forwards its store's.
-    fn wake(&self) -> Arc<Wake>;
-
-    /// When a worker next has something to do, as of `now`: a running replay's next
-    /// burst, a job coming due, a
-    /// subscriber's limits letting a claim take its due work (never while it is at
-    /// `max_in_flight`: a finished attempt frees it), a lease expiring, or a waiting
-    /// job's deadline; `None` when idle.
-    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
-
-    /// Wakes `wake` whenever another instance creates a job, until `stop`. A backend
-    /// without such notifications returns at once (workers then rely on their poll).
-    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
-        let _ = (wake, stop);
-    }
 
     /// How busy subscriber `id` is at `now` (open attempts, attempts started in the
     /// last second) against its limits; `None` when it does not exist.
@@ -310,24 +259,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Stops a running replay (jobs already requeued stay requeued); one that has
     /// ended is left as it is. `None` when it does not exist.
     async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError>;
-
-    /// Advances the running replays whose next burst is due at `now`: each requeues up
-    /// to its token bucket's allowance (see [`crate::domain::replay::Pacing`]) of its
-    /// next snapshotted jobs that are still `dead` — back to `scheduled`, due now, with
-    /// a deadline of now + its `ttl_ms` and a fresh attempt budget — skips the others,
-    /// and ends (`done`) when none is left. The bucket and the progress are stored in
-    /// the same transaction, so instances sharing the store keep one pace and a restart
-    /// resumes where it stopped.
-    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError>;
-
-    /// Moves up to `limit` jobs to `dead`: those whose deadline has passed
-    /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with
-    /// `deadline_exceeded`, and those whose lease expired on their last allowed attempt
-    /// with `max_attempts`; the expired leases of jobs whose subscriber or destination
-    /// is paused, or whose destination's circuit is not closed (open, half-open, or
-    /// held open), go back to `retrying`, due now. An expired lease's attempt is recorded as `unknown`.
-    async fn expire_deadlines(&self, now: Timestamp, limit: u32)
-    -> Result<ExpiredJobs, StoreError>;
 
     // --- operator queries and retention (ops) ---
 
@@ -637,6 +568,89 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Records a manual run of schedule `id` as its last run, unless a later period's
     /// is recorded; whether it was recorded.
     async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError>;
+}
+
+/// The calls a delivery worker makes, and nothing else (docs/DESIGN.md §8): claim
+/// due jobs under leases, renew the leases, record each attempt's outcome fenced by
+/// its lease, note long attempts, sweep deadlines, pace the replays, and learn when
+/// there is work ([`WorkerStore::wake`], [`WorkerStore::next_wake_at`],
+/// [`WorkerStore::listen_for_jobs`]). The worker and the tests' fault-injecting
+/// wrapper depend on this alone. All methods are safe to call concurrently.
+#[async_trait]
+pub trait WorkerStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Atomically selects up to `limit` due jobs (`scheduled`/`retrying` whose due time
+    /// has come, and `in_flight` whose lease expired) of enabled subscribers, before
+    /// their deadline, oldest due first; marks them `in_flight` under a new lease (the
+    /// fencing token increases); persists an `in_progress` attempt row for each; and
+    /// returns them. The attempt of an expired lease is recorded as `unknown`; a job
+    /// whose expired lease was on its last allowed attempt is left to
+    /// [`WorkerStore::expire_deadlines`] instead.
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError>;
+
+    /// Extends the leases to `until`. The result says, per lease in order, whether it
+    /// was still held (the job in flight under that token).
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// Records one attempt's result as [`Store::record_outcomes`] does, group-committed
+    /// with the outcomes recorded meanwhile: at most 256 in one write, one write at a
+    /// time; a group is written at the latest `now` among its records. Returns this
+    /// record's own result.
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError>;
+
+    /// Notes that the attempt under `lease` has been open for `--long-attempt-ms`
+    /// without an answer, at `now`: its subscriber's endpoint counts as long-running
+    /// from then on (docs/DESIGN.md §15.2), until its next result sets that from its
+    /// typical duration again. Group-committed with the notes made meanwhile (at most
+    /// 512 in one write, one write at a time). Fenced by the lease: once the attempt's
+    /// outcome is recorded, its lease taken over, or its subscriber deleted (the id
+    /// registered again is a new endpoint), the note marks nothing and is no error.
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError>;
+
+    /// The wake-ups of this instance's worker: the store wakes it when a job it
+    /// creates is due before the worker would wake, and when a replay is created; the
+    /// API uses it too (a job made due, a subscriber resumed, a destination changed;
+    /// docs/DESIGN.md §3.3). A store that wraps another forwards its store's.
+    fn wake(&self) -> Arc<Wake>;
+
+    /// When a worker next has something to do, as of `now`: a running replay's next
+    /// burst, a job coming due, a
+    /// subscriber's limits letting a claim take its due work (never while it is at
+    /// `max_in_flight`: a finished attempt frees it), a lease expiring, or a waiting
+    /// job's deadline; `None` when idle.
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Wakes `wake` whenever another instance creates a job, until `stop`. A backend
+    /// without such notifications returns at once (workers then rely on their poll).
+    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
+        let _ = (wake, stop);
+    }
+
+    /// Advances the running replays whose next burst is due at `now`: each requeues up
+    /// to its token bucket's allowance (see [`crate::domain::replay::Pacing`]) of its
+    /// next snapshotted jobs that are still `dead` — back to `scheduled`, due now, with
+    /// a deadline of now + its `ttl_ms` and a fresh attempt budget — skips the others,
+    /// and ends (`done`) when none is left. The bucket and the progress are stored in
+    /// the same transaction, so instances sharing the store keep one pace and a restart
+    /// resumes where it stopped.
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError>;
+
+    /// Moves up to `limit` jobs to `dead`: those whose deadline has passed
+    /// (`scheduled`, `retrying`, and `in_flight` with an expired lease) with
+    /// `deadline_exceeded`, and those whose lease expired on their last allowed attempt
+    /// with `max_attempts`; the expired leases of jobs whose subscriber or destination
+    /// is paused, or whose destination's circuit is not closed (open, half-open, or
+    /// held open), go back to `retrying`, due now. An expired lease's attempt is recorded as `unknown`.
+    async fn expire_deadlines(&self, now: Timestamp, limit: u32)
+    -> Result<ExpiredJobs, StoreError>;
 }
 
 /// Opens the store that `database_url` names and brings its schema up to date;

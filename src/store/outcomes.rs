@@ -2,7 +2,7 @@
 //! set-based statements (finish the attempts; apply the transitions whose lease still
 //! holds), so a batch costs two statements whatever its size.
 //!
-//! Outcomes recorded one by one ([`crate::store::Store::record_outcome`]) are
+//! Outcomes recorded one by one ([`crate::store::WorkerStore::record_outcome`]) are
 //! group-committed: attempts that finish at about the same time share one write (one
 //! transaction, one fsync), while each still learns its own result, fenced by its own
 //! lease token (docs/DESIGN.md §3, throughput shape).

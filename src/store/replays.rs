@@ -258,7 +258,7 @@ async fn release<S: ReplayStatements>(
     }
 }
 
-/// Advances the replays due at `now` (see [`crate::store::Store::advance_replays`]).
+/// Advances the replays due at `now` (see [`crate::store::WorkerStore::advance_replays`]).
 pub(crate) async fn advance<S: ReplayStatements>(
     db: &S,
     now: Timestamp,

@@ -15,7 +15,7 @@ use super::backend::Backend;
 use super::creates::Created;
 use super::group_commit::GroupCommit;
 use super::records::*;
-use super::{Sealer, Store, StoreError, Wake};
+use super::{Sealer, Store, StoreError, Wake, WorkerStore};
 use crate::domain::Timestamp;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::replay::{ReplayFilter, ReplayState};
@@ -167,49 +167,12 @@ impl<B: Backend> Store for SqlStore<B> {
         super::attempts::list(&self.db, job_id, now).await
     }
 
-    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        self.db.claim(&self.sealer, &self.policy, request).await
-    }
-
-    async fn renew_leases(
-        &self,
-        leases: &[LeaseRef],
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<Vec<bool>, StoreError> {
-        self.db.renew_leases(leases, until, now).await
-    }
-
     async fn record_outcomes(
         &self,
         records: &[OutcomeRecord],
         now: Timestamp,
     ) -> Result<Vec<Fenced>, StoreError> {
         super::outcomes::record(&self.db, records, now, &self.policy).await
-    }
-
-    async fn record_outcome(
-        &self,
-        record: OutcomeRecord,
-        now: Timestamp,
-    ) -> Result<Fenced, StoreError> {
-        self.outcomes.submit((record, now)).await
-    }
-
-    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
-        self.long_attempts.submit((lease, now)).await
-    }
-
-    fn wake(&self) -> Arc<Wake> {
-        self.wake.clone()
-    }
-
-    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
-        self.db.listen_for_jobs(wake, stop).await;
-    }
-
-    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        super::figures::next_wake_at(&self.db, now, &self.policy).await
     }
 
     async fn subscriber_load(
@@ -267,18 +230,6 @@ impl<B: Backend> Store for SqlStore<B> {
 
     async fn cancel_replay(&self, id: Uuid, now: Timestamp) -> Result<Option<Replay>, StoreError> {
         super::replays::cancel(&self.db, id, now).await
-    }
-
-    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
-        super::replays::advance(&self.db, now).await
-    }
-
-    async fn expire_deadlines(
-        &self,
-        now: Timestamp,
-        limit: u32,
-    ) -> Result<ExpiredJobs, StoreError> {
-        self.db.expire_deadlines(now, limit).await
     }
 
     async fn subscriber_stats(
@@ -527,5 +478,57 @@ impl<B: Backend> Store for SqlStore<B> {
 
     async fn record_schedule_run(&self, id: &str, run: ScheduleRun) -> Result<bool, StoreError> {
         super::schedules::record_run(&self.db, id, run).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> WorkerStore for SqlStore<B> {
+    async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.db.claim(&self.sealer, &self.policy, request).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[LeaseRef],
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.db.renew_leases(leases, until, now).await
+    }
+
+    async fn record_outcome(
+        &self,
+        record: OutcomeRecord,
+        now: Timestamp,
+    ) -> Result<Fenced, StoreError> {
+        self.outcomes.submit((record, now)).await
+    }
+
+    async fn note_long_attempt(&self, lease: LeaseRef, now: Timestamp) -> Result<(), StoreError> {
+        self.long_attempts.submit((lease, now)).await
+    }
+
+    fn wake(&self) -> Arc<Wake> {
+        self.wake.clone()
+    }
+
+    async fn listen_for_jobs(&self, wake: Arc<Notify>, stop: CancellationToken) {
+        self.db.listen_for_jobs(wake, stop).await;
+    }
+
+    async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        super::figures::next_wake_at(&self.db, now, &self.policy).await
+    }
+
+    async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
+        super::replays::advance(&self.db, now).await
+    }
+
+    async fn expire_deadlines(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<ExpiredJobs, StoreError> {
+        self.db.expire_deadlines(now, limit).await
     }
 }

@@ -56,7 +56,7 @@ pub(crate) async fn mark_attempt_unknown<S: SweepStatements>(
 }
 
 /// Moves up to `limit` overdue jobs at `now`, in one write transaction (see
-/// [`crate::store::Store::expire_deadlines`]).
+/// [`crate::store::WorkerStore::expire_deadlines`]).
 pub(crate) async fn expire_deadlines<S: SweepStatements>(
     db: &S,
     now: Timestamp,

@@ -2,46 +2,42 @@
 //! §5.11), on both backends: the entry is written before the action runs and settled
 //! with its answer. An action whose entry cannot be written is answered 503 and not
 //! taken; one whose settlement never comes (the server stopped between the two, here a
-//! store that fails the settlement) keeps its entry, listed with no status. A 5xx
+//! database that refuses the settlement) keeps its entry, listed with no status. A 5xx
 //! keeps the entry with its status; a 4xx withdraws it. (tests/delivery/process.rs
 //! kills a real server between the two.)
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use deferhook::store::{SharedStore, StoreError};
 use serde_json::{Value, json};
 
 use crate::app::{Database, Db, TestApp};
 use crate::console_support::Browser;
-use crate::faulty_store::FaultyStore;
+use crate::db_faults::{DbFault, DbFaults};
 use crate::support::{app_with, at, expect_json, expect_problem, job};
 
-/// A store over `database` whose calls named in `calls` fail while `on` is set.
-async fn failing(
-    database: &Database,
-    calls: &'static [&'static str],
-    on: Arc<AtomicBool>,
-) -> SharedStore {
-    let inner = deferhook::store::open(&database.url).await.unwrap();
-    FaultyStore::wrap(
-        inner,
-        Arc::new(move |call| {
-            if on.load(Ordering::SeqCst) && calls.contains(&call) {
-                Err(StoreError::Unavailable(format!("injected: {call} fails")))
-            } else {
-                Ok(())
-            }
-        }),
-    )
+/// The faults a test arms and disarms together.
+struct Faults {
+    database: DbFaults,
+    which: &'static [DbFault],
 }
 
-async fn start(db: Db, calls: &'static [&'static str]) -> (TestApp, Database, Arc<AtomicBool>) {
+impl Faults {
+    async fn on(&self) {
+        self.database.arm_all(self.which).await;
+    }
+
+    async fn off(&self) {
+        self.database.disarm_all(self.which).await;
+    }
+}
+
+/// An instance on a fresh database of `db` whose `faults` the test arms.
+async fn start(db: Db, faults: &'static [DbFault]) -> (TestApp, Database, Faults) {
     let database = db.database().await;
-    let on = Arc::new(AtomicBool::new(false));
-    let store = failing(&database, calls, on.clone()).await;
-    let app = app_with().on(&database.url).store(store).start().await;
-    (app, database, on)
+    let app = app_with().on(&database.url).start().await;
+    let faults = Faults {
+        database: DbFaults::install(&database).await,
+        which: faults,
+    };
+    (app, database, faults)
 }
 
 /// A job of subscriber `acme`, due in an hour: `scheduled`, so it can be cancelled.
@@ -63,11 +59,11 @@ async fn entries(app: &TestApp, action: &str) -> Vec<Value> {
 }
 
 async fn an_action_whose_entry_cannot_be_begun_is_not_taken(db: Db) {
-    let (app, _database, on) = start(db, &["record_audit"]).await;
+    let (app, _database, faults) = start(db, &[DbFault::AuditEntry]).await;
     let id = waiting_job(&app).await;
     let mut browser = Browser::new(&app);
     browser.page(&format!("/console/jobs/{id}")).await;
-    on.store(true, Ordering::SeqCst);
+    faults.on().await;
 
     let reply = app
         .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
@@ -84,7 +80,7 @@ async fn an_action_whose_entry_cannot_be_begun_is_not_taken(db: Db) {
         .await;
     expect_problem(&paused, 503);
 
-    on.store(false, Ordering::SeqCst);
+    faults.off().await;
     let job = app.get_json(&format!("/v1/jobs/{id}")).await;
     assert_eq!(job["state"], "scheduled", "the action was taken: {job}");
     assert_eq!(app.get_json("/v1/subscribers/acme").await["enabled"], true);
@@ -95,11 +91,11 @@ async fn an_action_whose_entry_cannot_be_begun_is_not_taken(db: Db) {
 }
 
 async fn an_entry_never_settled_stays_listed_without_a_status(db: Db) {
-    let (app, _database, on) = start(db, &["settle_audit"]).await;
+    let (app, _database, faults) = start(db, &[DbFault::AuditSettlement]).await;
     let id = waiting_job(&app).await;
     let mut browser = Browser::new(&app);
     browser.page("/console/subscribers").await;
-    on.store(true, Ordering::SeqCst);
+    faults.on().await;
 
     let reply = app
         .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
@@ -114,7 +110,7 @@ async fn an_entry_never_settled_stays_listed_without_a_status(db: Db) {
         .post_json(&format!("/v1/jobs/{id}/retry"), &json!({}))
         .await;
     expect_problem(&refused, 409);
-    on.store(false, Ordering::SeqCst);
+    faults.off().await;
 
     let cancel = &entries(&app, "job.cancel").await;
     assert_eq!(cancel.len(), 1, "{cancel:?}");
@@ -129,14 +125,15 @@ async fn an_entry_never_settled_stays_listed_without_a_status(db: Db) {
 }
 
 async fn a_server_error_keeps_its_entry_and_a_refusal_withdraws_it(db: Db) {
-    let (app, _database, on) = start(db, &["transition_waiting"]).await;
+    let (app, _database, faults) = start(db, &[DbFault::JobChange]).await;
     let id = waiting_job(&app).await;
-    on.store(true, Ordering::SeqCst);
+    // The database refuses the job's change: an internal error, answered 500.
+    faults.on().await;
     let failed = app
         .post_json(&format!("/v1/jobs/{id}/cancel"), &json!({}))
         .await;
-    expect_problem(&failed, 503);
-    on.store(false, Ordering::SeqCst);
+    expect_problem(&failed, 500);
+    faults.off().await;
     // 409: a scheduled job cannot be retried; 404: no such job
     let refused = app
         .post_json(&format!("/v1/jobs/{id}/retry"), &json!({}))
@@ -147,7 +144,7 @@ async fn a_server_error_keeps_its_entry_and_a_refusal_withdraws_it(db: Db) {
 
     let cancel = entries(&app, "job.cancel").await;
     assert_eq!(cancel.len(), 1, "{cancel:?}");
-    assert_eq!(cancel[0]["status"], 503);
+    assert_eq!(cancel[0]["status"], 500);
     assert_eq!(cancel[0]["target"], id);
     assert!(entries(&app, "job.retry").await.is_empty());
     let cancelled = app
@@ -159,40 +156,26 @@ async fn a_server_error_keeps_its_entry_and_a_refusal_withdraws_it(db: Db) {
         .iter()
         .map(|e| e["status"].clone())
         .collect();
-    assert_eq!(statuses, [json!(200), json!(503)]);
+    assert_eq!(statuses, [json!(200), json!(500)]);
 }
 
-/// CASES C-19 after the commit: a job control action whose job cannot be read again
-/// afterwards answers 200 with the job as written, not a 503 that says nothing was.
+/// CASES C-19 after the commit: a job control action whose view cannot be read
+/// afterwards (its subscriber's load, which a due job's view explains its wait by)
+/// answers 200 with the job as written, not a 503 that says nothing was.
 async fn a_job_action_committed_then_unreadable_answers_what_it_wrote(db: Db) {
-    let database = db.database().await;
-    let inner = deferhook::store::open(&database.url).await.unwrap();
-    // Every read of a job fails once a transition has been written.
-    let written = Arc::new(AtomicBool::new(false));
-    let fault = written.clone();
-    let store = FaultyStore::wrap(
-        inner,
-        Arc::new(move |call| {
-            let written = &fault;
-            if call == "transition_waiting" {
-                written.store(true, Ordering::SeqCst);
-            }
-            if call == "get_job" && written.load(Ordering::SeqCst) {
-                return Err(StoreError::Unavailable("injected: get_job fails".into()));
-            }
-            Ok(())
-        }),
-    );
-    let app = app_with().on(&database.url).store(store).start().await;
+    // The history its view reads cannot be read while the job is changed.
+    let (app, _database, faults) = start(db, &[DbFault::HistoryUnreadable]).await;
     let id = waiting_job(&app).await;
-    let later = at(7_200_000);
+    // Due now: its view reads its subscriber's load.
+    let later = at(0);
+    faults.on().await;
     let reply = app
         .patch_json(&format!("/v1/jobs/{id}"), &json!({ "deliver_at": later }))
         .await;
+    faults.off().await;
     let answered = expect_json(&reply, 200);
     assert_eq!(answered["state"], "scheduled");
     assert_eq!(answered["deliver_at"], later);
-    written.store(false, Ordering::SeqCst);
     let read = app.get_json(&format!("/v1/jobs/{id}")).await;
     assert_eq!(answered, read, "the answer is the job as stored");
     let entry = &entries(&app, "job.reschedule").await[0];
@@ -203,21 +186,16 @@ async fn a_job_action_committed_then_unreadable_answers_what_it_wrote(db: Db) {
 /// answered 503 "nothing was written", and a created subscriber's generated secret was
 /// never shown. Each answers what it wrote, and the entry is settled with that status.
 async fn writes_committed_then_unreadable_answer_what_they_wrote(db: Db) {
-    let (app, _database, on) = start(
+    let (app, _database, faults) = start(
         db,
-        &[
-            "subscriber_health",
-            "get_job",
-            "subscriber_load",
-            "record_schedule_run",
-        ],
+        &[DbFault::HistoryUnreadable, DbFault::ScheduleRunRecord],
     )
     .await;
     let schedule = json!({
         "subscriber_id": "acme", "cron": "0 0 * * *",
         "event_id": "nightly:{period_start}", "payload": {"a": 1},
     });
-    on.store(true, Ordering::SeqCst);
+    faults.on().await;
     let created = app
         .put_json(
             "/v1/subscribers/acme",
@@ -242,18 +220,18 @@ async fn writes_committed_then_unreadable_answer_what_they_wrote(db: Db) {
     expect_json(&app.put_json("/v1/schedules/nightly", &schedule).await, 201);
     let run = app.post_json("/v1/schedules/nightly/run", &json!({})).await;
     assert_eq!(expect_json(&run, 201)["items"].as_array().unwrap().len(), 1);
-    on.store(false, Ordering::SeqCst);
+    faults.off().await;
     // The last run is recorded now, so the next view reads its job.
     expect_json(
         &app.post_json("/v1/schedules/nightly/run", &json!({})).await,
         200,
     );
-    on.store(true, Ordering::SeqCst);
+    faults.on().await;
     let mut changed = schedule.clone();
     changed["payload"] = json!({"a": 2});
     let put = app.put_json("/v1/schedules/nightly", &changed).await;
     assert_eq!(expect_json(&put, 200)["payload"], json!({"a": 2}));
-    on.store(false, Ordering::SeqCst);
+    faults.off().await;
 
     for action in [
         "subscriber.put",
@@ -271,7 +249,7 @@ async fn writes_committed_then_unreadable_answer_what_they_wrote(db: Db) {
 /// the answer, so an entry never settled had none and a search by target missed the
 /// action. Both are named when begun.
 async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
-    let (app, _database, on) = start(db, &["settle_audit"]).await;
+    let (app, _database, faults) = start(db, &[DbFault::AuditSettlement]).await;
     waiting_job(&app).await;
     let key = app.get_json("/v1/subscribers/acme").await["destination"]
         .as_str()
@@ -279,7 +257,7 @@ async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
         .to_owned();
     let mut browser = Browser::new(&app);
     browser.page("/console/destinations").await;
-    on.store(true, Ordering::SeqCst);
+    faults.on().await;
     // The path spelled with upper-case letters is the same destination.
     let spelled = key.to_uppercase();
     let form = browser
@@ -303,7 +281,7 @@ async fn an_unsettled_entry_names_its_destination_and_replay(db: Db) {
         )
         .await;
     let replay_id = expect_json(&replay, 202)["id"].as_str().unwrap().to_owned();
-    on.store(false, Ordering::SeqCst);
+    faults.off().await;
 
     let found = app
         .get_json(&format!("/v1/audit?action=destination.put&target={key}"))

@@ -3,8 +3,8 @@
 
 #[path = "../common/app.rs"]
 mod app;
-#[path = "../common/faulty_store.rs"]
-mod faulty_store;
+#[path = "../common/db_faults.rs"]
+mod db_faults;
 #[path = "../common/pg.rs"]
 mod pg;
 

@@ -40,6 +40,7 @@ use deferhook::domain::{Clock, ManualClock, SystemClock, Timestamp};
 use deferhook::server::{Server, ServerClock, Wiring, WorkerMode};
 use deferhook::store::{
     AttemptResult, ClaimRequest, ClaimedJob, LeaseRef, OutcomeRecord, SharedStore,
+    SharedWorkerStore,
 };
 use deferhook::testing::START;
 
@@ -153,6 +154,7 @@ pub struct AppBuilder {
     worker: WorkerKind,
     resolver: Resolver,
     store: Option<SharedStore>,
+    worker_store: Option<SharedWorkerStore>,
     bearer: Option<String>,
 }
 
@@ -220,6 +222,13 @@ impl AppBuilder {
     /// the database; give its URL with [`AppBuilder::on`].
     pub fn store(mut self, store: SharedStore) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// The worker calls `store` (e.g. a wrapper that injects failures into the
+    /// worker's calls alone) instead of the instance's store.
+    pub fn worker_store(mut self, store: SharedWorkerStore) -> Self {
+        self.worker_store = Some(store);
         self
     }
 
@@ -339,6 +348,7 @@ impl AppBuilder {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let wiring = Wiring {
             store: store.clone(),
+            worker_store: self.worker_store,
             clock,
             listener,
             resolver: self.resolver,
@@ -407,6 +417,7 @@ impl TestApp {
             worker: WorkerKind::Stepped,
             resolver: Resolver::system(),
             store: None,
+            worker_store: None,
             bearer: None,
         }
     }

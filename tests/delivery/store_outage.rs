@@ -1,7 +1,7 @@
 //! C-03: the store fails right after a 2xx. The outcome is retried until it is stored
 //! (the lease still held), so the job ends delivered with one request and no dead
-//! letter. SQLite cannot be unplugged, so a wrapper makes every store call fail for
-//! a while, starting at the first outcome write.
+//! letter. SQLite cannot be unplugged, so a wrapper makes every call of the worker's
+//! store fail for a while, starting at the first outcome write.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ fn outage_from_first_outcome(outage: Duration) -> Fault {
     let down_since: Mutex<Option<Instant>> = Mutex::new(None);
     Arc::new(move |call| {
         let mut down_since = down_since.lock().unwrap();
-        if matches!(call, "record_outcome" | "record_outcomes") {
+        if call == "record_outcome" {
             down_since.get_or_insert_with(Instant::now);
         }
         match *down_since {
@@ -41,7 +41,8 @@ async fn c03_an_outcome_is_stored_once_the_store_is_back(db: Db) {
     let store = FaultyStore::wrap(inner.clone(), outage_from_first_outcome(outage));
     let app = instance_on(&url)
         .flags(&["--lease-ms", "3000", "--attempt-timeout-ms", "2000"])
-        .store(store)
+        .store(inner.clone())
+        .worker_store(store)
         .start()
         .await;
     app.subscriber("s", &receiver.url("/"), None).await;

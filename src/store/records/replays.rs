@@ -60,7 +60,7 @@ pub struct Replay {
     pub finished_at: Option<Timestamp>,
 }
 
-/// What [`crate::store::Store::advance_replays`] did.
+/// What [`crate::store::WorkerStore::advance_replays`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplayProgress {
     /// Dead jobs moved back to `scheduled`.

@@ -1,6 +1,6 @@
 //! What a sweep of deadlines and expired leases moved.
 
-/// Jobs moved by a sweep of [`crate::store::Store::expire_deadlines`].
+/// Jobs moved by a sweep of [`crate::store::WorkerStore::expire_deadlines`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExpiredJobs {
     /// Jobs that went `dead` with `deadline_exceeded`.

@@ -187,9 +187,9 @@ lite_row!(CandidateRow {
 const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expires_at, \
     attempt_timeout_ms FROM subscribers WHERE id = ?1";
 
-/// Claims in one write transaction of the batch writer (see [`Store::claim`]).
+/// Claims in one write transaction of the batch writer (see [`WorkerStore::claim`]).
 ///
-/// [`Store::claim`]: crate::store::Store::claim
+/// [`WorkerStore::claim`]: crate::store::WorkerStore::claim
 pub async fn claim(
     db: &Pools,
     sealer: &Sealer,

@@ -49,7 +49,7 @@ mod tests {
     use uuid::Uuid;
 
     use crate::store::sqlite::test_store;
-    use crate::store::{NewJob, Store};
+    use crate::store::{NewJob, Store, WorkerStore};
     use crate::testing::START;
 
     /// The store wakes its worker for a created job due before the worker's plan, and

@@ -78,7 +78,7 @@ mod tests {
     use crate::domain::{JobEvent, JobState, job};
     use crate::store::sqlite::test_store;
     use crate::store::{
-        AttemptResult, ClaimRequest, Fenced, LeaseRef, NewJob, OutcomeRecord, Store,
+        AttemptResult, ClaimRequest, Fenced, LeaseRef, NewJob, OutcomeRecord, Store, WorkerStore,
     };
     use crate::testing::START;
 
