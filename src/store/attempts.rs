@@ -30,7 +30,7 @@ pub struct LeaseRow {
     due_at: Option<i64>,
     lease_token: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(LeaseRow {
+crate::store::lite_rows::lite_row!(LeaseRow {
     state,
     due_at,
     lease_token
@@ -86,7 +86,7 @@ pub struct AttemptRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
-crate::store::sqlite::direct::rows::lite_row!(AttemptRow {
+crate::store::lite_rows::lite_row!(AttemptRow {
     number,
     started_at,
     finished_at,
@@ -137,7 +137,7 @@ pub struct RecentAttemptRow {
     lease_token: i64,
     possible_duplicate: bool,
 }
-crate::store::sqlite::direct::rows::lite_row!(RecentAttemptRow {
+crate::store::lite_rows::lite_row!(RecentAttemptRow {
     job_id,
     event_id,
     number,

@@ -43,7 +43,7 @@ pub struct AuditRow {
     request_id: Option<String>,
     server_request_id: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(AuditRow {
+crate::store::lite_rows::lite_row!(AuditRow {
     id,
     at,
     action,

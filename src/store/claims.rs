@@ -25,7 +25,7 @@ pub struct MarkedRow {
     possible_duplicate: bool,
     event_type: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(MarkedRow {
+crate::store::lite_rows::lite_row!(MarkedRow {
     id,
     subscriber_id,
     event_id,
@@ -64,7 +64,7 @@ pub struct TargetRow {
     previous_secret_expires_at: Option<i64>,
     attempt_timeout_ms: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(TargetRow {
+crate::store::lite_rows::lite_row!(TargetRow {
     url,
     secret,
     previous_secret,

@@ -29,7 +29,7 @@ pub struct CauseRow {
     n: i64,
     subscribers: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(CauseRow {
+crate::store::lite_rows::lite_row!(CauseRow {
     dead_reason,
     error_class,
     status,
@@ -49,7 +49,7 @@ pub struct GroupRow {
     last_dead_at: Option<i64>,
     total: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(GroupRow {
+crate::store::lite_rows::lite_row!(GroupRow {
     dead_reason,
     error_class,
     status,

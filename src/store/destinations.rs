@@ -51,7 +51,7 @@ pub struct DestinationRow {
     created_at: i64,
     updated_at: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(DestinationRow {
+crate::store::lite_rows::lite_row!(DestinationRow {
     key,
     max_in_flight,
     paused,
@@ -80,7 +80,7 @@ pub struct CountedRow {
     in_flight: i64,
     subscribers: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(CountedRow { in_flight, subscribers; row });
+crate::store::lite_rows::lite_row!(CountedRow { in_flight, subscribers; row });
 
 /// A destination of a job in an outcome batch.
 #[derive(sqlx::FromRow)]
@@ -89,7 +89,7 @@ struct JobDestinationRow {
     #[sqlx(flatten)]
     row: DestinationRow,
 }
-crate::store::sqlite::direct::rows::lite_row!(JobDestinationRow { job_id; row });
+crate::store::lite_rows::lite_row!(JobDestinationRow { job_id; row });
 
 impl DestinationRow {
     /// The operator's settings and the breaker.
@@ -669,7 +669,7 @@ pub struct LoadedRow {
     long_in_flight: i64,
     quick_active: bool,
 }
-crate::store::sqlite::direct::rows::lite_row!(LoadedRow { long_in_flight, quick_active; counted });
+crate::store::lite_rows::lite_row!(LoadedRow { long_in_flight, quick_active; counted });
 
 /// What a claim may take from one destination.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -47,7 +47,7 @@ pub struct EndpointRow {
     consecutive_timeouts: i64,
     last_result_at: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(EndpointRow {
+crate::store::lite_rows::lite_row!(EndpointRow {
     subscriber_id,
     circuit,
     window_start,

@@ -111,10 +111,10 @@ fn sqlite_busy(code: Option<&str>) -> bool {
 
 fn postgres_transient(code: Option<&str>) -> bool {
     if code == Some(READ_ONLY_TRANSACTION) {
-        crate::store::postgres::writable::note_refusal();
+        super::database_signals::note_refusal();
     }
     if code == Some(QUERY_CANCELED) {
-        crate::store::postgres::writable::note_cancelled();
+        super::database_signals::note_cancelled();
     }
     code.is_some_and(|c| {
         c.starts_with("08")
@@ -127,10 +127,10 @@ fn postgres_transient(code: Option<&str>) -> bool {
 }
 
 /// PostgreSQL's `read_only_sql_transaction`: a standby, or `default_transaction_read_only`
-/// (CASES C-19); the session is replaced ([`crate::store::postgres::writable`]).
+/// (CASES C-19); noted in [`super::database_signals`], by which PostgreSQL's pool replaces the session.
 const READ_ONLY_TRANSACTION: &str = "25006";
 /// PostgreSQL's `query_canceled`: `statement_timeout`, or a cancel request (CASES C-19);
-/// the sessions opened before it are replaced ([`crate::store::postgres::writable`]).
+/// noted in [`super::database_signals`], by which PostgreSQL's pool replaces the sessions opened before it.
 const QUERY_CANCELED: &str = "57014";
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub struct AffectedRow {
     dead: i64,
     cancelled: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(AffectedRow {
+crate::store::lite_rows::lite_row!(AffectedRow {
     event_id,
     affected,
     newest_id,
@@ -75,7 +75,7 @@ pub struct EventJobRow {
     job: JobRow,
     last_error_at: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(EventJobRow { last_error_at; job });
+crate::store::lite_rows::lite_row!(EventJobRow { last_error_at; job });
 
 /// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
 #[derive(sqlx::FromRow)]
@@ -85,7 +85,7 @@ pub struct LoadRow {
     #[sqlx(flatten)]
     load: figures::LoadRow,
 }
-crate::store::sqlite::direct::rows::lite_row!(LoadRow { subscriber_id, destination; load });
+crate::store::lite_rows::lite_row!(LoadRow { subscriber_id, destination; load });
 
 /// The statements of the event reads, in the backend's dialect.
 pub(crate) trait EventStatements: FigureStatements {

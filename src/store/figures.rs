@@ -19,7 +19,7 @@ use crate::store::transactions::Transactions;
 /// A row, whatever its columns (an existence check).
 #[derive(sqlx::FromRow)]
 pub struct Exists {}
-crate::store::sqlite::direct::rows::lite_row!(Exists {});
+crate::store::lite_rows::lite_row!(Exists {});
 
 /// A `GROUP BY state` count.
 #[derive(sqlx::FromRow)]
@@ -27,7 +27,7 @@ pub struct StateCount {
     state: String,
     n: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(StateCount { state, n });
+crate::store::lite_rows::lite_row!(StateCount { state, n });
 
 /// A `GROUP BY dead_reason` count of dead jobs.
 #[derive(sqlx::FromRow)]
@@ -35,14 +35,14 @@ pub struct ReasonCount {
     reason: Option<String>,
     n: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(ReasonCount { reason, n });
+crate::store::lite_rows::lite_row!(ReasonCount { reason, n });
 
 /// A count (one column `n`).
 #[derive(sqlx::FromRow)]
 pub struct Count {
     pub(crate) n: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(Count { n });
+crate::store::lite_rows::lite_row!(Count { n });
 
 /// The gauges other than the counts per state.
 #[derive(sqlx::FromRow)]
@@ -52,7 +52,7 @@ pub struct GaugeRow {
     past_slo: i64,
     near_deadline: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(GaugeRow {
+crate::store::lite_rows::lite_row!(GaugeRow {
     oldest_eligible,
     oldest_retrying,
     past_slo,
@@ -74,7 +74,7 @@ pub struct LoadRow {
     own_timeout_ms: Option<i64>,
     endpoint_timeout_ms: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(LoadRow {
+crate::store::lite_rows::lite_row!(LoadRow {
     max_in_flight,
     rate_limit_per_second,
     open_attempts,
@@ -146,7 +146,7 @@ pub struct EligibleRow {
     oldest_eligible: Option<i64>,
     last_success: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(EligibleRow {
+crate::store::lite_rows::lite_row!(EligibleRow {
     oldest_eligible,
     last_success
 });
@@ -160,7 +160,7 @@ pub struct FailureRow {
     status: Option<i64>,
     reason: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(FailureRow {
+crate::store::lite_rows::lite_row!(FailureRow {
     finished_at,
     outcome,
     error_class,

@@ -40,7 +40,7 @@ pub struct WaitingRow {
     retrying: i64,
     next_attempt_at: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(WaitingRow {
+crate::store::lite_rows::lite_row!(WaitingRow {
     subscriber_id,
     scheduled,
     in_flight,
@@ -54,7 +54,7 @@ pub struct DeadRow {
     subscriber_id: String,
     n: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(DeadRow { subscriber_id, n });
+crate::store::lite_rows::lite_row!(DeadRow { subscriber_id, n });
 
 /// A subscriber's latest success and failures, and its destination.
 #[derive(sqlx::FromRow)]
@@ -75,7 +75,7 @@ pub struct AttemptsRow {
     own_timeout_ms: Option<i64>,
     endpoint_timeout_ms: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(AttemptsRow {
+crate::store::lite_rows::lite_row!(AttemptsRow {
     id,
     destination,
     last_success_at,

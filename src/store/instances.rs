@@ -36,7 +36,7 @@ pub struct InstanceRow {
     worker_slots: i64,
     slots_in_use: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(InstanceRow {
+crate::store::lite_rows::lite_row!(InstanceRow {
     id,
     version,
     started_at,

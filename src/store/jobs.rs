@@ -174,7 +174,7 @@ pub struct JobRow {
     event_type: Option<String>,
     schedule_id: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(JobRow {
+crate::store::lite_rows::lite_row!(JobRow {
     id,
     subscriber_id,
     event_id,
@@ -211,7 +211,7 @@ pub struct StoredJobRow {
     /// Its payload text.
     pub payload: String,
 }
-crate::store::sqlite::direct::rows::lite_row!(StoredJobRow { payload; job });
+crate::store::lite_rows::lite_row!(StoredJobRow { payload; job });
 
 impl TryFrom<JobRow> for Job {
     type Error = StoreError;

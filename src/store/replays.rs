@@ -27,7 +27,6 @@ mod plan;
 mod stored;
 
 pub use crate::store::dialect::matching::matching_index;
-pub use crate::store::sqlite::replays::push_matching;
 pub use plan::{Candidate, DueReplay, StepPlan, plan_step, scan_size};
 pub use stored::{CandidateRow, DueReplayRow, ReplayRow, encode_filter};
 

@@ -88,7 +88,7 @@ pub struct ScheduleRow {
     last_jobs: Option<i64>,
     last_error: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(ScheduleRow {
+crate::store::lite_rows::lite_row!(ScheduleRow {
     id,
     subscriber_id,
     event_type,

@@ -30,7 +30,7 @@ pub struct SubscriberRow {
     event_types: String,
     attempt_timeout_ms: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(SubscriberRow {
+crate::store::lite_rows::lite_row!(SubscriberRow {
     id,
     url,
     max_in_flight,

@@ -21,7 +21,7 @@ pub struct OverdueRow {
     /// subscriber's destination paused or its circuit not closed (`dead_detail`).
     waited_on: Option<String>,
 }
-crate::store::sqlite::direct::rows::lite_row!(OverdueRow {
+crate::store::lite_rows::lite_row!(OverdueRow {
     id,
     state,
     past_deadline,

@@ -35,7 +35,7 @@ pub struct MinuteRow {
     minute: i64,
     n: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(MinuteRow { minute, n });
+crate::store::lite_rows::lite_row!(MinuteRow { minute, n });
 
 /// The minutes from the one holding `since` to the one holding `now`, oldest first,
 /// each with its counts (0 for a minute without any), read in one snapshot.

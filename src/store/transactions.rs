@@ -18,10 +18,10 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::store::StoreError;
 use crate::store::dialect::{Dialect, Query};
-use crate::store::sqlite::direct::rows::LiteRow;
+use crate::store::lite_rows::LiteRow;
 
 /// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct with
-/// [`crate::store::sqlite::direct::rows::lite_row!`], or a tuple), through sqlx and on the
+/// [`crate::store::lite_rows::lite_row!`], or a tuple), through sqlx and on the
 /// SQLite writer's own connection.
 pub(crate) trait Row:
     for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + LiteRow + Send + Unpin + 'static
@@ -54,7 +54,7 @@ pub(crate) trait Transactions: Clone + Send + Sync + 'static {
     ///
     /// SQLite: on the batch writer's thread, in a savepoint of a batch that shares one
     /// `BEGIN IMMEDIATE` … `COMMIT` with the other writes waiting then (see
-    /// `store::sqlite::writer`); a read-then-write cannot interleave with another
+    /// SQLite's `direct::writer`); a read-then-write cannot interleave with another
     /// writer. PostgreSQL: `BEGIN` … `COMMIT` on a pooled connection, row locks taken
     /// by the statements.
     ///

@@ -5,7 +5,8 @@
 use deferhook::domain::policy::ErrorClass;
 use deferhook::domain::replay::{ReplayFilter, ReplaySelection};
 use deferhook::domain::{DeadReason, Timestamp};
-use deferhook::store::replays::{matching_index, push_matching};
+use deferhook::store::replays::matching_index;
+use deferhook::store::sqlite::push_matching;
 use sqlx::{Row, Sqlite, SqlitePool};
 
 async fn plan(pool: &SqlitePool, filter: &ReplayFilter) -> Vec<String> {

@@ -18,12 +18,12 @@
 //! replaced by a fresh one that reads the database's defaults then. A timeout an
 //! operator set on purpose costs one reconnection of the pool per cancelled statement.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::PgConnection;
 use sqlx::postgres::PgPoolOptions;
+
+use crate::store::database_signals::{note_refusal, since_cancel, since_refusal};
 
 /// How long after the last read-only refusal sessions are checked before use.
 pub const RECHECK_FOR: Duration = Duration::from_secs(60);
@@ -35,26 +35,6 @@ const READ_ONLY: &str =
 /// What a read-only session is reported as.
 pub const READ_ONLY_MESSAGE: &str = "PostgreSQL accepts no writes now (a standby, or \
      default_transaction_read_only = on); retrying with fresh sessions";
-
-/// Milliseconds from [`epoch`] to the last read-only refusal seen, plus one; 0: none.
-static LAST_REFUSAL: AtomicU64 = AtomicU64::new(0);
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-/// Milliseconds from [`epoch`] to the last cancelled statement seen, plus one; 0: none.
-static LAST_CANCEL: AtomicU64 = AtomicU64::new(0);
-
-fn millis_since_epoch() -> u64 {
-    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1)
-}
-
-/// Notes that PostgreSQL cancelled a statement (SQLSTATE 57014) just now.
-pub fn note_cancelled() {
-    LAST_CANCEL.store(millis_since_epoch() + 1, Ordering::Relaxed);
-}
 
 /// How long after a cancelled statement readiness fails.
 pub const CANCELLED_FOR: Duration = Duration::from_secs(5);
@@ -72,41 +52,17 @@ pub const NO_SESSION_MESSAGE: &str = "no PostgreSQL session that accepts writes 
 /// True when a statement was cancelled in the last [`CANCELLED_FOR`]: writes may be
 /// failing, so the instance is not ready.
 pub fn cancelled_recently() -> bool {
-    match LAST_CANCEL.load(Ordering::Relaxed) {
-        0 => false,
-        at => {
-            let since = millis_since_epoch().saturating_sub(at - 1);
-            u128::from(since) < CANCELLED_FOR.as_millis()
-        }
-    }
+    since_cancel().is_some_and(|since| since < CANCELLED_FOR)
 }
 
 /// True when a session `age` old was opened before the last cancelled statement.
 fn opened_before_last_cancel(age: Duration) -> bool {
-    match LAST_CANCEL.load(Ordering::Relaxed) {
-        0 => false,
-        at => {
-            let since = Duration::from_millis(millis_since_epoch().saturating_sub(at - 1));
-            age > since
-        }
-    }
-}
-
-/// Notes that PostgreSQL refused a write as read-only (SQLSTATE 25006) just now.
-pub fn note_refusal() {
-    let since = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
-    LAST_REFUSAL.store(since + 1, Ordering::Relaxed);
+    since_cancel().is_some_and(|since| age > since)
 }
 
 /// True when a read-only refusal was seen in the last [`RECHECK_FOR`].
 fn refused_recently() -> bool {
-    match LAST_REFUSAL.load(Ordering::Relaxed) {
-        0 => false,
-        at => {
-            let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
-            now.saturating_sub(at - 1) < u64::try_from(RECHECK_FOR.as_millis()).unwrap_or(0)
-        }
-    }
+    since_refusal().is_some_and(|since| since < RECHECK_FOR)
 }
 
 /// Whether the session `conn` can write; notes a refusal when it cannot.
@@ -145,6 +101,7 @@ pub fn checked(base: PgPoolOptions) -> PgPoolOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::database_signals::note_cancelled;
 
     #[test]
     fn sessions_opened_before_a_cancelled_statement_are_replaced() {

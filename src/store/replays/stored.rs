@@ -25,7 +25,7 @@ pub struct ReplayRow {
     updated_at: i64,
     finished_at: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(ReplayRow {
+crate::store::lite_rows::lite_row!(ReplayRow {
     id,
     filter,
     max_jobs,
@@ -80,7 +80,7 @@ pub struct DueReplayRow {
     burst_position: i64,
     paced_until: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(DueReplayRow {
+crate::store::lite_rows::lite_row!(DueReplayRow {
     id,
     filter,
     rate_per_second,
@@ -118,7 +118,7 @@ pub struct CandidateRow {
     deadline: i64,
     updated_at: i64,
 }
-crate::store::sqlite::direct::rows::lite_row!(CandidateRow {
+crate::store::lite_rows::lite_row!(CandidateRow {
     position,
     id,
     state,

@@ -77,7 +77,7 @@ struct NextWake {
     lease: Option<i64>,
     deadline: Option<i64>,
 }
-crate::store::sqlite::direct::rows::lite_row!(NextWake {
+crate::store::lite_rows::lite_row!(NextWake {
     held,
     coming,
     lease,

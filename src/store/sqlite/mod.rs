@@ -30,9 +30,10 @@ mod outcomes;
 #[cfg(test)]
 mod plan_tests;
 mod renewals;
-pub(crate) mod replays;
+mod replays;
 mod schedules;
 mod secrets;
+pub use replays::push_matching;
 pub use secrets::holds_sealed_secrets;
 mod server_keys;
 mod sessions;

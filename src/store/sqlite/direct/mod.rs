@@ -9,7 +9,6 @@
 //! statement of an in-memory database still go through sqlx.
 
 pub(crate) mod readers;
-pub(crate) mod rows;
 pub(crate) mod statements;
 #[cfg(test)]
 mod tests;

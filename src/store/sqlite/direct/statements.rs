@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, ToSql};
 
-use super::rows::LiteRow;
 use crate::store::StoreError;
 use crate::store::dialect::{Query, Value};
+use crate::store::lite_rows::LiteRow;
 
 /// Prepared statements kept per connection (the fixed statements, plus the shapes of
 /// the statements built at run time most in use).

@@ -1,6 +1,7 @@
-//! Decoding the rows the SQLite writer's own connection reads (see
-//! [`super`]): sqlx decodes the rows of its connections, this module those of
-//! the writer's, into the same types.
+//! Decoding the rows SQLite's own connections read (rusqlite: the batch writer and
+//! the reader threads, `sqlite::direct`): sqlx decodes the rows of its connections,
+//! this module those of rusqlite's, into the same row types, which the shared
+//! subject files declare.
 //!
 //! A row type both backends read (`#[derive(sqlx::FromRow)]`) also implements
 //! [`LiteRow`], by [`lite_row!`] naming its fields; a tuple decodes its columns in
@@ -102,14 +103,14 @@ tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 /// compile.
 macro_rules! lite_row {
     ($name:ident { $($field:ident),* $(,)? $(; $($flat:ident),+ $(,)?)? }) => {
-        impl $crate::store::sqlite::direct::rows::LiteRow for $name {
+        impl $crate::store::lite_rows::LiteRow for $name {
             #[allow(unused_variables)]
             fn from_lite(
                 row: &::rusqlite::Row<'_>,
             ) -> Result<Self, $crate::store::StoreError> {
                 Ok($name {
-                    $($field: $crate::store::sqlite::direct::rows::column(row, stringify!($field))?,)*
-                    $($($flat: $crate::store::sqlite::direct::rows::LiteRow::from_lite(row)?,)+)?
+                    $($field: $crate::store::lite_rows::column(row, stringify!($field))?,)*
+                    $($($flat: $crate::store::lite_rows::LiteRow::from_lite(row)?,)+)?
                 })
             }
         }
