@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api;
 use crate::clock_sync::ClockSync;
 use crate::config::ServeArgs;
+use crate::console;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::slots::WorkerSlots;
 use crate::delivery::{DeliverySettings, Worker, retention};
@@ -201,7 +202,22 @@ impl Server {
             let cursors = api::pagination::Cursors::of_deployment(&store, clock.now())
                 .await
                 .context("cannot read the page cursors' key from the database")?;
-            let router = api::router(store.clone(), clock.clone(), settings, cursors);
+            let public_https = settings.public_https;
+            let access = console::access::Access::new(&settings.tokens);
+            let api = api::Api::new(store.clone(), clock.clone(), settings, cursors);
+            // The console runs the application's actions on the API's state, records
+            // them in the same trail, and counts failed logins with the API's tokens.
+            let console = console::router(console::ConsoleState {
+                app: api.state.clone(),
+                access,
+                guesses: api.guesses.clone(),
+                public_https,
+                trail: api.trail.clone(),
+            });
+            let router = api.router(api::Beside {
+                routes: console,
+                error_pages: console::gate::error_pages,
+            });
             let stop = shutdown.clone();
             let grace = args.shutdown_grace();
             let header_read_timeout = args.header_read_timeout();

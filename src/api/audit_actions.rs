@@ -165,14 +165,14 @@ pub fn action_names() -> impl Iterator<Item = &'static str> {
     AUDITED
         .iter()
         .map(|audited| audited.action)
-        .chain(crate::console::actions::CONSOLE_ACTIONS)
+        .chain(crate::audit_trail::CONSOLE_ACTIONS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CONSOLE_ACTIONS_LEN: usize = crate::console::actions::CONSOLE_ACTIONS.len();
+    const CONSOLE_ACTIONS_LEN: usize = crate::audit_trail::CONSOLE_ACTIONS.len();
 
     #[test]
     fn every_route_and_action_is_listed_once() {

@@ -117,7 +117,7 @@ impl ApiTokens {
     /// A key per token, with the token's [`fingerprint`]: HMAC-SHA256 (RFC 2104) keyed
     /// by the token's SHA-256, over `label`. Every instance configured with a token
     /// derives the same key from it, and no key reveals its token; the console signs
-    /// its sessions with them (`crate::console::access`).
+    /// its sessions with them.
     pub fn derived_keys(&self, label: &[u8]) -> Vec<(String, [u8; 32])> {
         use hmac::{Hmac, KeyInit, Mac};
         self.digests

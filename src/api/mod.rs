@@ -217,120 +217,164 @@ const DOCUMENT_CSP: &str = "default-src 'self'; img-src 'self' data:; \
     style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; \
     form-action 'self'; frame-ancestors 'none'";
 
-/// The API's router with its middleware, outermost first: `nosniff`, no framing and a
-/// content security policy on every answer that has none (issue #34 part 4.4), header
-/// and target limits (431, 414; before anything is logged), request ids (the server's own,
-/// and a client's unsafe id replaced by it),
-/// tracing, problem+json for every error, access (tokens, or loopback hosts only), the
-/// declared body length (413 before the body is read), a request timeout, a task that
-/// finishes what may change something whether or not the client waits
-/// ([`detached`]), and a body limit sized from the payload limit.
-pub fn router(
-    store: SharedStore,
-    clock: Arc<dyn Clock>,
+/// Routes served beside the API, under the same middleware: the console's pages, and
+/// the middleware that turns an error answered to one of their addresses outside them
+/// (routing, access, limits, timeouts) into a page of theirs. `server.rs` brings them;
+/// the API knows nothing else of the console.
+pub struct Beside {
+    /// The routes, their state applied.
+    pub routes: Router,
+    /// Runs inside the access check and outside the API's problem+json rewriting.
+    pub error_pages: ErrorPages,
+}
+
+/// A middleware function as [`Beside::error_pages`] takes it.
+pub type ErrorPages = fn(
+    axum::extract::Request,
+    axum::middleware::Next,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = axum::response::Response> + Send>,
+>;
+
+/// The API before it is mounted: the state its handlers share, the audit trail its
+/// actions are recorded in, and the failed credential guesses per client address —
+/// what the console shares with it.
+pub struct Api {
+    /// What every handler shares (the application's state).
+    pub state: AppState,
+    /// The audit trail of the API's actions.
+    pub trail: crate::audit_trail::Trail,
+    /// Failed credential guesses per client address (the API's tokens, the console's
+    /// logins).
+    pub guesses: guesses::Guesses,
     settings: ApiSettings,
-    cursors: pagination::Cursors,
-) -> Router {
-    let state = AppState {
-        loads: load_reads::LoadReads::spawn(store.clone()),
-        store,
-        clock,
-        job_limits: settings.job_limits,
-        metrics: crate::metrics::install(),
-        delivery_slo_ms: settings.delivery_slo_ms,
-        replay_limits: settings.replay_limits,
-        target_policy: settings.target_policy.clone(),
-        attempt_timeouts: settings.attempt_timeouts,
-        schedule_quotas: settings.schedule_quotas,
-        cursors,
-        deletion_wait: subscriber_deletion::wait(settings.request_timeout),
-    };
-    let trail = crate::audit_trail::Trail {
-        store: state.store.clone(),
-        clock: state.clock.clone(),
-        wait: crate::audit_trail::audit_wait(settings.request_timeout),
-    };
-    let recorder = audit::Recorder {
-        trail: trail.clone(),
-        max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
-    };
-    let (router, mut openapi) = routes().split_for_parts();
-    doc::finish(&mut openapi);
-    // Route layers: they see the route the router matched. The query check runs first
-    // (outermost), so a refused request is neither handled nor audited.
-    let router = router
-        .route_layer(axum::middleware::from_fn_with_state(
-            recorder,
-            audit::record,
-        ))
-        .route_layer(axum::middleware::from_fn_with_state(
-            query_params::QueryRoutes::from_doc(&openapi),
-            query_params::refuse_on_routes_without,
-        ));
-    let request_id_header = HeaderName::from_static(REQUEST_ID_HEADER);
-    let guesses = guesses::Guesses::new(state.clock.clone(), settings.max_failed_credentials);
-    let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
-    let middleware = ServiceBuilder::new()
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(DOCUMENT_CSP),
-        ))
-        .layer(axum::middleware::from_fn(limits::limit_headers))
-        .layer(axum::middleware::from_fn(request_id::assign_ids))
-        .layer(SetRequestIdLayer::new(
-            request_id_header.clone(),
-            request_id::ServerIdAsRequestId,
-        ))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
-        )
-        .layer(PropagateRequestIdLayer::new(request_id_header))
-        .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
-        .layer(axum::middleware::from_fn(
-            crate::console::gate::bare_errors_as_pages,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            auth::Access {
-                tokens: settings.tokens.clone(),
-                guesses: guesses.clone(),
-            },
-            auth::require_token,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            max_body_bytes,
-            limits::limit_declared_body,
-        ))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            settings.request_timeout,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            settings.actions.clone(),
-            detached::finish_without_client,
-        ));
-    let console = crate::console::router(crate::console::ConsoleState {
-        app: state.clone(),
-        access: crate::console::access::Access::new(&settings.tokens),
-        guesses,
-        public_https: settings.public_https,
-        trail,
-    });
-    router
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
-        .with_state(state)
-        .merge(console)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(middleware)
+}
+
+impl Api {
+    /// The API over `store`, on `clock`, with `settings`; page cursors signed by
+    /// `cursors`.
+    pub fn new(
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        settings: ApiSettings,
+        cursors: pagination::Cursors,
+    ) -> Api {
+        let state = AppState {
+            loads: load_reads::LoadReads::spawn(store.clone()),
+            store,
+            clock,
+            job_limits: settings.job_limits,
+            metrics: crate::metrics::install(),
+            delivery_slo_ms: settings.delivery_slo_ms,
+            replay_limits: settings.replay_limits,
+            target_policy: settings.target_policy.clone(),
+            attempt_timeouts: settings.attempt_timeouts,
+            schedule_quotas: settings.schedule_quotas,
+            cursors,
+            deletion_wait: subscriber_deletion::wait(settings.request_timeout),
+        };
+        let trail = crate::audit_trail::Trail {
+            store: state.store.clone(),
+            clock: state.clock.clone(),
+            wait: crate::audit_trail::audit_wait(settings.request_timeout),
+        };
+        let guesses = guesses::Guesses::new(state.clock.clone(), settings.max_failed_credentials);
+        Api {
+            state,
+            trail,
+            guesses,
+            settings,
+        }
+    }
+
+    /// The API's router and `beside`'s routes with their middleware, outermost first:
+    /// `nosniff`, no framing and a content security policy on every answer that has
+    /// none (issue #34 part 4.4), header and target limits (431, 414; before anything
+    /// is logged), request ids (the server's own, and a client's unsafe id replaced by
+    /// it), tracing, problem+json for every error (then `beside`'s error pages), access
+    /// (tokens, or loopback hosts only), the declared body length (413 before the body
+    /// is read), a request timeout, a task that finishes what may change something
+    /// whether or not the client waits ([`detached`]), and a body limit sized from the
+    /// payload limit.
+    pub fn router(self, beside: Beside) -> Router {
+        let Api {
+            state,
+            trail,
+            guesses,
+            settings,
+        } = self;
+        let recorder = audit::Recorder {
+            trail: trail.clone(),
+            max_body_bytes: settings.job_limits.max_payload_bytes + ENVELOPE_BYTES,
+        };
+        let (router, mut openapi) = routes().split_for_parts();
+        doc::finish(&mut openapi);
+        // Route layers: they see the route the router matched. The query check runs first
+        // (outermost), so a refused request is neither handled nor audited.
+        let router = router
+            .route_layer(axum::middleware::from_fn_with_state(
+                recorder,
+                audit::record,
+            ))
+            .route_layer(axum::middleware::from_fn_with_state(
+                query_params::QueryRoutes::from_doc(&openapi),
+                query_params::refuse_on_routes_without,
+            ));
+        let request_id_header = HeaderName::from_static(REQUEST_ID_HEADER);
+        let max_body_bytes = settings.job_limits.max_payload_bytes + ENVELOPE_BYTES;
+        let middleware = ServiceBuilder::new()
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::X_FRAME_OPTIONS,
+                HeaderValue::from_static("DENY"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(DOCUMENT_CSP),
+            ))
+            .layer(axum::middleware::from_fn(limits::limit_headers))
+            .layer(axum::middleware::from_fn(request_id::assign_ids))
+            .layer(SetRequestIdLayer::new(
+                request_id_header.clone(),
+                request_id::ServerIdAsRequestId,
+            ))
+            .layer(
+                TraceLayer::new_for_http()
+                    .make_span_with(request_span)
+                    .on_response(DefaultOnResponse::new().level(Level::INFO)),
+            )
+            .layer(PropagateRequestIdLayer::new(request_id_header))
+            .layer(axum::middleware::from_fn(problem::problem_for_bare_errors))
+            .layer(axum::middleware::from_fn(beside.error_pages))
+            .layer(axum::middleware::from_fn_with_state(
+                auth::Access {
+                    tokens: settings.tokens.clone(),
+                    guesses: guesses.clone(),
+                },
+                auth::require_token,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                max_body_bytes,
+                limits::limit_declared_body,
+            ))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::REQUEST_TIMEOUT,
+                settings.request_timeout,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                settings.actions.clone(),
+                detached::finish_without_client,
+            ));
+        router
+            .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
+            .with_state(state)
+            .merge(beside.routes)
+            .layer(DefaultBodyLimit::max(max_body_bytes))
+            .layer(middleware)
+    }
 }
 
 /// The span of a request, whose fields every line logged for it carries: the request

@@ -13,9 +13,6 @@ use super::{ConsoleError, ConsoleState};
 use crate::api::request_id::RequestIds;
 use crate::audit_trail::Intent;
 
-/// The action names only the console records.
-pub const CONSOLE_ACTIONS: [&str; 3] = ["console.login", "console.login_failed", "console.logout"];
-
 /// One action, as the trail records it.
 #[derive(Clone, Debug)]
 pub struct Action {

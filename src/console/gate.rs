@@ -318,6 +318,15 @@ fn bare_detail(status: StatusCode) -> &'static str {
     }
 }
 
+/// [`bare_errors_as_pages`] as the API's middleware stack takes it
+/// ([`crate::api::Beside::error_pages`]).
+pub fn error_pages(
+    request: Request,
+    next: Next,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>> {
+    Box::pin(bare_errors_as_pages(request, next))
+}
+
 /// Middleware of the whole server: an error answer to a `/console` address that is not
 /// a console page yet (from routing or the server's own checks) becomes one, its
 /// status kept; every other answer passes untouched.
