@@ -4,11 +4,13 @@
 //! deadline); deferhook stores it durably and its workers deliver it signed (Standard
 //! Webhooks), retried with backoff and jitter until the deadline, dead-lettered when it
 //! cannot succeed. The layout: [`domain`] holds the pure rules (state machine,
-//! policies), [`store`] the durable state behind one trait, [`api`] the HTTP API,
-//! [`server`] the wiring of `deferhook serve`, [`cli`] the operator commands that talk
-//! to a running server.
+//! policies), [`store`] the durable state behind one trait, [`app`] the operator
+//! actions and views, which [`api`] (the HTTP API) and [`console`] (the operator's
+//! pages) both serve, [`delivery`] the workers, [`server`] the wiring of `deferhook
+//! serve`, [`cli`] the operator commands that talk to a running server.
 
 pub mod api;
+pub mod app;
 pub mod audit_trail;
 pub mod cli;
 pub mod clock_sync;

@@ -199,7 +199,7 @@ impl Server {
             let settings = args.api_settings()?;
             let actions = settings.actions.clone();
             // The deployment's cursor key: the first instance on the database makes it.
-            let cursors = api::pagination::Cursors::of_deployment(&store, clock.now())
+            let cursors = crate::app::pagination::Cursors::of_deployment(&store, clock.now())
                 .await
                 .context("cannot read the page cursors' key from the database")?;
             let public_https = settings.public_https;

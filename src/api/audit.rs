@@ -27,9 +27,9 @@ use super::AppState;
 use super::audit_actions::{self, MintedId, Target};
 use super::auth::ApiActor;
 use super::extract::AppQuery;
-use super::pagination::{self, Listing, Page};
-use super::problem::{ApiError, FieldError, Problem};
+use super::problem::{AppError, FieldError, Problem};
 use super::request_id::RequestIds;
+use crate::app::pagination::{self, Listing, Page};
 use crate::audit_trail::{Intent, Trail};
 use crate::domain::Timestamp;
 use crate::domain::audit::without_secrets;
@@ -82,7 +82,7 @@ pub async fn record(
     let bytes = match axum::body::to_bytes(body, recorder.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            return ApiError::TooLarge(FieldError::new("body", "the request body is too large"))
+            return AppError::TooLarge(FieldError::new("body", "the request body is too large"))
                 .into_response();
         }
     };
@@ -97,7 +97,7 @@ pub async fn record(
     let begun = match recorder.trail.begin(intent).await {
         Ok(begun) => begun,
         Err(error) => {
-            return ApiError::Unavailable(format!(
+            return AppError::Unavailable(format!(
                 "the audit trail could not be written, so the action was not taken: {error}"
             ))
             .into_response();
@@ -321,7 +321,7 @@ impl From<AuditEntry> for AuditEntryView {
 }
 
 /// The filters of a listing query, checked.
-fn filter(query: &ListAuditQuery) -> Result<AuditFilter, ApiError> {
+fn filter(query: &ListAuditQuery) -> Result<AuditFilter, AppError> {
     let mut errors = Vec::new();
     if let Some(action) = &query.action
         && !audit_actions::action_names().any(|name| name == action)
@@ -341,7 +341,7 @@ fn filter(query: &ListAuditQuery) -> Result<AuditFilter, ApiError> {
         ));
     }
     if !errors.is_empty() {
-        return Err(ApiError::Invalid(errors));
+        return Err(AppError::Invalid(errors));
     }
     Ok(AuditFilter {
         action: query.action.clone(),
@@ -364,7 +364,7 @@ fn filter(query: &ListAuditQuery) -> Result<AuditFilter, ApiError> {
 pub async fn list_audit(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListAuditQuery>,
-) -> Result<Json<Page<AuditEntryView>>, ApiError> {
+) -> Result<Json<Page<AuditEntryView>>, AppError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let filter = filter(&query)?;
     let after = state

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::guesses::{Guesses, Verdict};
-use super::problem::{ApiError, Problem, problem_response};
+use super::problem::{AppError, Problem, problem_response};
 
 /// Which API token made a request: its [`fingerprint`], put in the request's
 /// extensions by [`require_token`] when the token is accepted (absent when the API
@@ -244,7 +244,7 @@ fn locked_out(retry_after_s: u64) -> Response {
 }
 
 fn unauthorized(detail: &str, error: &str) -> Response {
-    let mut response = ApiError::Unauthorized(detail.to_owned()).into_response();
+    let mut response = AppError::Unauthorized(detail.to_owned()).into_response();
     let challenge = format!("Bearer realm=\"deferhook\", error=\"{error}\"");
     if let Ok(value) = HeaderValue::from_str(&challenge) {
         response

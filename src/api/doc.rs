@@ -22,7 +22,7 @@ use utoipa::openapi::{
 use super::problem::PROBLEM_JSON;
 use rules::constrain;
 
-/// The prefix of the names utoipa gives the schemas of [`super::pagination::Page`]:
+/// The prefix of the names utoipa gives the schemas of [`crate::app::pagination::Page`]:
 /// `Page_JobView` for `Page<JobView>`.
 const PAGE_PREFIX: &str = "Page_";
 

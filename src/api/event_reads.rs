@@ -8,10 +8,10 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::AppState;
-use super::event_summary::{AffectedEventView, EventSummaryView, summarize};
 use super::extract::AppQuery;
-use super::pagination::{self, Listing, Page};
-use super::problem::{ApiError, Problem};
+use super::problem::{AppError, Problem};
+use crate::app::event_summary::{AffectedEventView, EventSummaryView, summarize};
+use crate::app::pagination::{self, Listing, Page};
 use crate::domain::{Timestamp, validate};
 use crate::store::PageRequest;
 
@@ -53,7 +53,7 @@ pub struct ListEventsQuery {
 pub async fn list_events(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListEventsQuery>,
-) -> Result<Json<Page<AffectedEventView>>, ApiError> {
+) -> Result<Json<Page<AffectedEventView>>, AppError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let after = state
         .cursors
@@ -103,25 +103,25 @@ pub async fn list_events(
 pub async fn get_event(
     State(state): State<AppState>,
     Path(event_id): Path<String>,
-) -> Result<Json<EventSummaryView>, ApiError> {
-    validate::event_id(&event_id).map_err(|message| ApiError::invalid("event_id", message))?;
+) -> Result<Json<EventSummaryView>, AppError> {
+    validate::event_id(&event_id).map_err(|message| AppError::invalid("event_id", message))?;
     let now = state.clock.now();
     let read = state
         .store
         .event_jobs(&event_id, now)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no job has event id {event_id}")))?;
+        .ok_or_else(|| AppError::NotFound(format!("no job has event id {event_id}")))?;
     Ok(Json(summarize(event_id, read, now)))
 }
 
 /// `raw` as an instant, or a 422 naming `field`.
-fn parse_instant(field: &str, raw: &str) -> Result<Timestamp, ApiError> {
+fn parse_instant(field: &str, raw: &str) -> Result<Timestamp, AppError> {
     Timestamp::parse_rfc3339(raw).map_err(|e| {
         let mut message = e.to_string();
         if raw.contains(' ') {
             // `+01:00` in a query string decodes to ` 01:00`.
             message.push_str(" (write `+` as `%2B` in a URL)");
         }
-        ApiError::invalid(field, message)
+        AppError::invalid(field, message)
     })
 }

@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::extract::AppJson;
 use super::job_input::job_record;
-use super::problem::{ApiError, FieldError, Problem};
-use super::views::JobView;
+use super::problem::{AppError, FieldError, Problem};
+use crate::app::views::JobView;
 use crate::domain::ids::new_id;
 use crate::domain::job_template::{JobFields, JobTemplate};
 use crate::domain::schedule::ScheduleFields;
@@ -126,7 +126,7 @@ fn check_subscribers(ids: &[String], errors: &mut Vec<FieldError>) {
 pub async fn fan_out(
     State(state): State<AppState>,
     AppJson(request): AppJson<FanOutRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, AppError> {
     let now = state.clock.now();
     let mut errors = Vec::new();
     match (&request.subscriber_ids, &request.event_type) {
@@ -154,7 +154,7 @@ pub async fn fan_out(
     };
     let template = JobTemplate::check(fields, now, state.job_limits, &mut errors)?;
     let Some(template) = template.filter(|_| errors.is_empty()) else {
-        return Err(ApiError::Invalid(errors));
+        return Err(AppError::Invalid(errors));
     };
     let job_for = |subscriber_id: String| NewJob {
         event_type: request.event_type.clone(),
@@ -173,24 +173,24 @@ pub async fn fan_out(
         (None, None) => Ok(Vec::new()),
     }
     .map_err(|error| match error {
-        FanOutError::TooMany(_) => ApiError::invalid("event_type", error.to_string()),
+        FanOutError::TooMany(_) => AppError::invalid("event_type", error.to_string()),
         // Matched subscribers deleted before their jobs were written, three times over.
         FanOutError::Store(StoreError::UnknownSubscriber(_))
             if request.subscriber_ids.is_none() =>
         {
-            ApiError::Unavailable(
+            AppError::Unavailable(
                 "the subscribers of this event type changed while its jobs were written; \
                  nothing was created, retry"
                     .into(),
             )
         }
         FanOutError::Store(StoreError::UnknownSubscriber(id)) => {
-            ApiError::UnknownReference(FieldError::new(
+            AppError::UnknownReference(FieldError::new(
                 "subscriber_ids",
                 format!("subscriber `{id}` does not exist"),
             ))
         }
-        FanOutError::Store(other) => ApiError::from(other),
+        FanOutError::Store(other) => AppError::from(other),
     })?;
     let created: Vec<_> = outcomes
         .iter()

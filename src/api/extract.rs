@@ -7,7 +7,7 @@ use axum::http::{StatusCode, header};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
-use super::problem::{ApiError, FieldError};
+use super::problem::{AppError, FieldError};
 
 /// A JSON body. Rejects a non-JSON content type (415), a body over the limit (413),
 /// malformed JSON (400) and JSON of the wrong shape (422), each naming the field.
@@ -15,19 +15,19 @@ use super::problem::{ApiError, FieldError};
 pub struct AppJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
-    type Rejection = ApiError;
+    type Rejection = AppError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json(request.headers().get(header::CONTENT_TYPE)) {
-            return Err(ApiError::UnsupportedMediaType);
+            return Err(AppError::UnsupportedMediaType);
         }
         let body = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::TooLarge(FieldError::new("body", "the request body is too large"))
+                    AppError::TooLarge(FieldError::new("body", "the request body is too large"))
                 } else {
-                    ApiError::Malformed(FieldError::new("body", rejection.body_text()))
+                    AppError::Malformed(FieldError::new("body", rejection.body_text()))
                 }
             })?;
         parse_json(&body).map(AppJson)
@@ -51,10 +51,10 @@ fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
 
 /// Parses a JSON document, mapping serde's error to the field it concerns: syntax
 /// errors are 400, shape errors (missing, unknown or mistyped fields) 422.
-pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, AppError> {
     // serde fills a struct from an array too, by position: every body is an object.
     if body.trim_ascii_start().starts_with(b"[") {
-        return Err(ApiError::invalid("body", "must be a JSON object"));
+        return Err(AppError::invalid("body", "must be a JSON object"));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
@@ -64,9 +64,9 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         let message = strip_position(&inner.to_string());
         match inner.classify() {
             serde_json::error::Category::Data => {
-                ApiError::Invalid(vec![FieldError::new(field, message)])
+                AppError::Invalid(vec![FieldError::new(field, message)])
             }
-            _ => ApiError::Malformed(FieldError::new(
+            _ => AppError::Malformed(FieldError::new(
                 if path == "." || path == "?" {
                     "body".to_owned()
                 } else {
@@ -83,7 +83,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     deserializer.end().map_err(|e| {
         let message = strip_position(&e.to_string());
         let at = format!("(line {}, column {})", e.line(), e.column());
-        ApiError::Malformed(FieldError::new("body", format!("{message} {at}")))
+        AppError::Malformed(FieldError::new("body", format!("{message} {at}")))
     })?;
     Ok(value)
 }
@@ -93,7 +93,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 pub struct AppQuery<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
-    type Rejection = ApiError;
+    type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
@@ -101,7 +101,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
             .map(AppQuery)
             .map_err(|e| {
                 let message = e.to_string();
-                ApiError::invalid(field_name(".", &message), message)
+                AppError::invalid(field_name(".", &message), message)
             })
     }
 }
@@ -152,11 +152,11 @@ mod tests {
         count: u32,
     }
 
-    fn fields(error: ApiError) -> (u16, Vec<String>) {
+    fn fields(error: AppError) -> (u16, Vec<String>) {
         let status = error.status().as_u16();
         let fields = match error {
-            ApiError::Invalid(errors) => errors.into_iter().map(|e| e.field).collect(),
-            ApiError::Malformed(e) => vec![e.field],
+            AppError::Invalid(errors) => errors.into_iter().map(|e| e.field).collect(),
+            AppError::Malformed(e) => vec![e.field],
             other => panic!("unexpected {other:?}"),
         };
         (status, fields)

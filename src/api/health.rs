@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::problem::{ApiError, Problem};
+use super::problem::{AppError, Problem};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -37,7 +37,7 @@ pub async fn healthz() -> Json<Health> {
         (status = 200, description = "Ready", body = Health),
         (status = 503, description = "The store is unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, AppError> {
     state.store.ping().await?;
     Ok(Json(Health { status: "ready" }))
 }

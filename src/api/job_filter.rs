@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::problem::{ApiError, FieldError};
+use super::problem::{AppError, FieldError};
 use crate::domain::policy::ErrorClass;
 use crate::domain::waiting::WaitingReason;
 use crate::domain::{DeadReason, JobState, Timestamp, event_type, validate};
@@ -70,7 +70,7 @@ pub struct ListJobsQuery {
 /// with an offset, an `*_after` bound not before its `*_before` bound, a dead-only
 /// filter with a `state` other than `dead`, and a `waiting_reason` no job in the
 /// states asked for can have.
-pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
+pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, AppError> {
     let mut errors = Vec::new();
     // The same rules as where ids are written: an id that cannot exist is a mistake.
     for (field, raw, rule) in [
@@ -181,7 +181,7 @@ pub fn job_filter(query: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     if errors.is_empty() {
         Ok(filter)
     } else {
-        Err(ApiError::Invalid(errors))
+        Err(AppError::Invalid(errors))
     }
 }
 
@@ -265,7 +265,7 @@ mod tests {
 
     fn fields(pairs: &str) -> Vec<String> {
         match job_filter(&query(pairs)) {
-            Err(ApiError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
+            Err(AppError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
             other => panic!("{pairs}: expected a 422, got {other:?}"),
         }
     }
@@ -296,7 +296,7 @@ mod tests {
         );
         assert_eq!(fields("dead_before=yesterday"), ["dead_before"]);
         let unescaped_plus = job_filter(&query("created_after=2026-11-30T13:00:00+01:00"));
-        let Err(ApiError::Invalid(errors)) = unescaped_plus else {
+        let Err(AppError::Invalid(errors)) = unescaped_plus else {
             panic!("expected a 422")
         };
         assert!(errors[0].message.contains("%2B"), "{errors:?}");

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::problem::{ApiError, FieldError};
+use super::problem::{AppError, FieldError};
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::schedule::ScheduleFields;
 use crate::domain::{Timestamp, event_type, validate};
@@ -71,7 +71,7 @@ pub fn new_job(
     id: Uuid,
     now: Timestamp,
     limits: JobLimits,
-) -> Result<NewJob, ApiError> {
+) -> Result<NewJob, AppError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::subscriber_id(&request.subscriber_id) {
         errors.push(FieldError::new("subscriber_id", message));
@@ -85,7 +85,7 @@ pub fn new_job(
             event_type: request.event_type,
             ..job_record(&template, request.subscriber_id, id)
         }),
-        _ => Err(ApiError::Invalid(errors)),
+        _ => Err(AppError::Invalid(errors)),
     }
 }
 
@@ -116,14 +116,14 @@ mod tests {
         default_ttl_ms: 86_400_000,
     };
 
-    fn build(body: &str) -> Result<NewJob, ApiError> {
+    fn build(body: &str) -> Result<NewJob, AppError> {
         let request: CreateJobRequest = parse_json(body.as_bytes())?;
         new_job(request, Uuid::nil(), START, LIMITS)
     }
 
     fn invalid_fields(body: &str) -> Vec<String> {
         match build(body) {
-            Err(ApiError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
+            Err(AppError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
             other => panic!("expected 422 for {body}, got {other:?}"),
         }
     }
@@ -183,7 +183,7 @@ mod tests {
         let big = format!(r#""{}""#, "x".repeat(70));
         let body = format!(r#"{{"subscriber_id":"s","event_id":"e","payload":{big}}}"#);
         match build(&body) {
-            Err(ApiError::TooLarge(error)) => assert_eq!(error.field, "payload"),
+            Err(AppError::TooLarge(error)) => assert_eq!(error.field, "payload"),
             other => panic!("expected 413, got {other:?}"),
         }
     }

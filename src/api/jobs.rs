@@ -14,16 +14,13 @@ use super::AppState;
 use super::extract::{AppJson, AppQuery};
 use super::job_filter::{ListJobsQuery, job_filter};
 use super::job_input::{self, CreateJobRequest};
-use super::pagination::{self, Listing, Page};
-use super::problem::{ApiError, Problem};
-use super::views::{AttemptView, JobView};
-use std::collections::HashMap;
+use super::problem::{AppError, Problem};
+use crate::app::job_views::{job_id, job_view, job_views, written_job_view};
+use crate::app::pagination::{self, Listing, Page};
+use crate::app::views::{AttemptView, JobView};
 
 use crate::domain::ids::new_id;
-use crate::domain::policy::ErrorClass;
-use crate::domain::waiting::{SubscriberLoad, needs_load};
-use crate::domain::{JobState, Timestamp};
-use crate::store::{CreateOutcome, Job, PageRequest};
+use crate::store::{CreateOutcome, PageRequest};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -58,7 +55,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub async fn create_job(
     State(state): State<AppState>,
     AppJson(request): AppJson<CreateJobRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, AppError> {
     let now = state.clock.now();
     let new = job_input::new_job(request, new_id(now), now, state.job_limits)?;
     let outcome = state
@@ -66,12 +63,12 @@ pub async fn create_job(
         .create_jobs(vec![new])
         .await?
         .pop()
-        .ok_or_else(|| ApiError::Internal("create_jobs returned no outcome".into()))?;
+        .ok_or_else(|| AppError::Internal("create_jobs returned no outcome".into()))?;
     match outcome {
         CreateOutcome::Created(job) => {
             crate::metrics::jobs_accepted(1);
             let location = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
+                .map_err(|e| AppError::Internal(e.to_string()))?;
             let view = written_job_view(&state, job, now).await;
             let mut response = (StatusCode::CREATED, Json(view)).into_response();
             response.headers_mut().insert(header::LOCATION, location);
@@ -82,96 +79,6 @@ pub async fn create_job(
             Ok((StatusCode::OK, Json(view)).into_response())
         }
     }
-}
-
-/// The views of `jobs` at `now`, reading the load of each subscriber whose due jobs may
-/// be held back by its limits (once per subscriber).
-pub async fn job_views(
-    state: &AppState,
-    jobs: Vec<Job>,
-    now: Timestamp,
-) -> Result<Vec<JobView>, ApiError> {
-    let loads = loads_of(state, &jobs, now).await?;
-    Ok(views_with(jobs, &loads, now))
-}
-
-/// The view of `job`, just written (created, or found by its idempotency key): see
-/// [`written_job_views`].
-pub async fn written_job_view(state: &AppState, job: Job, now: Timestamp) -> JobView {
-    written_job_views(state, vec![job], now)
-        .await
-        .pop()
-        .expect("one view per job")
-}
-
-/// The views of `jobs`, just written: when the load their views read cannot be read
-/// (the store unavailable a moment after the write), the views without it, a warning
-/// logged. The write has been committed, so the answer must not be a 503, which says
-/// that nothing was (CASES C-19).
-pub async fn written_job_views(state: &AppState, jobs: Vec<Job>, now: Timestamp) -> Vec<JobView> {
-    let loads = match loads_of(state, &jobs, now).await {
-        Ok(loads) => loads,
-        Err(error) => {
-            tracing::warn!(jobs = jobs.len(), %error,
-                "the jobs are stored; their subscribers' load could not be read for their views");
-            HashMap::new()
-        }
-    };
-    views_with(jobs, &loads, now)
-}
-
-fn views_with(
-    jobs: Vec<Job>,
-    loads: &HashMap<String, Option<SubscriberLoad>>,
-    now: Timestamp,
-) -> Vec<JobView> {
-    jobs.into_iter()
-        .map(|job| {
-            let load = loads.get(&job.subscriber_id).and_then(Option::as_ref);
-            JobView::new(job, load, now)
-        })
-        .collect()
-}
-
-/// The load of each subscriber of `jobs` whose view needs it, read once each.
-async fn loads_of(
-    state: &AppState,
-    jobs: &[Job],
-    now: Timestamp,
-) -> Result<HashMap<String, Option<SubscriberLoad>>, ApiError> {
-    let mut loads: HashMap<String, Option<SubscriberLoad>> = HashMap::new();
-    for job in jobs {
-        // A retrying job's advice reads its destination's hold even before it is due;
-        // one whose last attempt timed out reads whether its subscriber's recent
-        // attempts all did (then the advice is `no`, dead or not, §5.9).
-        let retrying = job.state == JobState::Retrying && job.subscriber_enabled;
-        let timed_out = job.state != JobState::Delivered
-            && job
-                .last_error
-                .as_ref()
-                .is_some_and(|e| e.class == ErrorClass::Timeout);
-        if (retrying || timed_out || needs_load(job.state, job.due_at, job.subscriber_enabled, now))
-            && !loads.contains_key(&job.subscriber_id)
-        {
-            let load = state.loads.get(&job.subscriber_id, now).await?;
-            loads.insert(job.subscriber_id.clone(), load);
-        }
-    }
-    Ok(loads)
-}
-
-/// The view of one job at `now`.
-pub async fn job_view(state: &AppState, job: Job, now: Timestamp) -> Result<JobView, ApiError> {
-    let mut views = job_views(state, vec![job], now).await?;
-    views
-        .pop()
-        .ok_or_else(|| ApiError::Internal("no view for the job".into()))
-}
-
-/// The job id a path names (any form `Uuid::parse_str` takes), else a 422 naming
-/// `job_id`.
-pub(super) fn job_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("job_id", "must be a UUID"))
 }
 
 /// Read a job.
@@ -189,14 +96,14 @@ pub(super) fn job_id(raw: &str) -> Result<Uuid, ApiError> {
 pub async fn get_job(
     State(state): State<AppState>,
     Path(raw_id): Path<String>,
-) -> Result<Json<JobView>, ApiError> {
+) -> Result<Json<JobView>, AppError> {
     let id = job_id(&raw_id)?;
     let now = state.clock.now();
     let job = state
         .store
         .get_job(id, now)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+        .ok_or_else(|| AppError::NotFound(format!("job {id} does not exist")))?;
     Ok(Json(job_view(&state, job, now).await?))
 }
 
@@ -214,7 +121,7 @@ pub async fn get_job(
 pub async fn list_jobs(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListJobsQuery>,
-) -> Result<Json<Page<JobView>>, ApiError> {
+) -> Result<Json<Page<JobView>>, AppError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let after = state
         .cursors
@@ -265,11 +172,11 @@ pub struct AttemptList {
 pub async fn list_attempts(
     State(state): State<AppState>,
     Path(raw_id): Path<String>,
-) -> Result<Json<AttemptList>, ApiError> {
+) -> Result<Json<AttemptList>, AppError> {
     let id = job_id(&raw_id)?;
     let now = state.clock.now();
     if state.store.get_job(id, now).await?.is_none() {
-        return Err(ApiError::NotFound(format!("job {id} does not exist")));
+        return Err(AppError::NotFound(format!("job {id} does not exist")));
     }
     let attempts = state.store.list_attempts(id, now).await?;
     Ok(Json(AttemptList {

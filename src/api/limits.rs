@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::REQUEST_ID_HEADER;
-use super::problem::{ApiError, FieldError, Problem, problem_response};
+use super::problem::{AppError, FieldError, Problem, problem_response};
 use super::request_id::{SERVER_REQUEST_ID_HEADER, ServerRequestId};
 
 /// Most bytes of all header names and values together.
@@ -68,7 +68,7 @@ pub async fn limit_declared_body(
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > max_body_bytes as u64) {
-        return ApiError::TooLarge(FieldError::new("body", "the request body is too large"))
+        return AppError::TooLarge(FieldError::new("body", "the request body is too large"))
             .into_response();
     }
     next.run(request).await

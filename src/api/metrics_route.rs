@@ -7,7 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::problem::ApiError;
+use super::problem::AppError;
 
 /// Held from setting the job gauges to rendering them.
 static SCRAPE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -26,7 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
         (status = 503, description = "The store is unreachable", body = super::problem::Problem, content_type = "application/problem+json"),
     ))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, AppError> {
     let now = state.clock.now();
     let gauges = state.store.gauges(now, state.delivery_slo_ms).await?;
     let text = {

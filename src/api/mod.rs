@@ -7,9 +7,8 @@ pub mod auth;
 pub mod connections;
 pub mod destinations;
 pub mod detached;
-mod doc;
+pub(crate) mod doc;
 pub mod event_reads;
-pub mod event_summary;
 mod events;
 pub mod extract;
 pub mod guesses;
@@ -20,10 +19,8 @@ pub mod job_input;
 pub mod jobs;
 mod limits;
 pub mod listener;
-pub mod load_reads;
 pub mod loopback_host;
 mod metrics_route;
-pub mod pagination;
 pub mod problem;
 pub mod query_params;
 pub mod replays;
@@ -33,12 +30,10 @@ pub mod schedule_views;
 pub mod schedules;
 pub mod secret_rotation;
 mod subscriber_deletion;
-pub mod subscriber_health;
 pub mod subscriber_pause;
 pub mod subscriber_stats;
 pub mod subscriber_triage;
 pub mod subscribers;
-pub mod views;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +41,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
-use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -57,6 +51,8 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
+pub use crate::app::{AppState, AttemptTimeouts};
+use crate::app::{load_reads, pagination};
 use crate::domain::Clock;
 use crate::domain::job_template::JobLimits;
 use crate::domain::replay_plan::ReplayLimits;
@@ -71,36 +67,6 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// fan-out's 10,000 subscriber ids of up to 128 bytes each, quoted and separated.
 const ENVELOPE_BYTES: usize =
     64 * 1024 + events::MAX_FAN_OUT * (crate::domain::validate::MAX_SUBSCRIBER_ID_LEN + 3);
-
-/// What every handler shares.
-#[derive(Clone, Debug)]
-pub struct AppState {
-    /// The store.
-    pub store: SharedStore,
-    /// The subscriber loads of job views, read once for the requests waiting together.
-    pub loads: load_reads::LoadReads,
-    /// The source of `now`.
-    pub clock: Arc<dyn Clock>,
-    /// Limits on new jobs.
-    pub job_limits: JobLimits,
-    /// Renders `/metrics`.
-    pub metrics: PrometheusHandle,
-    /// The delivery objective behind `deferhook_jobs_past_slo`, in milliseconds.
-    pub delivery_slo_ms: u64,
-    /// Limits on replays.
-    pub replay_limits: ReplayLimits,
-    /// Which literal addresses subscriber URLs may name.
-    pub target_policy: Arc<TargetPolicy>,
-    /// The attempt timeouts: the server's, and the most a subscriber may set.
-    pub attempt_timeouts: AttemptTimeouts,
-    /// The quotas on recurring schedules.
-    pub schedule_quotas: ScheduleQuotas,
-    /// Signs and checks the listings' page cursors.
-    pub cursors: pagination::Cursors,
-    /// How long `DELETE /v1/subscribers/{id}` waits for its history to move before it
-    /// answers (the move goes on after; docs/DESIGN.md §5.3.1).
-    pub deletion_wait: Duration,
-}
 
 /// Settings of the HTTP layer.
 #[derive(Clone, Debug)]
@@ -129,37 +95,6 @@ pub struct ApiSettings {
     /// Credentials that are not valid one client address may present at once
     /// (`--max-failed-credentials`, [`guesses`]).
     pub max_failed_credentials: u32,
-}
-
-/// The attempt timeouts a subscriber's `attempt_timeout_ms` is read against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttemptTimeouts {
-    /// The server's `--attempt-timeout-ms`: a subscriber without its own uses it.
-    pub default_ms: u64,
-    /// The most a subscriber may set: shorter than the lease by the margin an attempt
-    /// stops before an unrenewed lease expires (a tenth of `--lease-ms`, 10 ms–1 s), so
-    /// no attempt outlives its lease (CASES C-01).
-    pub max_ms: u64,
-}
-
-impl AttemptTimeouts {
-    /// The fewest milliseconds a subscriber may set.
-    pub const MIN_MS: u64 = 100;
-
-    /// The timeouts of a server with `--attempt-timeout-ms` `default_ms` and
-    /// `--lease-ms` `lease_ms`.
-    pub fn new(default_ms: u64, lease_ms: u64) -> Self {
-        let margin = crate::delivery::attempt::lease_margin_ms(lease_ms);
-        AttemptTimeouts {
-            default_ms,
-            max_ms: lease_ms.saturating_sub(margin).max(default_ms),
-        }
-    }
-
-    /// The timeout a subscriber with `own` (its `attempt_timeout_ms`) gets.
-    pub fn of(&self, own: Option<u64>) -> u64 {
-        own.unwrap_or(self.default_ms)
-    }
 }
 
 #[derive(OpenApi)]

@@ -1,6 +1,7 @@
 //! Errors as RFC 9457 problem details (`application/problem+json`).
 //!
-//! Every error the API answers has this shape: handlers return [`ApiError`], and
+//! Every error the API answers has this shape: handlers return [`AppError`] (the
+//! application's errors, answered here), and
 //! [`problem_for_bare_errors`] rewrites the bodies of errors produced outside the
 //! handlers (unknown route, 405, body limit, timeout) into the same shape.
 
@@ -12,9 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+pub use crate::app::AppError;
 pub use crate::domain::field_error::FieldError;
-use crate::domain::job_template::PayloadTooLarge;
-use crate::store::StoreError;
 
 /// The media type of problem details (RFC 9457 §3).
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -40,73 +40,18 @@ pub struct Problem {
     pub errors: Vec<FieldError>,
 }
 
-/// What a handler can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The body is not JSON, or not the JSON of the expected shape (400).
-    #[error("malformed request")]
-    Malformed(FieldError),
-    /// Fields are well-formed but invalid (422).
-    #[error("invalid request")]
-    Invalid(Vec<FieldError>),
-    /// No valid API token was presented (401).
-    #[error("unauthorized")]
-    Unauthorized(String),
-    /// The resource does not exist (404).
-    #[error("{0}")]
-    NotFound(String),
-    /// A field names something that does not exist, e.g. an unknown subscriber (404).
-    #[error("unknown reference")]
-    UnknownReference(FieldError),
-    /// The request conflicts with what is stored (409).
-    #[error("{0}")]
-    Conflict(String),
-    /// The body or a field is over its size limit (413).
-    #[error("too large")]
-    TooLarge(FieldError),
-    /// The body is not `application/json` (415).
-    #[error("unsupported media type")]
-    UnsupportedMediaType,
-    /// The store is unreachable or busy; nothing was written (503 + `Retry-After`).
-    #[error("the store is unavailable")]
-    Unavailable(String),
-    /// A fault of the server; details are logged, not returned (500).
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-impl ApiError {
-    /// A 422 about one field.
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError::Invalid(vec![FieldError::new(field, message)])
-    }
-
-    /// The HTTP status it answers with.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::NotFound(_) | ApiError::UnknownReference(_) => StatusCode::NOT_FOUND,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
+impl AppError {
     fn problem(self) -> Problem {
         let status = self.status();
         let mut problem = Problem::from_status(status);
         match self {
-            ApiError::Malformed(error)
-            | ApiError::TooLarge(error)
-            | ApiError::UnknownReference(error) => {
+            AppError::Malformed(error)
+            | AppError::TooLarge(error)
+            | AppError::UnknownReference(error) => {
                 problem.detail = Some(format!("{}: {}", error.field, error.message));
                 problem.errors = vec![error];
             }
-            ApiError::Invalid(errors) => {
+            AppError::Invalid(errors) => {
                 problem.detail = Some(
                     errors
                         .iter()
@@ -116,20 +61,20 @@ impl ApiError {
                 );
                 problem.errors = errors;
             }
-            ApiError::NotFound(detail)
-            | ApiError::Conflict(detail)
-            | ApiError::Unauthorized(detail) => {
+            AppError::NotFound(detail)
+            | AppError::Conflict(detail)
+            | AppError::Unauthorized(detail) => {
                 problem.detail = Some(detail);
             }
-            ApiError::UnsupportedMediaType => {
+            AppError::UnsupportedMediaType => {
                 problem.detail = Some("the body must be application/json".into());
             }
-            ApiError::Unavailable(_) => {
+            AppError::Unavailable(_) => {
                 problem.detail = Some(
                     "the store is unavailable; nothing was written, retry after the delay".into(),
                 );
             }
-            ApiError::Internal(_) => {}
+            AppError::Internal(_) => {}
         }
         problem
     }
@@ -148,38 +93,13 @@ impl Problem {
     }
 }
 
-impl From<PayloadTooLarge> for ApiError {
-    fn from(PayloadTooLarge(error): PayloadTooLarge) -> Self {
-        ApiError::TooLarge(error)
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::Unavailable(cause) => ApiError::Unavailable(cause),
-            StoreError::UnknownSubscriber(id) => ApiError::UnknownReference(FieldError::new(
-                "subscriber_id",
-                format!("subscriber `{id}` does not exist"),
-            )),
-            quota @ StoreError::TooManySchedules { .. } => {
-                ApiError::invalid("schedule_id", quota.to_string())
-            }
-            conflict @ (StoreError::PayloadConflict { .. }
-            | StoreError::ReplayRateBudget { .. }
-            | StoreError::SubscriberBeingDeleted(_)) => ApiError::Conflict(conflict.to_string()),
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
-}
-
-impl ApiError {
+impl AppError {
     /// The problem details this error answers with (RFC 9457); an internal error's
     /// cause is logged, never shown, and an unavailable store is logged as a warning.
     pub fn into_problem(self) -> Problem {
         match &self {
-            ApiError::Internal(detail) => tracing::error!(%detail, "request failed"),
-            ApiError::Unavailable(cause) => {
+            AppError::Internal(detail) => tracing::error!(%detail, "request failed"),
+            AppError::Unavailable(cause) => {
                 tracing::warn!(%cause, "store unavailable; answering 503");
             }
             _ => {}
@@ -188,9 +108,9 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        let unavailable = matches!(self, ApiError::Unavailable(_));
+        let unavailable = matches!(self, AppError::Unavailable(_));
         let mut response = problem_response(self.into_problem());
         if unavailable {
             response

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::{OpenApi, RefOr};
 
-use super::problem::ApiError;
+use super::problem::AppError;
 
 /// Every operation (method, route) and whether it takes query parameters.
 #[derive(Clone, Debug, Default)]
@@ -77,7 +77,7 @@ pub async fn refuse_on_routes_without(
             .next()
             .map(|(name, _)| name.into_owned())
             .unwrap_or_else(|| "query".to_owned());
-        return ApiError::invalid(
+        return AppError::invalid(
             name,
             "is not a query parameter of this route (it takes none)",
         )

@@ -15,14 +15,15 @@ use uuid::Uuid;
 use super::AppState;
 use super::audit_actions::MintedId;
 use super::extract::{AppJson, AppQuery};
-use super::pagination::{self, Listing, Page};
-use super::problem::{ApiError, Problem};
+use super::problem::{AppError, Problem};
+use crate::app::pagination::{self, Listing, Page};
+use crate::app::replays::{self, ReplayView, not_found, replay_id};
+use crate::domain::DeadReason;
 use crate::domain::ids::new_id;
 use crate::domain::policy::ErrorClass;
 use crate::domain::replay::{ReplaySelection, ReplayState};
 use crate::domain::replay_plan::{ReplayFields, ReplayPlan};
-use crate::domain::{DeadReason, Timestamp};
-use crate::store::{NewReplay, PageRequest, Replay};
+use crate::store::PageRequest;
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -83,96 +84,6 @@ pub struct CreateReplayRequest {
     pub dry_run: Option<bool>,
 }
 
-/// The filter of a replay, as given.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ReplayFilterView {
-    /// Only this subscriber.
-    pub subscriber_id: Option<String>,
-    /// Only these subscribers.
-    pub subscriber_ids: Option<Vec<String>>,
-    /// Only this event.
-    pub event_id: Option<String>,
-    /// Only this last error class.
-    pub error_class: Option<ErrorClass>,
-    /// Only this last HTTP status.
-    pub last_status: Option<u16>,
-    /// Only this reason.
-    pub dead_reason: Option<DeadReason>,
-    /// Dead at or after.
-    pub dead_after: Option<Timestamp>,
-    /// Dead before.
-    pub dead_before: Option<Timestamp>,
-    /// Every job selected.
-    pub all: bool,
-}
-
-/// A replay and its progress. `requeued + skipped` reaches `matched` when it is
-/// `done` (less if finished jobs were purged meanwhile).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ReplayView {
-    /// The replay's id (UUIDv7).
-    pub id: Uuid,
-    /// `running`, `done` or `cancelled`.
-    pub state: ReplayState,
-    /// `dead`: it requeues dead jobs; `retrying`: it brings retrying jobs forward.
-    pub selects: ReplaySelection,
-    /// Which jobs it selected.
-    pub filter: ReplayFilterView,
-    /// Most jobs it could take.
-    pub max_jobs: u32,
-    /// Most jobs requeued per second.
-    pub rate_per_second: u32,
-    /// Requeued jobs' time to their new deadline, in ms.
-    pub ttl_ms: u64,
-    /// Jobs matched when it was created.
-    pub matched: u64,
-    /// Jobs released so far: dead ones moved back to `scheduled` (same id, event id,
-    /// payload and attempt history; a fresh deadline and attempt budget), or retrying
-    /// ones made due (same deadline and attempts).
-    pub requeued: u64,
-    /// Matched jobs no longer in the selected state when their turn came (e.g.
-    /// delivered after another replay), or retrying ones past their deadline or out of
-    /// attempts; left alone, never resent.
-    pub skipped: u64,
-    /// When it was created.
-    pub created_at: Timestamp,
-    /// When it last changed.
-    pub updated_at: Timestamp,
-    /// When it ended.
-    pub finished_at: Option<Timestamp>,
-}
-
-impl From<Replay> for ReplayView {
-    fn from(r: Replay) -> Self {
-        ReplayView {
-            id: r.id,
-            state: r.state,
-            selects: r.filter.selects,
-            filter: ReplayFilterView {
-                subscriber_id: r.filter.subscriber_id,
-                subscriber_ids: (!r.filter.subscriber_ids.is_empty())
-                    .then_some(r.filter.subscriber_ids),
-                event_id: r.filter.event_id,
-                error_class: r.filter.error_class,
-                last_status: r.filter.last_status,
-                dead_reason: r.filter.dead_reason,
-                dead_after: r.filter.dead_after,
-                dead_before: r.filter.dead_before,
-                all: r.filter.all,
-            },
-            max_jobs: r.max_jobs,
-            rate_per_second: r.rate_per_second,
-            ttl_ms: r.ttl_ms,
-            matched: r.matched,
-            requeued: r.requeued,
-            skipped: r.skipped,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            finished_at: r.finished_at,
-        }
-    }
-}
-
 /// The answer of a dry run.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DryRunView {
@@ -207,25 +118,19 @@ pub async fn create_replay(
     State(state): State<AppState>,
     minted: Option<Extension<MintedId>>,
     AppJson(request): AppJson<CreateReplayRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, AppError> {
     let now = state.clock.now();
     let dry_run = request.dry_run.unwrap_or(false);
     let plan =
-        ReplayPlan::check(request.fields(), state.replay_limits).map_err(ApiError::Invalid)?;
+        ReplayPlan::check(request.fields(), state.replay_limits).map_err(AppError::Invalid)?;
     if dry_run {
-        let matched = state
-            .store
-            .count_replay_matches(&plan.filter, plan.max_jobs)
-            .await?;
+        let matched = replays::dry_run(&state, &plan).await?;
         return Ok((StatusCode::OK, Json(DryRunView { matched })).into_response());
     }
     // The audit entry, begun before this, already names the id (docs/DESIGN.md §5.11).
     let id = minted.map_or_else(|| new_id(now), |Extension(MintedId(id))| id);
-    let replay = replay_record(plan, id, now);
-    let created = state.store.create_replay(replay).await?;
-    tracing::info!(replay_id = %created.id, matched = created.matched,
-        rate_per_second = created.rate_per_second, "replay created");
-    Ok((StatusCode::ACCEPTED, Json(ReplayView::from(created))).into_response())
+    let created = replays::create(&state, plan, id).await?;
+    Ok((StatusCode::ACCEPTED, Json(created)).into_response())
 }
 
 impl CreateReplayRequest {
@@ -247,27 +152,6 @@ impl CreateReplayRequest {
             ttl_ms: self.ttl_ms,
         }
     }
-}
-
-/// The replay of `plan` as the store creates it, with id `id`, created at `now`.
-pub fn replay_record(plan: ReplayPlan, id: Uuid, now: Timestamp) -> NewReplay {
-    NewReplay {
-        id,
-        filter: plan.filter,
-        max_jobs: plan.max_jobs,
-        rate_per_second: plan.rate_per_second,
-        ttl_ms: plan.ttl_ms,
-        rate_budget: plan.rate_budget,
-        created_at: now,
-    }
-}
-
-fn replay_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::invalid("replay_id", "must be a UUID"))
-}
-
-fn not_found(id: Uuid) -> ApiError {
-    ApiError::NotFound(format!("replay {id} does not exist"))
 }
 
 /// Query of the replay listing.
@@ -299,13 +183,13 @@ pub struct ListReplaysQuery {
 pub async fn list_replays(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListReplaysQuery>,
-) -> Result<Json<Page<ReplayView>>, ApiError> {
+) -> Result<Json<Page<ReplayView>>, AppError> {
     let replay_state = query
         .state
         .as_deref()
         .map(|raw| {
             raw.parse::<ReplayState>()
-                .map_err(|_| ApiError::invalid("state", "must be one of running, done, cancelled"))
+                .map_err(|_| AppError::invalid("state", "must be one of running, done, cancelled"))
         })
         .transpose()?;
     let limit = pagination::limit(query.limit.as_deref())?;
@@ -343,7 +227,7 @@ pub async fn list_replays(
 pub async fn get_replay(
     State(state): State<AppState>,
     Path(raw): Path<String>,
-) -> Result<Json<ReplayView>, ApiError> {
+) -> Result<Json<ReplayView>, AppError> {
     let id = replay_id(&raw)?;
     let replay = state
         .store
@@ -369,16 +253,6 @@ pub async fn get_replay(
 pub async fn cancel_replay(
     State(state): State<AppState>,
     Path(raw): Path<String>,
-) -> Result<Json<ReplayView>, ApiError> {
-    let id = replay_id(&raw)?;
-    let now = state.clock.now();
-    let replay = state
-        .store
-        .cancel_replay(id, now)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    if replay.state == ReplayState::Cancelled && replay.finished_at == Some(now) {
-        tracing::info!(replay_id = %id, requeued = replay.requeued, "replay cancelled");
-    }
-    Ok(Json(replay.into()))
+) -> Result<Json<ReplayView>, AppError> {
+    replays::cancel(&state, &raw).await.map(Json)
 }

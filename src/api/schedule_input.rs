@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::problem::{ApiError, FieldError};
+use super::problem::{AppError, FieldError};
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::recurrence::{Recurrence, check_event_id_template, fill_event_id};
 use crate::domain::recurring::CatchUp;
@@ -85,7 +85,7 @@ pub fn definition(
     body: PutScheduleRequest,
     existing: Option<&ScheduleDefinition>,
     now: Timestamp,
-) -> Result<(ScheduleDefinition, Recurrence), ApiError> {
+) -> Result<(ScheduleDefinition, Recurrence), AppError> {
     let mut errors = Vec::new();
     if let Err(message) = validate::schedule_id(id) {
         errors.push(FieldError::new("schedule_id", message));
@@ -196,7 +196,7 @@ pub fn definition(
     JobTemplate::check(fields, now, limits, &mut job_errors)?;
     errors.extend(job_errors.into_iter().filter(|e| e.field != "event_id"));
     let (Some(target), Some(recurrence), true) = (target, recurrence, errors.is_empty()) else {
-        return Err(ApiError::Invalid(errors));
+        return Err(AppError::Invalid(errors));
     };
     let timing = match &recurrence {
         Recurrence::Cron(cron) => ScheduleTiming::Cron {

@@ -6,9 +6,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::jobs::job_view;
-use super::problem::ApiError;
-use super::views::JobView;
+use super::problem::AppError;
+use crate::app::job_views::job_view;
+use crate::app::views::JobView;
 use crate::domain::Timestamp;
 use crate::domain::recurring::CatchUp;
 use crate::scheduler::period::recurrence_of;
@@ -150,7 +150,7 @@ pub async fn full_view(
     state: &AppState,
     schedule: Schedule,
     now: Timestamp,
-) -> Result<ScheduleView, ApiError> {
+) -> Result<ScheduleView, AppError> {
     let job_id = schedule.last_run.as_ref().and_then(|run| run.job_id);
     let mut view = ScheduleView::new(schedule, now);
     if let (Some(id), Some(run)) = (job_id, view.last_run.as_mut())

@@ -15,12 +15,12 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
-use super::jobs::written_job_views;
-use super::pagination::{self, Listing, Page};
-use super::problem::{ApiError, FieldError, Problem};
+use super::problem::{AppError, FieldError, Problem};
 use super::schedule_input::{PutScheduleRequest, definition};
 use super::schedule_views::{ScheduleView, full_view, written_view};
-use super::views::JobView;
+use crate::app::job_views::written_job_views;
+use crate::app::pagination::{self, Listing, Page};
+use crate::app::views::JobView;
 use crate::domain::Timestamp;
 use crate::domain::recurrence::{Recurrence, period_text};
 use crate::domain::schedule_quota::shortest_period_ms;
@@ -40,12 +40,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The 404 of a schedule that does not exist.
-fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("schedule `{id}` does not exist"))
+fn not_found(id: &str) -> AppError {
+    AppError::NotFound(format!("schedule `{id}` does not exist"))
 }
 
 /// Schedule `id` as stored, or its 404.
-async fn stored(state: &AppState, id: &str) -> Result<Schedule, ApiError> {
+async fn stored(state: &AppState, id: &str) -> Result<Schedule, AppError> {
     state
         .store
         .get_schedule(id)
@@ -54,8 +54,8 @@ async fn stored(state: &AppState, id: &str) -> Result<Schedule, ApiError> {
 }
 
 /// Checks a `schedule_id` path parameter (422 naming it).
-fn schedule_id(raw: &str) -> Result<(), ApiError> {
-    validate::schedule_id(raw).map_err(|message| ApiError::invalid("schedule_id", message))
+fn schedule_id(raw: &str) -> Result<(), AppError> {
+    validate::schedule_id(raw).map_err(|message| AppError::invalid("schedule_id", message))
 }
 
 /// Create or replace a recurring schedule.
@@ -80,7 +80,7 @@ pub async fn put_schedule(
     State(state): State<AppState>,
     Path(id): Path<String>,
     AppJson(body): AppJson<PutScheduleRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, AppError> {
     let now = state.clock.now();
     schedule_id(&id)?;
     let existing = state.store.get_schedule(&id).await?;
@@ -93,11 +93,11 @@ pub async fn put_schedule(
         definition(limits, &checked_id, body, stored.as_ref(), now)
     })
     .await
-    .map_err(|error| ApiError::Internal(format!("checking a schedule: {error}")))??;
+    .map_err(|error| AppError::Internal(format!("checking a schedule: {error}")))??;
     if let ScheduleTarget::Subscriber(subscriber) = &definition.target
         && state.store.get_subscriber(subscriber).await?.is_none()
     {
-        return Err(ApiError::UnknownReference(FieldError::new(
+        return Err(AppError::UnknownReference(FieldError::new(
             "subscriber_id",
             format!("subscriber `{subscriber}` does not exist"),
         )));
@@ -107,7 +107,7 @@ pub async fn put_schedule(
             ScheduleTarget::Subscriber(id) => format!("subscriber `{id}`"),
             ScheduleTarget::EventType(_) => "the subscribers of an event type".to_owned(),
         };
-        return Err(ApiError::invalid(
+        return Err(AppError::invalid(
             "event_id",
             format!(
                 "schedule `{other}` makes event ids from this template for {whom} too, so \
@@ -163,12 +163,12 @@ async fn check_pace(
     definition: &ScheduleDefinition,
     recurrence: &Recurrence,
     now: Timestamp,
-) -> Result<(), ApiError> {
+) -> Result<(), AppError> {
     // A cron pattern's periods are searched: off the request threads.
     let periods = recurrence.clone();
     let shortest_ms = tokio::task::spawn_blocking(move || shortest_period_ms(&periods, now))
         .await
-        .map_err(|error| ApiError::Internal(format!("checking a schedule: {error}")))?;
+        .map_err(|error| AppError::Internal(format!("checking a schedule: {error}")))?;
     let field = match definition.timing {
         ScheduleTiming::Cron { .. } => "cron",
         ScheduleTiming::Every { .. } => "every_ms",
@@ -185,7 +185,7 @@ async fn check_pace(
     state
         .schedule_quotas
         .check_put(field, shortest_ms, jobs, &whom)
-        .map_err(|error| ApiError::Invalid(vec![error]))
+        .map_err(|error| AppError::Invalid(vec![error]))
 }
 
 /// Read a recurring schedule: its definition, its next five periods and its last run.
@@ -202,7 +202,7 @@ async fn check_pace(
 pub async fn get_schedule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<ScheduleView>, ApiError> {
+) -> Result<Json<ScheduleView>, AppError> {
     schedule_id(&id)?;
     let now = state.clock.now();
     let schedule = stored(&state, &id).await?;
@@ -225,7 +225,7 @@ pub async fn get_schedule(
 pub async fn delete_schedule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode, AppError> {
     schedule_id(&id)?;
     if state.store.delete_schedule(&id).await? {
         Ok(StatusCode::NO_CONTENT)
@@ -260,7 +260,7 @@ pub struct ListSchedulesQuery {
 pub async fn list_schedules(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<ListSchedulesQuery>,
-) -> Result<Json<Page<ScheduleView>>, ApiError> {
+) -> Result<Json<Page<ScheduleView>>, AppError> {
     let limit = pagination::limit(query.limit.as_deref())?;
     let after = state
         .cursors
@@ -288,7 +288,7 @@ pub async fn list_schedules(
         )
     })
     .await
-    .map_err(|error| ApiError::Internal(format!("listing schedules: {error}")))?;
+    .map_err(|error| AppError::Internal(format!("listing schedules: {error}")))?;
     Ok(Json(page))
 }
 
@@ -321,26 +321,26 @@ pub struct PeriodJobsView {
 pub async fn run_schedule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, AppError> {
     schedule_id(&id)?;
     let now = state.clock.now();
     let schedule = stored(&state, &id).await?;
     let definition = &schedule.definition;
-    let recurrence = recurrence_of(definition).map_err(ApiError::Conflict)?;
+    let recurrence = recurrence_of(definition).map_err(AppError::Conflict)?;
     let Some(start) = recurrence.latest_at_or_before(now) else {
         let first = recurrence
             .next_after(now)
             .map(|t| format!("; the first starts at {}", period_text(t)))
             .unwrap_or_default();
-        return Err(ApiError::Conflict(format!(
+        return Err(AppError::Conflict(format!(
             "schedule `{id}` has no period that has started yet{first}"
         )));
     };
     let made = create_period(&state.store, definition, start, now, state.job_limits)
         .await
         .map_err(|error| match error {
-            PeriodError::Refused(reason) => ApiError::Conflict(reason),
-            PeriodError::Store(error) => ApiError::from(error),
+            PeriodError::Refused(reason) => AppError::Conflict(reason),
+            PeriodError::Store(error) => AppError::from(error),
         })?;
     let created = made.created > 0;
     // The period's jobs are committed: what follows only describes them, so a store

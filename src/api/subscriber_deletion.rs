@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::audit::Committed;
-use super::problem::{ApiError, Problem};
+use super::problem::{AppError, Problem};
 use crate::delivery::deletions;
 use crate::domain::Timestamp;
 use crate::metrics;
@@ -75,12 +75,12 @@ pub async fn delete_subscriber(
     State(state): State<AppState>,
     committed: Option<Extension<Committed>>,
     Path(id): Path<String>,
-) -> Result<Json<SubscriberDeletedView>, ApiError> {
+) -> Result<Json<SubscriberDeletedView>, AppError> {
     let deleted = state
         .store
         .begin_subscriber_deletion(&id, state.clock.now())
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+        .ok_or_else(|| AppError::NotFound(format!("subscriber `{id}` does not exist")))?;
     // Audited now, before the wait below (issue #34 part 1).
     if let Some(Extension(committed)) = committed {
         committed.now(StatusCode::OK);

@@ -13,9 +13,9 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::AppJson;
-use super::problem::{ApiError, FieldError, Problem};
+use super::problem::{AppError, FieldError, Problem};
 use super::subscriber_triage::{all_of, cause_of};
-use super::subscribers::not_null;
+use crate::app::subscribers::not_null;
 use crate::domain::health::HealthStatus;
 use crate::domain::policy::ErrorClass;
 use crate::domain::validate;
@@ -76,18 +76,18 @@ enum Selection {
 }
 
 /// Checks a pause body.
-fn validate(body: PauseSubscribersRequest) -> Result<Selection, ApiError> {
+fn validate(body: PauseSubscribersRequest) -> Result<Selection, AppError> {
     match (body.subscriber_ids, body.health) {
         (Some(ids), None) => {
             if body.error_class.is_some() || body.status.is_some() {
-                return Err(ApiError::invalid(
+                return Err(AppError::invalid(
                     "body",
                     "`error_class` and `status` narrow `health`; give them with it, not with \
                      `subscriber_ids`",
                 ));
             }
             if ids.is_empty() || ids.len() > MAX_PAUSE_IDS {
-                return Err(ApiError::invalid(
+                return Err(AppError::invalid(
                     "subscriber_ids",
                     format!(
                         "names {} subscribers; 1 to {MAX_PAUSE_IDS} per call",
@@ -99,7 +99,7 @@ fn validate(body: PauseSubscribersRequest) -> Result<Selection, ApiError> {
             if errors.is_empty() {
                 Ok(Selection::Ids(ids))
             } else {
-                Err(ApiError::Invalid(errors))
+                Err(AppError::Invalid(errors))
             }
         }
         (None, Some(health)) => {
@@ -128,10 +128,10 @@ fn validate(body: PauseSubscribersRequest) -> Result<Selection, ApiError> {
                     status: body.status,
                 })
             } else {
-                Err(ApiError::Invalid(errors))
+                Err(AppError::Invalid(errors))
             }
         }
-        _ => Err(ApiError::invalid(
+        _ => Err(AppError::invalid(
             "body",
             "must give exactly one of `subscriber_ids` and `health`",
         )),
@@ -156,7 +156,7 @@ fn validate(body: PauseSubscribersRequest) -> Result<Selection, ApiError> {
 pub async fn pause_subscribers(
     State(state): State<AppState>,
     AppJson(body): AppJson<PauseSubscribersRequest>,
-) -> Result<Json<PausedSubscribers>, ApiError> {
+) -> Result<Json<PausedSubscribers>, AppError> {
     let now = state.clock.now();
     let (selection, mut selected) = match validate(body)? {
         Selection::Ids(ids) => (PauseSelection::Ids(ids.clone()), ids),
@@ -176,7 +176,7 @@ pub async fn pause_subscribers(
                 .map(|entry| entry.subscriber.id)
                 .collect();
             if matched.len() > MAX_PAUSE_MATCHED {
-                return Err(ApiError::invalid(
+                return Err(AppError::invalid(
                     "health",
                     format!(
                         "matches {} subscribers; at most {MAX_PAUSE_MATCHED} per call (narrow \
@@ -196,7 +196,7 @@ pub async fn pause_subscribers(
         .map_err(|error| match error {
             StoreError::UnknownSubscriber(id) => {
                 let n = named.iter().position(|named| *named == id).unwrap_or(0);
-                ApiError::UnknownReference(FieldError::new(
+                AppError::UnknownReference(FieldError::new(
                     format!("subscriber_ids[{n}]"),
                     format!("subscriber `{id}` does not exist; none was paused"),
                 ))

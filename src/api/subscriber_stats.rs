@@ -10,44 +10,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::problem::{ApiError, Problem};
+use super::problem::{AppError, Problem};
+use crate::app::views::JobCountsView;
 use crate::domain::Timestamp;
 use crate::domain::policy::ErrorClass;
-use crate::store::{AttemptFailure, JobCounts, SubscriberStats};
+use crate::store::{AttemptFailure, SubscriberStats};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_subscriber_stats))
-}
-
-/// A subscriber's jobs per state; every state is present.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct JobCountsView {
-    /// Waiting for `deliver_at`.
-    pub scheduled: u64,
-    /// An attempt is running.
-    pub in_flight: u64,
-    /// Waiting for `next_attempt_at`.
-    pub retrying: u64,
-    /// Delivered (until purged by retention).
-    pub delivered: u64,
-    /// Dead letters (until purged by retention).
-    pub dead: u64,
-    /// Cancelled (until purged by retention).
-    pub cancelled: u64,
-}
-
-impl From<JobCounts> for JobCountsView {
-    fn from(c: JobCounts) -> Self {
-        JobCountsView {
-            scheduled: c.scheduled,
-            in_flight: c.in_flight,
-            retrying: c.retrying,
-            delivered: c.delivered,
-            dead: c.dead,
-            cancelled: c.cancelled,
-        }
-    }
 }
 
 /// The latest failed attempt (outcome `retryable`, `terminal` or `blocked`).
@@ -122,12 +93,12 @@ impl SubscriberStatsView {
 pub async fn get_subscriber_stats(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<SubscriberStatsView>, ApiError> {
+) -> Result<Json<SubscriberStatsView>, AppError> {
     let now = state.clock.now();
     let stats = state
         .store
         .subscriber_stats(&id, now)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("subscriber `{id}` does not exist")))?;
+        .ok_or_else(|| AppError::NotFound(format!("subscriber `{id}` does not exist")))?;
     Ok(Json(SubscriberStatsView::new(id, stats, now)))
 }

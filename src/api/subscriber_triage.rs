@@ -9,10 +9,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::pagination::Listing;
-use super::problem::ApiError;
-use super::subscriber_health;
-use super::views::SubscriberView;
+use super::problem::AppError;
+use crate::app::pagination::Listing;
+use crate::app::subscriber_views;
+use crate::app::views::SubscriberView;
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
 use crate::domain::policy::ErrorClass;
@@ -89,7 +89,7 @@ pub async fn all_of(
     state: &AppState,
     status: HealthStatus,
     now: Timestamp,
-) -> Result<Vec<SubscriberHealth>, ApiError> {
+) -> Result<Vec<SubscriberHealth>, AppError> {
     let everything = PageRequest {
         after: None,
         limit: u32::MAX,
@@ -135,7 +135,7 @@ pub async fn list_by_health(
     status: HealthStatus,
     cursor: Option<&str>,
     limit: u32,
-) -> Result<SubscriberListing, ApiError> {
+) -> Result<SubscriberListing, AppError> {
     let after = state
         .cursors
         .decode(Listing::SubscribersByHealth, cursor, |key| {
@@ -175,7 +175,7 @@ pub async fn list_by_health(
         fetched,
         limit,
         |entry| format!("h:{}:{}", entry.figures.failing_jobs(), entry.subscriber.id),
-        subscriber_health::view,
+        subscriber_views::view,
     );
     Ok(SubscriberListing {
         causes,

@@ -15,10 +15,9 @@ use super::chrome::{Chrome, Section, When, segment};
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::destinations::{CircuitSetting, PutDestinationRequest, put_destination};
-use crate::api::extract::AppJson;
 use crate::api::request_id::RequestIds;
-use crate::api::views::DestinationView;
+use crate::app::destinations::{self, CircuitSetting, PutDestinationRequest};
+use crate::app::views::DestinationView;
 use crate::domain::destination::Destination;
 use crate::store::PageRequest;
 
@@ -135,12 +134,7 @@ pub async fn change(
     let action = Action::new("destination.put", Some(key.as_str().to_owned()))
         .with(serde_json::Value::Object(parameters));
     let _ = actions::audited(&state, &session, &request_ids, action, async {
-        Ok(put_destination(
-            State(state.app.clone()),
-            Path(destination),
-            AppJson(request),
-        )
-        .await?)
+        Ok(destinations::put(&state.app, &destination, request).await?)
     })
     .await?;
     let done = if form.get("max_in_flight").is_some() {

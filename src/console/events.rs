@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::access::Session;
 use super::chrome::{Chrome, Section, When, segment};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::event_summary::{EventSummaryView, summarize};
-use crate::api::views::JobView;
+use crate::app::event_summary::{EventSummaryView, summarize};
+use crate::app::views::JobView;
 use crate::domain::validate;
 use crate::store::PageRequest;
 

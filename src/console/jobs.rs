@@ -15,11 +15,10 @@ use super::chrome::{Chrome, Section, When, segment};
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::extract::AppJson;
-use crate::api::job_control::{RescheduleRequest, cancel_job, reschedule_job, retry_job};
-use crate::api::jobs::job_view;
 use crate::api::request_id::RequestIds;
-use crate::api::views::{AttemptView, JobView};
+use crate::app::job_control::{self, RescheduleRequest};
+use crate::app::job_views::{job_id, job_view};
+use crate::app::views::{AttemptView, JobView};
 use crate::domain::JobState;
 use uuid::Uuid;
 
@@ -45,10 +44,6 @@ struct JobPage {
     can_cancel: bool,
     can_retry: bool,
     can_reschedule: bool,
-}
-
-fn job_id(raw: &str) -> Result<Uuid, ConsoleError> {
-    Uuid::parse_str(raw).map_err(|_| ConsoleError::invalid("job_id", "must be a UUID"))
 }
 
 /// `GET /console/jobs/{id}`.
@@ -111,7 +106,7 @@ pub async fn cancel(
     let id = job_id(&raw)?;
     let action = Action::new("job.cancel", Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
-        let _ = cancel_job(State(state.app.clone()), Path(id.to_string())).await?;
+        job_control::cancel(&state.app, &id.to_string()).await?;
         Ok(())
     })
     .await?;
@@ -129,7 +124,7 @@ pub async fn retry(
     let id = job_id(&raw)?;
     let action = Action::new("job.retry", Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
-        let _ = retry_job(State(state.app.clone()), Path(id.to_string())).await?;
+        job_control::retry(&state.app, &id.to_string()).await?;
         Ok(())
     })
     .await?;
@@ -153,12 +148,7 @@ pub async fn reschedule(
     let parameters = json!({ "deliver_at": request.deliver_at, "deadline": request.deadline });
     let action = Action::new("job.reschedule", Some(id.to_string())).with(parameters);
     actions::audited(&state, &session, &request_ids, action, async {
-        let _ = reschedule_job(
-            State(state.app.clone()),
-            Path(id.to_string()),
-            AppJson(request),
-        )
-        .await?;
+        job_control::reschedule(&state.app, &id.to_string(), request).await?;
         Ok(())
     })
     .await?;

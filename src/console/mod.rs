@@ -36,8 +36,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::api::AppState;
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::{AppError, Problem};
+use crate::app::AppState;
 use crate::store::StoreError;
 use access::Access;
 
@@ -143,8 +143,8 @@ impl ConsoleError {
     }
 }
 
-impl From<ApiError> for ConsoleError {
-    fn from(error: ApiError) -> Self {
+impl From<AppError> for ConsoleError {
+    fn from(error: AppError) -> Self {
         let problem: Problem = error.into_problem();
         let status =
             StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -158,7 +158,7 @@ impl From<ApiError> for ConsoleError {
 
 impl From<StoreError> for ConsoleError {
     fn from(error: StoreError) -> Self {
-        ConsoleError::from(ApiError::from(error))
+        ConsoleError::from(AppError::from(error))
     }
 }
 

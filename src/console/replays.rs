@@ -18,8 +18,8 @@ use super::dead_letters::Slice;
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::replays::{ReplayView, cancel_replay, replay_record};
 use crate::api::request_id::RequestIds;
+use crate::app::replays::{self, ReplayView};
 use crate::domain::ids::new_id;
 use crate::domain::replay::ReplayState;
 use crate::store::PageRequest;
@@ -138,16 +138,11 @@ pub async fn start(
         "rate_per_second": plan.rate_per_second,
     });
     let action = Action::new("replay.create", Some(id.to_string())).with(parameters);
-    let created = actions::audited(&state, &session, &request_ids, action, async {
-        Ok(app
-            .store
-            .create_replay(replay_record(plan, id, now))
-            .await?)
+    // Its first burst is due now: this instance's worker wakes (the store tells it).
+    actions::audited(&state, &session, &request_ids, action, async {
+        Ok(replays::create(app, plan, id).await?)
     })
     .await?;
-    // Its first burst is due now: this instance's worker wakes (the store tells it).
-    tracing::info!(replay_id = %created.id, matched = created.matched,
-        rate_per_second = created.rate_per_second, "replay created from the console");
     Ok(Redirect::to("/console/replays?done=replay-started").into_response())
 }
 
@@ -163,7 +158,7 @@ pub async fn cancel(
         Uuid::parse_str(&raw).map_err(|_| ConsoleError::invalid("replay_id", "must be a UUID"))?;
     let action = Action::new("replay.cancel", Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
-        let _ = cancel_replay(State(state.app.clone()), Path(id.to_string())).await?;
+        replays::cancel(&state.app, &id.to_string()).await?;
         Ok(())
     })
     .await?;

@@ -15,14 +15,13 @@ use super::chrome::{Chrome, Section, When, age, local_page, segment};
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::extract::AppJson;
-use crate::api::jobs::job_views;
 use crate::api::request_id::RequestIds;
-use crate::api::secret_rotation::{RotateSecretRequest, rotate_secret as rotate};
-use crate::api::subscriber_health::view_now;
-use crate::api::subscriber_stats::JobCountsView;
-use crate::api::subscribers::{PatchSubscriberRequest, patch_subscriber};
-use crate::api::views::{AttemptView, JobView, SubscriberView};
+use crate::app::job_views::job_views;
+use crate::app::secrets::{self, RotateSecretRequest};
+use crate::app::subscriber_views::view_now;
+use crate::app::subscribers::{self, PatchSubscriberRequest};
+use crate::app::views::JobCountsView;
+use crate::app::views::{AttemptView, JobView, SubscriberView};
 use crate::domain::validate;
 use crate::store::{JobFilter, PageRequest, RecentAttempt};
 
@@ -183,8 +182,7 @@ pub async fn set_enabled(
     let action =
         Action::new("subscriber.patch", Some(id.clone())).with(json!({ "enabled": enabled }));
     actions::audited(&state, &session, &request_ids, action, async {
-        let _ =
-            patch_subscriber(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?;
+        subscribers::patch(&state.app, &id, request).await?;
         Ok(())
     })
     .await?;
@@ -228,10 +226,9 @@ pub async fn rotate_secret(
         .with(json!({ "grace_seconds": grace_seconds }))
         .answered(200);
     let rotated = actions::audited(&state, &session, &request_ids, action, async {
-        Ok(rotate(State(state.app.clone()), Path(id.clone()), AppJson(request)).await?)
+        Ok(secrets::rotate(&state.app, &id, request).await?)
     })
-    .await?
-    .0;
+    .await?;
     let now = state.app.clock.now();
     let shown = Rotated {
         secret: rotated.secret,

@@ -15,12 +15,11 @@ use super::actions::{self, Action};
 use super::chrome::{Chrome, Section, When, local_page, segment};
 use super::gate::FormFields;
 use super::{ConsoleError, ConsoleState, PageResult, render};
-use crate::api::AppState;
-use crate::api::extract::AppJson;
 use crate::api::request_id::RequestIds;
-use crate::api::subscriber_health;
-use crate::api::subscribers::{MAX_RESUME_IDS, ResumeSubscribersRequest, resume_subscribers};
-use crate::api::views::SubscriberView;
+use crate::app::AppState;
+use crate::app::subscriber_views;
+use crate::app::subscribers::{self, MAX_RESUME_IDS, ResumeSubscribersRequest};
+use crate::app::views::SubscriberView;
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
 use crate::domain::waiting::WaitingReason;
@@ -121,7 +120,7 @@ pub async fn health_table(state: &AppState, now: Timestamp) -> Result<Vec<Row>, 
             };
             let view = SubscriberView::new(
                 entry.subscriber.clone(),
-                subscriber_health::HealthView::from(&entry),
+                subscriber_views::HealthView::from(&entry),
             );
             let held = held(&entry, &view.destination);
             Row {
@@ -295,10 +294,9 @@ pub async fn resume(
     };
     let action = Action::new("subscriber.resume", None).with(json!({ "subscriber_ids": ids }));
     let resumed = actions::audited(&state, &session, &request_ids, action, async {
-        Ok(resume_subscribers(axum::extract::State(state.app.clone()), AppJson(request)).await?)
+        Ok(subscribers::resume(&state.app, request).await?)
     })
     .await?
-    .0
     .resumed;
     let done = if resumed > 0 {
         "resumed-some"

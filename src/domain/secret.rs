@@ -147,6 +147,24 @@ impl SigningSecrets {
     }
 }
 
+/// The JSON Schema of a chosen signing secret in a request, for the OpenAPI document
+/// (`#[schema(schema_with = …)]`): [`PATTERN`] (`whsec_` and the canonical base64 of
+/// 24–64 bytes, padded or not); `null` or absent: generated.
+pub fn schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            utoipa::openapi::schema::Type::String,
+            utoipa::openapi::schema::Type::Null,
+        ]))
+        .pattern(Some(PATTERN))
+        .description(Some(
+            "`whsec_` and the standard base64 (with or without `=` padding) of 24–64 \
+             random bytes; generated (32 bytes) when absent or null. Write-only: never \
+             shown again after the response that creates it.",
+        ))
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

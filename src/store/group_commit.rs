@@ -1,7 +1,7 @@
 //! Group commit: requests that arrive while a write is running share the next write
 //! (one transaction, one fsync), while each caller still gets its own result, and only
 //! after that write has committed (docs/DESIGN.md §3, throughput shape). The API's
-//! subscriber-load reads share reads the same way ([`crate::api::load_reads`]).
+//! subscriber-load reads share reads the same way ([`crate::app::load_reads`]).
 //!
 //! A queue feeds one task. The task takes the first waiting request, waits for a free
 //! writer slot (`parallel` of them; 1 for SQLite's single writer), then takes whatever

@@ -1,17 +1,17 @@
 //! The server's rules for what a request carries, written as JSON Schema for the
 //! OpenAPI document: patterns of ids, destinations and cursors (added by name, see
 //! [`constrain`]), and the schemas that utoipa's attributes cannot write (a JSON
-//! payload, a signing secret), for `#[schema(schema_with = …)]`. Patterns are ECMA-262
+//! payload; a signing secret's is `crate::domain::secret::schema`), for
+//! `#[schema(schema_with = …)]`. Patterns are ECMA-262
 //! regular expressions, as JSON Schema's `pattern` is; the tests hold each to the
 //! server's own check.
 
 use serde_json::json;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::extensions::Extensions;
-use utoipa::openapi::schema::{ArrayItems, Object, ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::schema::{ArrayItems, Object, ObjectBuilder, Schema, SchemaType};
 
 use crate::domain::event_type::MAX_EVENT_TYPE_LEN;
-use crate::domain::secret;
 use crate::domain::validate::{self, MAX_EVENT_ID_LEN, MAX_SUBSCRIBER_ID_LEN};
 
 /// Subscriber ids as [`crate::domain::validate::subscriber_id`] accepts them (ECMA-262,
@@ -134,19 +134,5 @@ pub fn json_payload() -> Object {
              delivered byte for byte as sent.",
         ))
         .extensions(Some(not_null))
-        .build()
-}
-
-/// The schema of a chosen signing secret: [`secret::PATTERN`] (`whsec_` and the
-/// canonical base64 of 24–64 bytes, padded or not); `null` or absent: generated.
-pub fn signing_secret() -> Object {
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .pattern(Some(secret::PATTERN))
-        .description(Some(
-            "`whsec_` and the standard base64 (with or without `=` padding) of 24–64 \
-             random bytes; generated (32 bytes) when absent or null. Write-only: never \
-             shown again after the response that creates it.",
-        ))
         .build()
 }

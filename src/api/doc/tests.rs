@@ -9,7 +9,7 @@ use super::rules::{
     CURSOR_PATTERN, EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, SUBSCRIBER_ID_PATTERN,
     destination_pattern,
 };
-use crate::api::pagination::{self, MAX_LIMIT};
+use crate::app::pagination::{self, MAX_LIMIT};
 use crate::domain::destination::Destination;
 use crate::domain::secret::{self, SigningSecret};
 use crate::domain::validate;

@@ -5,7 +5,7 @@ use url::Url;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::subscriber_health::HealthView;
+use super::subscriber_views::HealthView;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::circuit::{CircuitState, ForcedCircuit};
 use crate::domain::destination::Destination;
@@ -13,7 +13,7 @@ use crate::domain::policy::ErrorClass;
 use crate::domain::retry_advice::{self, JobFacts, RetryAdvice};
 use crate::domain::waiting::{SubscriberLoad, WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
-use crate::store::{self, Attempt, Job, LastError, LeaseInfo, Subscriber};
+use crate::store::{self, Attempt, Job, JobCounts, LastError, LeaseInfo, Subscriber};
 
 /// A subscriber. The signing secret appears only in the response that created it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -399,6 +399,36 @@ impl From<Attempt> for AttemptView {
             body_excerpt: a.body_excerpt,
             lease_owner: a.lease_owner,
             possible_duplicate: a.possible_duplicate,
+        }
+    }
+}
+
+/// A subscriber's jobs per state; every state is present.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobCountsView {
+    /// Waiting for `deliver_at`.
+    pub scheduled: u64,
+    /// An attempt is running.
+    pub in_flight: u64,
+    /// Waiting for `next_attempt_at`.
+    pub retrying: u64,
+    /// Delivered (until purged by retention).
+    pub delivered: u64,
+    /// Dead letters (until purged by retention).
+    pub dead: u64,
+    /// Cancelled (until purged by retention).
+    pub cancelled: u64,
+}
+
+impl From<JobCounts> for JobCountsView {
+    fn from(c: JobCounts) -> Self {
+        JobCountsView {
+            scheduled: c.scheduled,
+            in_flight: c.in_flight,
+            retrying: c.retrying,
+            delivered: c.delivered,
+            dead: c.dead,
+            cancelled: c.cancelled,
         }
     }
 }

@@ -12,7 +12,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
-use super::problem::ApiError;
+use super::error::AppError;
 use crate::domain::Timestamp;
 use crate::store::{SharedStore, StoreError};
 
@@ -31,7 +31,7 @@ pub struct Page<T: ToSchema> {
 }
 
 /// `limit` from the query: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent.
-pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
+pub fn limit(raw: Option<&str>) -> Result<u32, AppError> {
     let Some(raw) = raw else {
         return Ok(DEFAULT_LIMIT);
     };
@@ -39,7 +39,7 @@ pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
         .ok()
         .filter(|n| (1..=MAX_LIMIT).contains(n))
         .ok_or_else(|| {
-            ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
+            AppError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
         })
 }
 
@@ -160,7 +160,7 @@ impl Cursors {
         listing: Listing,
         raw: Option<&str>,
         parse: impl Fn(&str) -> Option<K>,
-    ) -> Result<Option<K>, ApiError> {
+    ) -> Result<Option<K>, AppError> {
         let Some(raw) = raw else { return Ok(None) };
         URL_SAFE_NO_PAD
             .decode(raw)
@@ -176,7 +176,7 @@ impl Cursors {
                 parse(key)
             })
             .map(Some)
-            .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this listing returned"))
+            .ok_or_else(|| AppError::invalid("cursor", "is not a cursor this listing returned"))
     }
 
     /// Splits up to `limit + 1` fetched items into this page's items and the cursor of
@@ -279,7 +279,7 @@ mod tests {
                     let error = cursors
                         .decode(Listing::Jobs, Some(&tampered), any)
                         .unwrap_err();
-                    let ApiError::Invalid(fields) = error else {
+                    let AppError::Invalid(fields) = error else {
                         panic!("{tampered}: {error:?}")
                     };
                     assert_eq!(fields[0].field, "cursor");

@@ -5,7 +5,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::problem::ApiError;
+use super::error::AppError;
 use super::views::SubscriberView;
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
@@ -120,7 +120,7 @@ pub async fn views(
     state: &AppState,
     subscribers: Vec<Subscriber>,
     now: Timestamp,
-) -> Result<Vec<SubscriberView>, ApiError> {
+) -> Result<Vec<SubscriberView>, AppError> {
     let ids: Vec<String> = subscribers.iter().map(|s| s.id.clone()).collect();
     let mut figures = state.store.subscriber_health(&ids, now).await?;
     Ok(subscribers
@@ -159,10 +159,10 @@ pub async fn written_view(state: &AppState, subscriber: Subscriber) -> Subscribe
 pub async fn view_now(
     state: &AppState,
     subscriber: Subscriber,
-) -> Result<SubscriberView, ApiError> {
+) -> Result<SubscriberView, AppError> {
     let now = state.clock.now();
     let mut views = views(state, vec![subscriber], now).await?;
     views
         .pop()
-        .ok_or_else(|| ApiError::Internal("a subscriber view went missing".into()))
+        .ok_or_else(|| AppError::Internal("a subscriber view went missing".into()))
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::subscriber_stats::JobCountsView;
+use super::views::JobCountsView;
 use crate::domain::policy::ErrorClass;
 use crate::domain::retry_advice::{self, RetryAdvice};
 use crate::domain::waiting::{WaitingReason, waiting_reason};
