@@ -32,10 +32,6 @@ use crate::domain::ids::new_id;
 use crate::metrics;
 use crate::store::{AuditSettlement, NewAuditEntry, SharedStore, StoreError};
 
-/// The action names only the console records (its other actions are the API's and
-/// have their names): the audit listing's `action` filter accepts these too.
-pub const CONSOLE_ACTIONS: [&str; 3] = ["console.login", "console.login_failed", "console.logout"];
-
 /// The longest an answer waits for its entry's settlement, whatever the request
 /// timeout; the write goes on after it.
 pub const MAX_AUDIT_WAIT: Duration = Duration::from_secs(2);

@@ -5,6 +5,8 @@
 
 use axum::http::{Method, StatusCode};
 
+use crate::app::actions;
+
 /// Where an action's target comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -61,92 +63,92 @@ pub const AUDITED: &[AuditedRoute] = &[
     AuditedRoute {
         method: Method::POST,
         route: "/v1/replays",
-        action: "replay.create",
+        action: actions::REPLAY_CREATE,
         target: Target::Minted,
         only_status: Some(StatusCode::ACCEPTED),
     },
     route(
         Method::POST,
         "/v1/replays/{replay_id}/cancel",
-        "replay.cancel",
+        actions::REPLAY_CANCEL,
         Target::Path("replay_id"),
     ),
     route(
         Method::POST,
         "/v1/jobs/{job_id}/cancel",
-        "job.cancel",
+        actions::JOB_CANCEL,
         Target::Path("job_id"),
     ),
     route(
         Method::POST,
         "/v1/jobs/{job_id}/retry",
-        "job.retry",
+        actions::JOB_RETRY,
         Target::Path("job_id"),
     ),
     route(
         Method::PATCH,
         "/v1/jobs/{job_id}",
-        "job.reschedule",
+        actions::JOB_RESCHEDULE,
         Target::Path("job_id"),
     ),
     route(
         Method::POST,
         "/v1/subscribers/resume",
-        "subscriber.resume",
+        actions::SUBSCRIBER_RESUME,
         Target::None,
     ),
     route(
         Method::POST,
         "/v1/subscribers/pause",
-        "subscriber.pause",
+        actions::SUBSCRIBER_PAUSE,
         Target::None,
     ),
     route(
         Method::PUT,
         "/v1/subscribers/{subscriber_id}",
-        "subscriber.put",
+        actions::SUBSCRIBER_PUT,
         Target::Path("subscriber_id"),
     ),
     route(
         Method::PATCH,
         "/v1/subscribers/{subscriber_id}",
-        "subscriber.patch",
+        actions::SUBSCRIBER_PATCH,
         Target::Path("subscriber_id"),
     ),
     route(
         Method::DELETE,
         "/v1/subscribers/{subscriber_id}",
-        "subscriber.delete",
+        actions::SUBSCRIBER_DELETE,
         Target::Path("subscriber_id"),
     ),
     route(
         Method::POST,
         "/v1/subscribers/{subscriber_id}/secret/rotate",
-        "subscriber.rotate_secret",
+        actions::SUBSCRIBER_ROTATE_SECRET,
         Target::Path("subscriber_id"),
     ),
     route(
         Method::PUT,
         "/v1/destinations/{destination}",
-        "destination.put",
+        actions::DESTINATION_PUT,
         Target::Path("destination"),
     ),
     route(
         Method::PUT,
         "/v1/schedules/{schedule_id}",
-        "schedule.put",
+        actions::SCHEDULE_PUT,
         Target::Path("schedule_id"),
     ),
     route(
         Method::DELETE,
         "/v1/schedules/{schedule_id}",
-        "schedule.delete",
+        actions::SCHEDULE_DELETE,
         Target::Path("schedule_id"),
     ),
     route(
         Method::POST,
         "/v1/schedules/{schedule_id}/run",
-        "schedule.run",
+        actions::SCHEDULE_RUN,
         Target::Path("schedule_id"),
     ),
 ];
@@ -165,14 +167,14 @@ pub fn action_names() -> impl Iterator<Item = &'static str> {
     AUDITED
         .iter()
         .map(|audited| audited.action)
-        .chain(crate::audit_trail::CONSOLE_ACTIONS)
+        .chain(actions::CONSOLE_ACTIONS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CONSOLE_ACTIONS_LEN: usize = crate::audit_trail::CONSOLE_ACTIONS.len();
+    const CONSOLE_ACTIONS_LEN: usize = actions::CONSOLE_ACTIONS.len();
 
     #[test]
     fn every_route_and_action_is_listed_once() {

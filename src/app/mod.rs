@@ -5,6 +5,7 @@
 //! details and the console as a page. Actions are audited by whoever calls them, in
 //! the one write-ahead trail ([`crate::audit_trail`]).
 
+pub mod actions;
 pub mod destinations;
 mod error;
 pub mod event_summary;

@@ -16,6 +16,7 @@ use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
+use crate::app::actions as names;
 use crate::app::destinations::{self, CircuitSetting, PutDestinationRequest};
 use crate::app::views::DestinationView;
 use crate::domain::destination::Destination;
@@ -131,7 +132,7 @@ pub async fn change(
     // spelling (`LOCALHOST:019000`), from the start (issue #34's third probe).
     let key = Destination::parse(&destination)
         .map_err(|e| ConsoleError::invalid("destination", e.to_string()))?;
-    let action = Action::new("destination.put", Some(key.as_str().to_owned()))
+    let action = Action::new(names::DESTINATION_PUT, Some(key.as_str().to_owned()))
         .with(serde_json::Value::Object(parameters));
     let _ = actions::audited(&state, &session, &request_ids, action, async {
         Ok(destinations::put(&state.app, &destination, request).await?)

@@ -16,6 +16,7 @@ use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
+use crate::app::actions as names;
 use crate::app::job_control::{self, RescheduleRequest};
 use crate::app::job_views::{job_id, job_view};
 use crate::app::views::{AttemptView, JobView};
@@ -104,7 +105,7 @@ pub async fn cancel(
     request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
-    let action = Action::new("job.cancel", Some(id.to_string()));
+    let action = Action::new(names::JOB_CANCEL, Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
         job_control::cancel(&state.app, &id.to_string()).await?;
         Ok(())
@@ -122,7 +123,7 @@ pub async fn retry(
     request_ids: RequestIds,
 ) -> PageResult {
     let id = job_id(&raw)?;
-    let action = Action::new("job.retry", Some(id.to_string()));
+    let action = Action::new(names::JOB_RETRY, Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
         job_control::retry(&state.app, &id.to_string()).await?;
         Ok(())
@@ -146,7 +147,7 @@ pub async fn reschedule(
         deadline: form.text("deadline").map(str::to_owned),
     };
     let parameters = json!({ "deliver_at": request.deliver_at, "deadline": request.deadline });
-    let action = Action::new("job.reschedule", Some(id.to_string())).with(parameters);
+    let action = Action::new(names::JOB_RESCHEDULE, Some(id.to_string())).with(parameters);
     actions::audited(&state, &session, &request_ids, action, async {
         job_control::reschedule(&state.app, &id.to_string(), request).await?;
         Ok(())

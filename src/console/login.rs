@@ -23,6 +23,7 @@ use super::gate::{FormFields, cookie, cross_site, foreign_origin, set_cookie};
 use super::{ConsoleError, ConsoleState, render};
 use crate::api::guesses::Verdict;
 use crate::api::request_id::RequestIds;
+use crate::app::actions as names;
 
 /// The login page.
 #[derive(Template)]
@@ -156,7 +157,7 @@ pub async fn submit(
             &state,
             None,
             &request_ids,
-            Action::new("console.login_failed", None)
+            Action::new(names::CONSOLE_LOGIN_FAILED, None)
                 .with(from)
                 .answered(401),
         )
@@ -176,7 +177,7 @@ pub async fn submit(
     };
     // The session is only a signed cookie: it exists once the answer carries it, so
     // its entry is settled before the answer goes out.
-    let login = Action::new("console.login", None).with(from);
+    let login = Action::new(names::CONSOLE_LOGIN, None).with(from);
     if let Err(error) =
         actions::audited(&state, &session, &request_ids, login, async { Ok(()) }).await
     {
@@ -211,7 +212,7 @@ pub async fn logout(
     request_ids: RequestIds,
 ) -> Result<Response, ConsoleError> {
     let now = state.app.clock.now();
-    let logout = Action::new("console.logout", None);
+    let logout = Action::new(names::CONSOLE_LOGOUT, None);
     actions::audited(&state, &session, &request_ids, logout, async {
         Ok(state
             .app

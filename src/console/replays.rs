@@ -19,6 +19,7 @@ use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
+use crate::app::actions as names;
 use crate::app::replays::{self, ReplayView};
 use crate::domain::ids::new_id;
 use crate::domain::replay::ReplayState;
@@ -137,7 +138,7 @@ pub async fn start(
         "max_jobs": plan.max_jobs,
         "rate_per_second": plan.rate_per_second,
     });
-    let action = Action::new("replay.create", Some(id.to_string())).with(parameters);
+    let action = Action::new(names::REPLAY_CREATE, Some(id.to_string())).with(parameters);
     // Its first burst is due now: this instance's worker wakes (the store tells it).
     actions::audited(&state, &session, &request_ids, action, async {
         Ok(replays::create(app, plan, id).await?)
@@ -156,7 +157,7 @@ pub async fn cancel(
 ) -> PageResult {
     let id =
         Uuid::parse_str(&raw).map_err(|_| ConsoleError::invalid("replay_id", "must be a UUID"))?;
-    let action = Action::new("replay.cancel", Some(id.to_string()));
+    let action = Action::new(names::REPLAY_CANCEL, Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
         replays::cancel(&state.app, &id.to_string()).await?;
         Ok(())

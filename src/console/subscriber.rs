@@ -16,6 +16,7 @@ use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
+use crate::app::actions as names;
 use crate::app::job_views::job_views;
 use crate::app::secrets::{self, RotateSecretRequest};
 use crate::app::subscriber_views::view_now;
@@ -180,7 +181,7 @@ pub async fn set_enabled(
         attempt_timeout_ms: None,
     };
     let action =
-        Action::new("subscriber.patch", Some(id.clone())).with(json!({ "enabled": enabled }));
+        Action::new(names::SUBSCRIBER_PATCH, Some(id.clone())).with(json!({ "enabled": enabled }));
     actions::audited(&state, &session, &request_ids, action, async {
         subscribers::patch(&state.app, &id, request).await?;
         Ok(())
@@ -222,7 +223,7 @@ pub async fn rotate_secret(
         grace_seconds,
         secret: None,
     };
-    let action = Action::new("subscriber.rotate_secret", Some(id.clone()))
+    let action = Action::new(names::SUBSCRIBER_ROTATE_SECRET, Some(id.clone()))
         .with(json!({ "grace_seconds": grace_seconds }))
         .answered(200);
     let rotated = actions::audited(&state, &session, &request_ids, action, async {

@@ -17,6 +17,7 @@ use super::gate::FormFields;
 use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
 use crate::app::AppState;
+use crate::app::actions as names;
 use crate::app::subscriber_views;
 use crate::app::subscribers::{self, MAX_RESUME_IDS, ResumeSubscribersRequest};
 use crate::app::views::SubscriberView;
@@ -292,7 +293,7 @@ pub async fn resume(
         subscriber_ids: Some(ids.clone()),
         paused_reason: None,
     };
-    let action = Action::new("subscriber.resume", None).with(json!({ "subscriber_ids": ids }));
+    let action = Action::new(names::SUBSCRIBER_RESUME, None).with(json!({ "subscriber_ids": ids }));
     let resumed = actions::audited(&state, &session, &request_ids, action, async {
         Ok(subscribers::resume(&state.app, request).await?)
     })
