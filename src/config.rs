@@ -1,6 +1,6 @@
 //! Settings from command-line flags, each with a `DEFERHOOK_*` environment variable
 //! (docs/DESIGN.md §6): the server's ([`ServeArgs`]) and the database's ([`DatabaseArgs`]).
-//! The command line's root, [`Cli`], is in [`crate::cli::command`].
+//! The command line's root, `Cli`, is in [`crate::cli::command`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -11,8 +11,6 @@ use anyhow::Context;
 
 use clap::Args;
 use ipnet::IpNet;
-
-pub use crate::cli::command::{Cli, Command, LogFormat};
 
 use crate::api::auth::{ApiToken, ApiTokens};
 use crate::api::connections::{ConnectionLimits, MAX_CONNECTIONS_LIMIT};
@@ -513,6 +511,8 @@ impl ServeArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    use crate::cli::command::{Cli, Command};
     use clap::Parser;
 
     #[test]

@@ -5,7 +5,14 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber writing to standard error. Calling it twice is
 /// harmless (the second call does nothing).

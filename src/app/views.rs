@@ -5,15 +5,18 @@ use url::Url;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::subscriber_views::HealthView;
 use crate::domain::attempt::AttemptOutcome;
 use crate::domain::circuit::{CircuitState, ForcedCircuit};
 use crate::domain::destination::Destination;
+use crate::domain::health::HealthStatus;
 use crate::domain::policy::ErrorClass;
 use crate::domain::retry_advice::{self, JobFacts, RetryAdvice};
 use crate::domain::waiting::{SubscriberLoad, WaitingReason, waiting_reason};
 use crate::domain::{DeadReason, JobState, Timestamp};
-use crate::store::{self, Attempt, Job, JobCounts, LastError, LeaseInfo, Subscriber};
+use crate::store::{
+    self, Attempt, AttemptFailure, Job, JobCounts, LastError, LeaseInfo, PausedReason, Subscriber,
+    SubscriberHealth,
+};
 
 /// A subscriber. The signing secret appears only in the response that created it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -429,6 +432,102 @@ impl From<JobCounts> for JobCountsView {
             delivered: c.delivered,
             dead: c.dead,
             cancelled: c.cancelled,
+        }
+    }
+}
+
+/// A subscriber's health at the instant read.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthView {
+    /// `paused`: not enabled; `failing`: its last attempt failed (an `unknown` outcome
+    /// after a crash does not count) or some of its jobs are `retrying`; `healthy`
+    /// otherwise.
+    pub status: HealthStatus,
+    /// When it entered that status: paused, its `paused_at`; failing, its first failed
+    /// attempt after its latest success (its latest failure when its last attempt
+    /// succeeded but jobs still retry); healthy, its latest success. `null` when
+    /// unknown (no attempt yet).
+    pub since: Option<Timestamp>,
+    /// Its latest failed attempt (outcome `retryable`, `terminal` or `blocked`),
+    /// whatever its status; `null` when none failed.
+    pub last_error: Option<HealthErrorView>,
+    /// Its non-terminal jobs, as read (an expired lease counts as `retrying`).
+    pub jobs: HealthJobsView,
+    /// Its jobs that became `dead` in the last hour: (now − 1 h, now].
+    pub dead_last_hour: u64,
+    /// `jobs.retrying + dead_last_hour`: the order of `GET /v1/subscribers?health=`.
+    pub failing_jobs: u64,
+    /// Why it is paused: `gone` (its receiver answered 410), `operator`; `null` while
+    /// enabled.
+    #[schema(value_type = Option<String>, example = "gone")]
+    pub paused_reason: Option<&'static str>,
+    /// When it was paused; `null` while enabled.
+    pub paused_at: Option<Timestamp>,
+    /// Whether a retry now can change the outcome, and why (docs/DESIGN.md §5.9);
+    /// `null` while healthy.
+    pub retry_advice: Option<RetryAdvice>,
+}
+
+/// A subscriber's latest failed attempt.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthErrorView {
+    /// `timeout`, `connect`, `http_3xx`, `http_4xx`, `http_429`, `http_5xx`, `protocol`,
+    /// `blocked` or `secret_unreadable`.
+    pub class: Option<ErrorClass>,
+    /// The HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// A short account of the failure.
+    pub reason: Option<String>,
+    /// When its result was recorded.
+    pub at: Timestamp,
+}
+
+impl From<AttemptFailure> for HealthErrorView {
+    fn from(f: AttemptFailure) -> Self {
+        HealthErrorView {
+            class: f.class,
+            status: f.status,
+            reason: f.reason,
+            at: f.at,
+        }
+    }
+}
+
+/// A subscriber's non-terminal jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthJobsView {
+    /// Waiting for `deliver_at` (or due, waiting for a worker).
+    pub scheduled: u64,
+    /// An attempt is running (its lease holds).
+    pub in_flight: u64,
+    /// Waiting for `next_attempt_at` after a failure, or an expired lease.
+    pub retrying: u64,
+}
+
+impl From<&SubscriberHealth> for HealthView {
+    fn from(entry: &SubscriberHealth) -> Self {
+        let health = entry.health();
+        let figures = &entry.figures;
+        let retry_advice = match health.status {
+            HealthStatus::Healthy => None,
+            HealthStatus::Failing | HealthStatus::Paused => {
+                retry_advice::for_subscriber(&entry.advice_facts())
+            }
+        };
+        HealthView {
+            status: health.status,
+            since: health.since,
+            last_error: figures.last_failure.clone().map(HealthErrorView::from),
+            jobs: HealthJobsView {
+                scheduled: figures.scheduled,
+                in_flight: figures.in_flight,
+                retrying: figures.retrying,
+            },
+            dead_last_hour: figures.dead_last_hour,
+            failing_jobs: figures.failing_jobs(),
+            paused_reason: entry.subscriber.paused_reason.map(PausedReason::as_str),
+            paused_at: entry.subscriber.paused_at,
+            retry_advice,
         }
     }
 }

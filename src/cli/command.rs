@@ -2,12 +2,13 @@
 //! (`serve`, `migrate`, `openapi`, `jobs`, `replay`, `destinations`, `events`,
 //! `subscribers`, `schedules`, `audit`).
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 use super::args::{AuditArgs, DestinationsArgs, JobsArgs, ReplayArgs, SubscribersArgs};
 use super::event_args::EventsArgs;
 use super::schedule_args::SchedulesArgs;
 use crate::config::{DatabaseArgs, ServeArgs};
+use crate::telemetry::LogFormat;
 
 /// deferhook: schedules and delivers delayed, signed webhooks.
 #[derive(Debug, Parser)]
@@ -59,13 +60,4 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Show the trail of operator actions of a running server (`list`).
     Audit(AuditArgs),
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }

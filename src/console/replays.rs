@@ -9,7 +9,6 @@ use axum::extract::{Path, Query, State};
 
 use axum::response::{IntoResponse, Redirect};
 use serde_json::json;
-use uuid::Uuid;
 
 use super::access::Session;
 use super::actions::{self, Action};
@@ -17,7 +16,7 @@ use super::chrome::{Chrome, Section, When};
 use super::dead_letters::Slice;
 use super::gate::FormFields;
 use super::subscribers::{ListQuery, notice};
-use super::{ConsoleError, ConsoleState, PageResult, render};
+use super::{ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
 use crate::app::actions as names;
 use crate::app::replays::{self, ReplayView};
@@ -155,8 +154,7 @@ pub async fn cancel(
     Path(raw): Path<String>,
     request_ids: RequestIds,
 ) -> PageResult {
-    let id =
-        Uuid::parse_str(&raw).map_err(|_| ConsoleError::invalid("replay_id", "must be a UUID"))?;
+    let id = replays::replay_id(&raw)?;
     let action = Action::new(names::REPLAY_CANCEL, Some(id.to_string()));
     actions::audited(&state, &session, &request_ids, action, async {
         replays::cancel(&state.app, &id.to_string()).await?;

@@ -18,9 +18,8 @@ use super::{ConsoleError, ConsoleState, PageResult, render};
 use crate::api::request_id::RequestIds;
 use crate::app::AppState;
 use crate::app::actions as names;
-use crate::app::subscriber_views;
 use crate::app::subscribers::{self, MAX_RESUME_IDS, ResumeSubscribersRequest};
-use crate::app::views::SubscriberView;
+use crate::app::views::{HealthView, SubscriberView};
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
 use crate::domain::waiting::WaitingReason;
@@ -119,10 +118,7 @@ pub async fn health_table(state: &AppState, now: Timestamp) -> Result<Vec<Row>, 
                 subscriber,
                 figures,
             };
-            let view = SubscriberView::new(
-                entry.subscriber.clone(),
-                subscriber_views::HealthView::from(&entry),
-            );
+            let view = SubscriberView::new(entry.subscriber.clone(), HealthView::from(&entry));
             let held = held(&entry, &view.destination);
             Row {
                 href: segment(&view.id),

@@ -29,7 +29,8 @@ pub use requests::{Reply, job, metric};
 use std::sync::Arc;
 
 use clap::Parser;
-use deferhook::config::{Cli, Command, ServeArgs};
+use deferhook::cli::command::{Cli, Command};
+use deferhook::config::ServeArgs;
 use deferhook::delivery::resolve::Resolver;
 use deferhook::delivery::{Pending, Worker};
 use deferhook::domain::JobEvent;
