@@ -14,7 +14,7 @@ use crate::config::ServeArgs;
 use crate::console;
 use crate::delivery::resolve::Resolver;
 use crate::delivery::slots::WorkerSlots;
-use crate::delivery::{DeliverySettings, Worker, retention};
+use crate::delivery::{ClaimPasses, DeliverySettings, Worker, retention};
 use crate::domain::{Clock, SteadyClock, SystemClock};
 use crate::heartbeat::{self, Instance};
 use crate::open_files;
@@ -34,6 +34,7 @@ pub struct Server {
     shutdown: CancellationToken,
     tasks: JoinSet<anyhow::Result<()>>,
     worker: Option<Worker>,
+    claim_passes: Option<ClaimPasses>,
 }
 
 /// How a server runs its delivery worker.
@@ -193,6 +194,7 @@ impl Server {
         let clock = set_clock(args, &store, clock, &shutdown, &mut tasks).await;
         let mut api_addr = None;
         let mut stepped = None;
+        let mut claim_passes = None;
         if let Some(listener) = listener.filter(|_| !args.no_api) {
             let local_addr = listener.local_addr()?;
             api_addr = Some(local_addr);
@@ -272,6 +274,7 @@ impl Server {
             let worker = Worker::new(worker_store, clock.clone(), settings)?;
             instance.beat.worker_slots = u32::try_from(slots.count).unwrap_or(u32::MAX);
             instance.busy = Some(worker.held_leases());
+            claim_passes = Some(worker.claim_passes());
             match mode {
                 WorkerMode::Background => {
                     let stop = shutdown.clone();
@@ -315,7 +318,14 @@ impl Server {
             shutdown,
             tasks,
             worker: stepped,
+            claim_passes,
         })
+    }
+
+    /// Its worker's count of finished claim steps (`None` under `--no-worker`): a
+    /// test of the running loop waits on it ([`ClaimPasses`]).
+    pub fn claim_passes(&self) -> Option<ClaimPasses> {
+        self.claim_passes.clone()
     }
 
     /// The clock the server runs on (for a test to read the instance's `now`).

@@ -16,4 +16,4 @@ pub mod slots;
 pub mod worker;
 
 pub use settings::DeliverySettings;
-pub use worker::{Pending, Upkeep, Worker};
+pub use worker::{ClaimPasses, Pending, Upkeep, Worker};

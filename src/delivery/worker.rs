@@ -6,6 +6,7 @@
 //! `try_execute_task` and crates.io's `run_pending_background_jobs` do (docs/DESIGN.md §3).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,31 @@ const EXPIRE_BATCH: u32 = 500;
 pub struct Worker {
     pub(super) ctx: AttemptContext,
     pub(super) wake: Arc<Wake>,
+    passes: ClaimPasses,
+}
+
+/// How many claim steps a worker has finished, whatever each took (or failed with),
+/// and whether its slots are all in use (then it makes none until one frees): a test
+/// of the running loop that must show that nothing more is claimed waits for two more
+/// passes, each a full look at the due work, or for a full worker, rather than
+/// sleeping for a guessed time. Shared by every clone.
+#[derive(Clone, Debug)]
+pub struct ClaimPasses {
+    passes: Arc<AtomicU64>,
+    leases: HeldLeases,
+    slots: usize,
+}
+
+impl ClaimPasses {
+    /// The passes finished so far.
+    pub fn count(&self) -> u64 {
+        self.passes.load(Ordering::SeqCst)
+    }
+
+    /// True when every slot holds an attempt's lease (`--max-in-flight` attempts run).
+    pub fn all_slots_in_use(&self) -> bool {
+        self.leases.len() >= self.slots
+    }
 }
 
 /// What one upkeep step did; `None` where the store call failed (logged).
@@ -79,12 +105,22 @@ impl Worker {
             settings: Arc::new(settings),
             leases: HeldLeases::default(),
         };
-        Ok(Worker { ctx, wake })
+        let passes = ClaimPasses {
+            passes: Arc::default(),
+            leases: ctx.leases.clone(),
+            slots: ctx.settings.max_in_flight,
+        };
+        Ok(Worker { ctx, wake, passes })
     }
 
     /// The leases its running attempts hold (how many of its slots are in use).
     pub fn held_leases(&self) -> HeldLeases {
         self.ctx.leases.clone()
+    }
+
+    /// Its count of finished claim steps.
+    pub fn claim_passes(&self) -> ClaimPasses {
+        self.passes.clone()
     }
 
     /// The upkeep step at `now`: moves jobs past their deadline to dead, then requeues
@@ -102,7 +138,8 @@ impl Worker {
     /// sent.
     pub async fn claim(&self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedJob>, StoreError> {
         let settings = &self.ctx.settings;
-        self.ctx
+        let claimed = self
+            .ctx
             .store
             .claim(ClaimRequest {
                 now,
@@ -110,7 +147,9 @@ impl Worker {
                 owner: settings.owner.clone(),
                 lease_ms: settings.lease_ms,
             })
-            .await
+            .await;
+        self.passes.passes.fetch_add(1, Ordering::SeqCst);
+        claimed
     }
 
     /// The execute step of one claimed job: sends it and judges the answer (see

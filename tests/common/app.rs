@@ -452,6 +452,29 @@ impl TestApp {
         self.worker().run_pending().await
     }
 
+    /// Waits (at most 10 s) until the running worker has finished two more claim steps
+    /// than when called, or has every slot in use (it claims nothing then): the second
+    /// step began after the call, so a job it did not claim is one the worker does not
+    /// claim as things stand (how a test of the running loop shows that nothing more
+    /// is sent, rather than sleeping for a guessed time).
+    pub async fn two_more_claim_passes(&self) {
+        let passes = self
+            .server
+            .as_ref()
+            .and_then(Server::claim_passes)
+            .expect("a worker");
+        let from = passes.count();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while passes.count() < from + 2 && !passes.all_slots_in_use() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the worker made {} claim passes in 10 s, not 2",
+                passes.count() - from
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Takes the database out, so it outlives this instance.
     pub fn keep_database(&mut self) -> Option<Database> {
         self.database.take()

@@ -177,7 +177,7 @@ async fn a_held_destination_never_holds_back_another_over_four_fan_outs(db: Db) 
         async || slow.max_connections() == DEFAULT_DESTINATION_LIMIT,
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    app.two_more_claim_passes().await;
     assert_eq!(slow.max_connections(), DEFAULT_DESTINATION_LIMIT);
     assert_eq!(slow.max_open(), DEFAULT_DESTINATION_LIMIT);
     assert_eq!(
@@ -222,7 +222,7 @@ async fn a_job_held_back_by_its_destination_limit_says_so(db: Db) {
         jobs.push(app.job(id, &format!("evt-{id}"), json!({})).await);
     }
     receiver.wait_for(2, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.two_more_claim_passes().await;
     let mut waiting = Vec::new();
     for job in &jobs {
         let job = app.job_now(job).await;
@@ -246,7 +246,7 @@ crate::on_both_backends!(
 /// and each with only 15 slots (`--max-in-flight`), so that reaching 20 takes both and
 /// staying at 20 takes the limit being shared: 100 subscribers at one receiver that
 /// holds every request, one job each. The receiver reaches 20 connections carrying a
-/// request, and never more, then or 3 s later.
+/// request, and never more, then or after each worker has looked twice more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_destination_limit_holds_across_two_instances() {
     if !crate::pg::reachable().await {
@@ -282,7 +282,10 @@ async fn the_destination_limit_holds_across_two_instances() {
         receiver.requests().len() >= 20
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::join!(
+        first.two_more_claim_passes(),
+        second.two_more_claim_passes()
+    );
     assert_eq!(receiver.max_connections(), 20);
     assert_eq!(receiver.max_open(), 20);
     assert_eq!(receiver.requests().len(), 20, "a request beyond the limit");

@@ -177,7 +177,7 @@ async fn fan_out_to_2000_with_300_slow_subscribers(db: Db) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.two_more_claim_passes().await;
     assert_eq!(
         slow.max_open(),
         expected,
@@ -206,12 +206,41 @@ async fn open_requests(receiver: &Receiver, n: usize, within: Duration) {
     wait_until(|| receiver.open_now() >= n, within, &what).await;
 }
 
+/// Waits (at most 10 s) until the worker has marked subscriber `id`'s endpoint
+/// long-running (docs/DESIGN.md §15.2), reading the database.
+async fn marked_long_running(app: &TestApp, id: &str) {
+    const MARKED: &str = "SELECT COUNT(*) FROM endpoint_circuits \
+        WHERE subscriber_id = $1 AND long_running = TRUE";
+    let url = &app.database_url;
+    let (sqlite, postgres) = if url.starts_with("sqlite:") {
+        (Some(sqlx::SqlitePool::connect(url).await.unwrap()), None)
+    } else {
+        (None, Some(sqlx::PgPool::connect(url).await.unwrap()))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let marked: i64 = match (&sqlite, &postgres) {
+            (Some(pool), _) => sqlx::query_scalar(MARKED).bind(id).fetch_one(pool).await,
+            (_, Some(pool)) => sqlx::query_scalar(MARKED).bind(id).fetch_one(pool).await,
+            _ => unreachable!("one pool"),
+        }
+        .unwrap();
+        if marked > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} not marked long-running within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Issue #33: a new slow endpoint on a shared host holds at most the long-running
 /// share of its places before its first result. `/slow` holds every request until the
 /// end of the test, `/quick` answers at once, both on one receiver (one destination,
 /// limit 4), `--long-attempt-ms 200`. quick is delivered first; one slow job goes out
-/// and stays open: the worker marks slow long-running 200 ms in (a second is left for
-/// that small write). Six more slow jobs then find one place (half of 4, one held
+/// and stays open: the worker marks slow long-running 200 ms in. Six more slow jobs then find one place (half of 4, one held
 /// already), not three, and quick's next job still goes at once.
 async fn a_new_slow_endpoint_is_capped_before_its_first_result(db: Db) {
     let receiver = Receiver::ok().await;
@@ -235,12 +264,12 @@ async fn a_new_slow_endpoint_is_capped_before_its_first_result(db: Db) {
     receiver.wait_for(1, Duration::from_secs(10)).await;
     app.job("slow", "s-0", json!({})).await;
     open_requests(&receiver, 1, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    marked_long_running(&app, "slow").await;
     for n in 1..=6 {
         app.job("slow", &format!("s-{n}"), json!({})).await;
     }
     open_requests(&receiver, 2, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    app.two_more_claim_passes().await;
     assert_eq!(
         receiver.open_now(),
         2,
