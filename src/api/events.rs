@@ -48,7 +48,7 @@ pub struct FanOutRequest {
     #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
     pub event_type: Option<String>,
     /// Any JSON value but `null`; delivered byte for byte to every subscriber.
-    #[schema(schema_with = super::doc::rules::json_payload)]
+    #[schema(schema_with = crate::domain::job_template::payload_schema)]
     pub payload: Box<RawValue>,
     /// 1 to 10,000 distinct subscriber ids, all registered; required without
     /// `event_type`.

@@ -29,7 +29,7 @@ pub struct CreateJobRequest {
     #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
     pub event_type: Option<String>,
     /// Any JSON value but `null`; delivered byte for byte as sent.
-    #[schema(schema_with = super::doc::rules::json_payload)]
+    #[schema(schema_with = crate::domain::job_template::payload_schema)]
     pub payload: Box<RawValue>,
     /// RFC 3339 with an offset; a past instant means now.
     #[schema(format = DateTime)]

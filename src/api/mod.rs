@@ -25,14 +25,11 @@ pub mod problem;
 pub mod query_params;
 pub mod replays;
 pub mod request_id;
-pub mod schedule_input;
-pub mod schedule_views;
 pub mod schedules;
 pub mod secret_rotation;
 mod subscriber_deletion;
 pub mod subscriber_pause;
 pub mod subscriber_stats;
-pub mod subscriber_triage;
 pub mod subscribers;
 
 use std::sync::Arc;
@@ -206,7 +203,7 @@ impl Api {
             attempt_timeouts: settings.attempt_timeouts,
             schedule_quotas: settings.schedule_quotas,
             cursors,
-            deletion_wait: subscriber_deletion::wait(settings.request_timeout),
+            deletion_wait: crate::app::subscriber_deletion::wait(settings.request_timeout),
         };
         let trail = crate::audit_trail::Trail {
             store: state.store.clone(),

@@ -1,54 +1,21 @@
-//! `DELETE /v1/subscribers/{subscriber_id}`: deletes a subscriber (docs/DESIGN.md
-//! §5.3). Its waiting jobs end `dead` (`subscriber_deleted`), its history stays
-//! readable by job and event id until retention, and its id may be registered again
-//! as a new subscriber that inherits nothing of it.
-//!
-//! The request commits the first, short step of the deletion, then moves the history
-//! in a task of its own ([`crate::delivery::deletions`]), waiting for it at most
-//! [`wait`]: a long history goes on moving after the answer, in batches, out of reach
-//! of the request timeout.
-
-use std::time::Duration;
+//! `DELETE /v1/subscribers/{subscriber_id}`: deletes a subscriber
+//! ([`crate::app::subscriber_deletion`], docs/DESIGN.md §5.3); a long history goes on
+//! moving after the answer, in batches, out of reach of the request timeout.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::Serialize;
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::audit::Committed;
 use super::problem::{AppError, Problem};
-use crate::delivery::deletions;
-use crate::domain::Timestamp;
-use crate::metrics;
-
-/// The longest a deletion's answer waits for its history to move.
-const MAX_WAIT: Duration = Duration::from_secs(5);
-
-/// How long a deletion's answer waits for its history to move when requests time out
-/// after `request_timeout`: half of it, at most [`MAX_WAIT`].
-pub fn wait(request_timeout: Duration) -> Duration {
-    (request_timeout / 2).min(MAX_WAIT)
-}
+use crate::app::subscriber_deletion::{self, SubscriberDeletedView};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(delete_subscriber))
-}
-
-/// What a deletion did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SubscriberDeletedView {
-    /// The id of the deleted subscriber, free again for a new one.
-    pub deleted: String,
-    /// Its waiting jobs (`scheduled`, `retrying`, `in_flight`) now `dead` with reason
-    /// `subscriber_deleted`.
-    pub jobs_dead: u64,
-    /// When it was deleted.
-    pub deleted_at: Timestamp,
 }
 
 /// Delete a subscriber: in one short transaction, its waiting jobs end `dead` with
@@ -76,42 +43,13 @@ pub async fn delete_subscriber(
     committed: Option<Extension<Committed>>,
     Path(id): Path<String>,
 ) -> Result<Json<SubscriberDeletedView>, AppError> {
-    let deleted = state
-        .store
-        .begin_subscriber_deletion(&id, state.clock.now())
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("subscriber `{id}` does not exist")))?;
-    // Audited now, before the wait below (issue #34 part 1).
-    if let Some(Extension(committed)) = committed {
-        committed.now(StatusCode::OK);
-    }
-    metrics::deleted_dead(deleted.jobs_dead);
-    tracing::info!(subscriber_id = %id, jobs_dead = deleted.jobs_dead, "subscriber deleted");
-    // The move runs in its own task: neither the request timeout nor a client that
-    // goes away cancels it. Waiting a moment lets a short history be gone (and the id
-    // free) when the answer comes.
-    let moving = deletions::spawn(state.store.clone(), id.clone());
-    if tokio::time::timeout(state.deletion_wait, moving)
+    // Audited once the first step commits, before the wait (issue #34 part 1).
+    let settle = || {
+        if let Some(Extension(committed)) = committed {
+            committed.now(StatusCode::OK);
+        }
+    };
+    subscriber_deletion::delete(&state, &id, settle)
         .await
-        .is_err()
-    {
-        tracing::info!(subscriber_id = %id, "the deleted subscriber's history is still moving");
-    }
-    Ok(Json(SubscriberDeletedView {
-        deleted: deleted.subscriber_id,
-        jobs_dead: deleted.jobs_dead,
-        deleted_at: deleted.deleted_at,
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_answer_waits_half_the_request_timeout_and_five_seconds_at_most() {
-        assert_eq!(wait(Duration::from_secs(30)), Duration::from_secs(5));
-        assert_eq!(wait(Duration::from_secs(1)), Duration::from_millis(500));
-        assert_eq!(wait(Duration::from_millis(1)), Duration::from_micros(500));
-    }
+        .map(Json)
 }

@@ -6,136 +6,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::extract::AppJson;
-use super::problem::{AppError, FieldError, Problem};
-use super::subscriber_triage::{all_of, cause_of};
-use crate::app::subscribers::not_null;
-use crate::domain::health::HealthStatus;
-use crate::domain::policy::ErrorClass;
-use crate::domain::validate;
-use crate::store::{PauseSelection, StoreError};
-
-/// Most subscriber ids one pause names.
-pub const MAX_PAUSE_IDS: usize = 1000;
-
-/// Most subscribers one filter may pause (a larger match is refused, nothing paused).
-pub const MAX_PAUSE_MATCHED: usize = 10_000;
+use super::problem::{AppError, Problem};
+use crate::app::subscriber_pause::{self, PauseSubscribersRequest, PausedSubscribers};
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(pause_subscribers))
-}
-
-/// Which subscribers to pause: `subscriber_ids`, or the filter `health` (with
-/// `error_class` and `status` to narrow it), not both (a rule across fields, which
-/// OpenAPI cannot state: the server's 422 names it).
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PauseSubscribersRequest {
-    /// 1 to 1000 distinct ids, all registered (else 404 naming the first unknown, and
-    /// none is paused); those already paused are left as they are.
-    #[schema(min_items = 1, max_items = 1000, nullable = false)]
-    #[serde(default, deserialize_with = "not_null")]
-    pub subscriber_ids: Option<Vec<String>>,
-    /// `failing`: every subscriber failing at the instant read (at most 10,000).
-    #[schema(example = "failing", pattern = "^failing$", nullable = false)]
-    #[serde(default, deserialize_with = "not_null")]
-    pub health: Option<String>,
-    /// With `health`: only those whose latest failed attempt has this class (`timeout`,
-    /// `connect`, `http_5xx`, …), a cause of `GET /v1/subscribers?health=failing`.
-    #[schema(value_type = Option<ErrorClass>)]
-    pub error_class: Option<String>,
-    /// With `health`: only those whose latest failed attempt answered this HTTP status.
-    #[schema(minimum = 100, maximum = 599)]
-    pub status: Option<u16>,
-}
-
-/// The result of a pause.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PausedSubscribers {
-    /// How many enabled subscribers it paused.
-    pub paused: u64,
-    /// The subscribers it selected (named, or matched by the filter), in id order:
-    /// `POST /v1/subscribers/resume` with these ids undoes it.
-    pub subscriber_ids: Vec<String>,
-}
-
-/// What a pause body selects.
-enum Selection {
-    Ids(Vec<String>),
-    Filter {
-        error_class: Option<ErrorClass>,
-        status: Option<u16>,
-    },
-}
-
-/// Checks a pause body.
-fn validate(body: PauseSubscribersRequest) -> Result<Selection, AppError> {
-    match (body.subscriber_ids, body.health) {
-        (Some(ids), None) => {
-            if body.error_class.is_some() || body.status.is_some() {
-                return Err(AppError::invalid(
-                    "body",
-                    "`error_class` and `status` narrow `health`; give them with it, not with \
-                     `subscriber_ids`",
-                ));
-            }
-            if ids.is_empty() || ids.len() > MAX_PAUSE_IDS {
-                return Err(AppError::invalid(
-                    "subscriber_ids",
-                    format!(
-                        "names {} subscribers; 1 to {MAX_PAUSE_IDS} per call",
-                        ids.len()
-                    ),
-                ));
-            }
-            let errors = validate::subscriber_id_list(&ids, "subscriber_ids");
-            if errors.is_empty() {
-                Ok(Selection::Ids(ids))
-            } else {
-                Err(AppError::Invalid(errors))
-            }
-        }
-        (None, Some(health)) => {
-            let mut errors = Vec::new();
-            if health != "failing" {
-                errors.push(FieldError::new("health", "must be `failing`"));
-            }
-            let error_class = match body.error_class.as_deref().map(str::parse::<ErrorClass>) {
-                Some(Err(_)) => {
-                    let names: Vec<&str> = ErrorClass::ALL.iter().map(|c| c.as_str()).collect();
-                    errors.push(FieldError::new(
-                        "error_class",
-                        format!("must be one of {}", names.join(", ")),
-                    ));
-                    None
-                }
-                Some(Ok(class)) => Some(class),
-                None => None,
-            };
-            if body.status.is_some_and(|s| !(100..=599).contains(&s)) {
-                errors.push(FieldError::new("status", "must be from 100 to 599"));
-            }
-            if errors.is_empty() {
-                Ok(Selection::Filter {
-                    error_class,
-                    status: body.status,
-                })
-            } else {
-                Err(AppError::Invalid(errors))
-            }
-        }
-        _ => Err(AppError::invalid(
-            "body",
-            "must give exactly one of `subscriber_ids` and `health`",
-        )),
-    }
 }
 
 /// Pause subscribers (reason `operator`), all or nothing, in one transaction.
@@ -157,56 +38,5 @@ pub async fn pause_subscribers(
     State(state): State<AppState>,
     AppJson(body): AppJson<PauseSubscribersRequest>,
 ) -> Result<Json<PausedSubscribers>, AppError> {
-    let now = state.clock.now();
-    let (selection, mut selected) = match validate(body)? {
-        Selection::Ids(ids) => (PauseSelection::Ids(ids.clone()), ids),
-        Selection::Filter {
-            error_class,
-            status,
-        } => {
-            let matched: Vec<String> = all_of(&state, HealthStatus::Failing, now)
-                .await?
-                .into_iter()
-                .filter(|entry| entry.subscriber.enabled)
-                .filter(|entry| {
-                    let cause = cause_of(entry);
-                    error_class.is_none_or(|class| cause.class == Some(class))
-                        && status.is_none_or(|status| cause.status == Some(status))
-                })
-                .map(|entry| entry.subscriber.id)
-                .collect();
-            if matched.len() > MAX_PAUSE_MATCHED {
-                return Err(AppError::invalid(
-                    "health",
-                    format!(
-                        "matches {} subscribers; at most {MAX_PAUSE_MATCHED} per call (narrow \
-                         it with error_class or status)",
-                        matched.len()
-                    ),
-                ));
-            }
-            (PauseSelection::Matched(matched.clone()), matched)
-        }
-    };
-    let named = selected.clone();
-    let paused = state
-        .store
-        .pause_subscribers(selection, now)
-        .await
-        .map_err(|error| match error {
-            StoreError::UnknownSubscriber(id) => {
-                let n = named.iter().position(|named| *named == id).unwrap_or(0);
-                AppError::UnknownReference(FieldError::new(
-                    format!("subscriber_ids[{n}]"),
-                    format!("subscriber `{id}` does not exist; none was paused"),
-                ))
-            }
-            other => other.into(),
-        })?;
-    selected.sort();
-    selected.dedup();
-    Ok(Json(PausedSubscribers {
-        paused,
-        subscriber_ids: selected,
-    }))
+    subscriber_pause::pause(&state, body).await.map(Json)
 }

@@ -11,8 +11,8 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::extract::{AppJson, AppQuery};
 use super::problem::{AppError, Problem};
-use super::subscriber_triage::{self, SubscriberListing};
 use crate::app::pagination::{self, Listing};
+use crate::app::subscriber_triage::{self, SubscriberListing};
 use crate::app::subscriber_views;
 use crate::app::subscribers::{
     self, PatchSubscriberRequest, PutSubscriberRequest, ResumeSubscribersRequest,

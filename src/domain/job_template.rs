@@ -119,6 +119,24 @@ fn comparable_payload(payload: &str) -> Result<(), String> {
         .map_err(|error| format!("is not a JSON value deferhook can compare: {error}"))
 }
 
+/// The JSON Schema of a webhook payload in a request, for the OpenAPI document: any JSON value but `null` (`not: {type: null}`;
+/// utoipa's schema type has no `not`, so it is written as an extension field, which
+/// serialises at the schema's top level).
+pub fn payload_schema() -> utoipa::openapi::schema::Object {
+    let not_null: utoipa::openapi::extensions::Extensions =
+        [("not", serde_json::json!({ "type": "null" }))]
+            .into_iter()
+            .collect();
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+        .description(Some(
+            "Any JSON value but `null` (object, array, string, number or boolean); \
+             delivered byte for byte as sent.",
+        ))
+        .extensions(Some(not_null))
+        .build()
+}
+
 #[cfg(test)]
 #[path = "job_template_tests.rs"]
 mod tests;

@@ -1,15 +1,16 @@
 //! The server's rules for what a request carries, written as JSON Schema for the
 //! OpenAPI document: patterns of ids, destinations and cursors (added by name, see
-//! [`constrain`]), and the schemas that utoipa's attributes cannot write (a JSON
-//! payload; a signing secret's is `crate::domain::secret::schema`), for
-//! `#[schema(schema_with = …)]`. Patterns are ECMA-262
+//! [`constrain`]); the schemas that utoipa's attributes cannot write, for
+//! `#[schema(schema_with = …)]`, are beside the rules they state (a payload's:
+//! `crate::domain::job_template::payload_schema`; a signing secret's:
+//! `crate::domain::secret::schema`). Patterns are ECMA-262
 //! regular expressions, as JSON Schema's `pattern` is; the tests hold each to the
 //! server's own check.
 
 use serde_json::json;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::extensions::Extensions;
-use utoipa::openapi::schema::{ArrayItems, Object, ObjectBuilder, Schema, SchemaType};
+use utoipa::openapi::schema::{ArrayItems, Object, Schema};
 
 use crate::domain::event_type::MAX_EVENT_TYPE_LEN;
 use crate::domain::validate::{self, MAX_EVENT_ID_LEN, MAX_SUBSCRIBER_ID_LEN};
@@ -120,19 +121,4 @@ pub fn destination_pattern() -> String {
     let port =
         "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])";
     format!("^(?:{name}|{ipv4}|\\[(?:{ipv6})\\]):{port}$")
-}
-
-/// The schema of a webhook payload: any JSON value but `null` (`not: {type: null}`;
-/// utoipa's schema type has no `not`, so it is written as an extension field, which
-/// serialises at the schema's top level).
-pub fn json_payload() -> Object {
-    let not_null: Extensions = [("not", json!({ "type": "null" }))].into_iter().collect();
-    ObjectBuilder::new()
-        .schema_type(SchemaType::AnyValue)
-        .description(Some(
-            "Any JSON value but `null` (object, array, string, number or boolean); \
-             delivered byte for byte as sent.",
-        ))
-        .extensions(Some(not_null))
-        .build()
 }

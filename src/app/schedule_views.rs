@@ -6,9 +6,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::problem::AppError;
-use crate::app::job_views::job_view;
-use crate::app::views::JobView;
+use super::error::AppError;
+use super::job_views::job_view;
+use super::views::JobView;
 use crate::domain::Timestamp;
 use crate::domain::recurring::CatchUp;
 use crate::scheduler::period::recurrence_of;

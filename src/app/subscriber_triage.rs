@@ -9,10 +9,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::problem::AppError;
-use crate::app::pagination::Listing;
-use crate::app::subscriber_views;
-use crate::app::views::SubscriberView;
+use super::error::AppError;
+use super::pagination::Listing;
+use super::subscriber_views;
+use super::views::SubscriberView;
 use crate::domain::Timestamp;
 use crate::domain::health::HealthStatus;
 use crate::domain::policy::ErrorClass;

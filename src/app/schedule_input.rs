@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use super::problem::{AppError, FieldError};
+use super::error::AppError;
+use crate::domain::field_error::FieldError;
 use crate::domain::job_template::{JobFields, JobLimits, JobTemplate};
 use crate::domain::recurrence::{Recurrence, check_event_id_template, fill_event_id};
 use crate::domain::recurring::CatchUp;
@@ -56,7 +57,7 @@ pub struct PutScheduleRequest {
     )]
     pub event_id: String,
     /// Any JSON value but `null`; every period's jobs send it byte for byte.
-    #[schema(schema_with = super::doc::rules::json_payload)]
+    #[schema(schema_with = crate::domain::job_template::payload_schema)]
     pub payload: Box<RawValue>,
     /// Each job's deadline after its `deliver_at` (the period's start), in
     /// milliseconds; default: the server's TTL.
