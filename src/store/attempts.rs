@@ -23,18 +23,14 @@ pub(crate) trait AttemptStatements: Transactions {
     const RECENT: &'static str;
 }
 
-/// A job's lease, as its attempt history needs it.
-#[derive(sqlx::FromRow)]
-pub struct LeaseRow {
-    state: String,
-    due_at: Option<i64>,
-    lease_token: i64,
+crate::store::lite_rows::row! {
+    /// A job's lease, as its attempt history needs it.
+    pub struct LeaseRow {
+        state: String,
+        due_at: Option<i64>,
+        lease_token: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(LeaseRow {
-    state,
-    due_at,
-    lease_token
-});
 
 /// Job `job_id`'s attempts as read at `now`, oldest first, read in one snapshot with
 /// the job. The attempt of a lease that has expired at `now` (the job `in_flight`, its
@@ -71,34 +67,22 @@ pub(crate) async fn list<S: AttemptStatements>(
         .collect()
 }
 
-/// A row of `attempts`.
-#[derive(sqlx::FromRow)]
-pub struct AttemptRow {
-    number: i64,
-    started_at: i64,
-    finished_at: Option<i64>,
-    outcome: String,
-    status: Option<i64>,
-    error_class: Option<String>,
-    reason: Option<String>,
-    body_excerpt: Option<String>,
-    lease_owner: String,
-    lease_token: i64,
-    possible_duplicate: bool,
+crate::store::lite_rows::row! {
+    /// A row of `attempts`.
+    pub struct AttemptRow {
+        number: i64,
+        started_at: i64,
+        finished_at: Option<i64>,
+        outcome: String,
+        status: Option<i64>,
+        error_class: Option<String>,
+        reason: Option<String>,
+        body_excerpt: Option<String>,
+        lease_owner: String,
+        lease_token: i64,
+        possible_duplicate: bool,
+    }
 }
-crate::store::lite_rows::lite_row!(AttemptRow {
-    number,
-    started_at,
-    finished_at,
-    outcome,
-    status,
-    error_class,
-    reason,
-    body_excerpt,
-    lease_owner,
-    lease_token,
-    possible_duplicate
-});
 
 impl TryFrom<AttemptRow> for Attempt {
     type Error = StoreError;
@@ -120,38 +104,24 @@ impl TryFrom<AttemptRow> for Attempt {
     }
 }
 
-/// A row of `attempts` with its job's id and event id.
-#[derive(sqlx::FromRow)]
-pub struct RecentAttemptRow {
-    job_id: String,
-    event_id: String,
-    number: i64,
-    started_at: i64,
-    finished_at: Option<i64>,
-    outcome: String,
-    status: Option<i64>,
-    error_class: Option<String>,
-    reason: Option<String>,
-    body_excerpt: Option<String>,
-    lease_owner: String,
-    lease_token: i64,
-    possible_duplicate: bool,
+crate::store::lite_rows::row! {
+    /// A row of `attempts` with its job's id and event id.
+    pub struct RecentAttemptRow {
+        job_id: String,
+        event_id: String,
+        number: i64,
+        started_at: i64,
+        finished_at: Option<i64>,
+        outcome: String,
+        status: Option<i64>,
+        error_class: Option<String>,
+        reason: Option<String>,
+        body_excerpt: Option<String>,
+        lease_owner: String,
+        lease_token: i64,
+        possible_duplicate: bool,
+    }
 }
-crate::store::lite_rows::lite_row!(RecentAttemptRow {
-    job_id,
-    event_id,
-    number,
-    started_at,
-    finished_at,
-    outcome,
-    status,
-    error_class,
-    reason,
-    body_excerpt,
-    lease_owner,
-    lease_token,
-    possible_duplicate
-});
 
 /// Subscriber `subscriber_id`'s latest `limit` attempts, latest started first, as
 /// stored (an attempt whose lease has expired still reads `in_progress`; its job's page

@@ -30,30 +30,20 @@ pub(crate) trait AuditStatements: Transactions {
     const PURGE: &'static str;
 }
 
-/// A row of `audit`.
-#[derive(sqlx::FromRow)]
-pub struct AuditRow {
-    id: String,
-    at: i64,
-    action: String,
-    target: Option<String>,
-    parameters: Option<String>,
-    actor: Option<String>,
-    status: i64,
-    request_id: Option<String>,
-    server_request_id: Option<String>,
+crate::store::lite_rows::row! {
+    /// A row of `audit`.
+    pub struct AuditRow {
+        id: String,
+        at: i64,
+        action: String,
+        target: Option<String>,
+        parameters: Option<String>,
+        actor: Option<String>,
+        status: i64,
+        request_id: Option<String>,
+        server_request_id: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(AuditRow {
-    id,
-    at,
-    action,
-    target,
-    parameters,
-    actor,
-    status,
-    request_id,
-    server_request_id
-});
 
 impl TryFrom<AuditRow> for AuditEntry {
     type Error = StoreError;

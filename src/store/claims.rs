@@ -11,32 +11,21 @@ use crate::store::{Sealer, StoreError, UnreadableSecret, decode};
 /// the job over, or by the sweep).
 pub const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";
 
-/// A job just marked in flight, as the marking statement returns it.
-#[derive(sqlx::FromRow)]
-pub struct MarkedRow {
-    id: String,
-    subscriber_id: String,
-    event_id: String,
-    payload: String,
-    attempts: i64,
-    max_attempts: Option<i64>,
-    deadline: i64,
-    lease_token: i64,
-    possible_duplicate: bool,
-    event_type: Option<String>,
+crate::store::lite_rows::row! {
+    /// A job just marked in flight, as the marking statement returns it.
+    pub struct MarkedRow {
+        id: String,
+        subscriber_id: String,
+        event_id: String,
+        payload: String,
+        attempts: i64,
+        max_attempts: Option<i64>,
+        deadline: i64,
+        lease_token: i64,
+        possible_duplicate: bool,
+        event_type: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(MarkedRow {
-    id,
-    subscriber_id,
-    event_id,
-    payload,
-    attempts,
-    max_attempts,
-    deadline,
-    lease_token,
-    possible_duplicate,
-    event_type
-});
 
 impl MarkedRow {
     /// The job's id, as stored.
@@ -55,22 +44,16 @@ impl MarkedRow {
     }
 }
 
-/// Where a subscriber's jobs go and what signs them.
-#[derive(sqlx::FromRow)]
-pub struct TargetRow {
-    url: String,
-    secret: String,
-    previous_secret: Option<String>,
-    previous_secret_expires_at: Option<i64>,
-    attempt_timeout_ms: Option<i64>,
+crate::store::lite_rows::row! {
+    /// Where a subscriber's jobs go and what signs them.
+    pub struct TargetRow {
+        url: String,
+        secret: String,
+        previous_secret: Option<String>,
+        previous_secret_expires_at: Option<i64>,
+        attempt_timeout_ms: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(TargetRow {
-    url,
-    secret,
-    previous_secret,
-    previous_secret_expires_at,
-    attempt_timeout_ms
-});
 
 /// A subscriber's URL, signing secrets and own attempt timeout, read (and opened) once
 /// per claim.

@@ -20,45 +20,30 @@ pub(crate) trait DeadLetterStatements: Transactions {
     const GROUPS: &'static str;
 }
 
-/// One cause.
-#[derive(sqlx::FromRow)]
-pub struct CauseRow {
-    dead_reason: Option<String>,
-    error_class: Option<String>,
-    status: Option<i64>,
-    n: i64,
-    subscribers: i64,
+crate::store::lite_rows::row! {
+    /// One cause.
+    pub struct CauseRow {
+        dead_reason: Option<String>,
+        error_class: Option<String>,
+        status: Option<i64>,
+        n: i64,
+        subscribers: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(CauseRow {
-    dead_reason,
-    error_class,
-    status,
-    n,
-    subscribers
-});
 
-/// One group.
-#[derive(sqlx::FromRow)]
-pub struct GroupRow {
-    dead_reason: Option<String>,
-    error_class: Option<String>,
-    status: Option<i64>,
-    subscriber_id: String,
-    n: i64,
-    first_dead_at: Option<i64>,
-    last_dead_at: Option<i64>,
-    total: i64,
+crate::store::lite_rows::row! {
+    /// One group.
+    pub struct GroupRow {
+        dead_reason: Option<String>,
+        error_class: Option<String>,
+        status: Option<i64>,
+        subscriber_id: String,
+        n: i64,
+        first_dead_at: Option<i64>,
+        last_dead_at: Option<i64>,
+        total: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(GroupRow {
-    dead_reason,
-    error_class,
-    status,
-    subscriber_id,
-    n,
-    first_dead_at,
-    last_dead_at,
-    total
-});
 
 /// Every cause, and the page of `limit` groups after the first `offset`.
 pub(crate) async fn read<S: DeadLetterStatements>(

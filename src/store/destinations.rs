@@ -29,67 +29,49 @@ use crate::store::records::{
 };
 use crate::store::transactions::Transactions;
 
-/// The columns of `destinations`, as every statement here selects them.
-#[derive(sqlx::FromRow, Clone, Debug)]
-pub struct DestinationRow {
-    key: String,
-    max_in_flight: Option<i64>,
-    paused: bool,
-    forced_circuit: Option<String>,
-    circuit: String,
-    failures: i64,
-    cooldown_ms: i64,
-    opened_at: Option<i64>,
-    retry_at: Option<i64>,
-    probe_job_id: Option<String>,
-    probe_token: Option<i64>,
-    changed_at: Option<i64>,
-    last_error_at: Option<i64>,
-    last_error_class: Option<String>,
-    last_error_status: Option<i64>,
-    last_error_reason: Option<String>,
-    created_at: i64,
-    updated_at: i64,
+crate::store::lite_rows::row! {
+    /// The columns of `destinations`, as every statement here selects them.
+    #[derive(Clone, Debug)]
+    pub struct DestinationRow {
+        key: String,
+        max_in_flight: Option<i64>,
+        paused: bool,
+        forced_circuit: Option<String>,
+        circuit: String,
+        failures: i64,
+        cooldown_ms: i64,
+        opened_at: Option<i64>,
+        retry_at: Option<i64>,
+        probe_job_id: Option<String>,
+        probe_token: Option<i64>,
+        changed_at: Option<i64>,
+        last_error_at: Option<i64>,
+        last_error_class: Option<String>,
+        last_error_status: Option<i64>,
+        last_error_reason: Option<String>,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(DestinationRow {
-    key,
-    max_in_flight,
-    paused,
-    forced_circuit,
-    circuit,
-    failures,
-    cooldown_ms,
-    opened_at,
-    retry_at,
-    probe_job_id,
-    probe_token,
-    changed_at,
-    last_error_at,
-    last_error_class,
-    last_error_status,
-    last_error_reason,
-    created_at,
-    updated_at
-});
 
-/// A destination with its open requests (and, for views, its subscribers).
-#[derive(sqlx::FromRow)]
-pub struct CountedRow {
-    #[sqlx(flatten)]
-    row: DestinationRow,
-    in_flight: i64,
-    subscribers: i64,
+crate::store::lite_rows::row! {
+    /// A destination with its open requests (and, for views, its subscribers).
+    pub struct CountedRow {
+        #[sqlx(flatten)]
+        row: DestinationRow,
+        in_flight: i64,
+        subscribers: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(CountedRow { in_flight, subscribers; row });
 
-/// A destination of a job in an outcome batch.
-#[derive(sqlx::FromRow)]
-struct JobDestinationRow {
-    job_id: String,
-    #[sqlx(flatten)]
-    row: DestinationRow,
+crate::store::lite_rows::row! {
+    /// A destination of a job in an outcome batch.
+    struct JobDestinationRow {
+        job_id: String,
+        #[sqlx(flatten)]
+        row: DestinationRow,
+    }
 }
-crate::store::lite_rows::lite_row!(JobDestinationRow { job_id; row });
 
 impl DestinationRow {
     /// The operator's settings and the breaker.
@@ -658,18 +640,18 @@ pub(crate) fn hold_until(
     })
 }
 
-/// A destination with due work, as a claim (and the next wake-up) reads it: its
-/// [`CountedRow`], and what the time-fair share needs (docs/DESIGN.md §15.2): the
-/// requests open to it for long-running endpoints, and whether a quick endpoint had a
-/// result there within the endpoint window.
-#[derive(sqlx::FromRow)]
-pub struct LoadedRow {
-    #[sqlx(flatten)]
-    counted: CountedRow,
-    long_in_flight: i64,
-    quick_active: bool,
+crate::store::lite_rows::row! {
+    /// A destination with due work, as a claim (and the next wake-up) reads it: its
+    /// [`CountedRow`], and what the time-fair share needs (docs/DESIGN.md §15.2): the
+    /// requests open to it for long-running endpoints, and whether a quick endpoint had a
+    /// result there within the endpoint window.
+    pub struct LoadedRow {
+        #[sqlx(flatten)]
+        counted: CountedRow,
+        long_in_flight: i64,
+        quick_active: bool,
+    }
 }
-crate::store::lite_rows::lite_row!(LoadedRow { long_in_flight, quick_active; counted });
 
 /// What a claim may take from one destination.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,49 +24,31 @@ use crate::store::records::OutcomeRecord;
 use crate::store::transactions::Transactions;
 use crate::store::{LeaseRef, StoreError};
 
-/// The columns of `endpoint_circuits` but `long_running` (derived from
-/// `duration_ms` when the row is written).
-#[derive(sqlx::FromRow, Clone, Debug)]
-pub struct EndpointRow {
-    subscriber_id: String,
-    circuit: String,
-    window_start: i64,
-    results: i64,
-    failures: i64,
-    timeouts: i64,
-    previous_results: i64,
-    previous_failures: i64,
-    previous_timeouts: i64,
-    opened_at: Option<i64>,
-    retry_at: Option<i64>,
-    cooldown_ms: i64,
-    changed_at: Option<i64>,
-    hold_until: Option<i64>,
-    duration_ms: Option<i64>,
-    timeout_ms: Option<i64>,
-    consecutive_timeouts: i64,
-    last_result_at: i64,
+crate::store::lite_rows::row! {
+    /// The columns of `endpoint_circuits` but `long_running` (derived from
+    /// `duration_ms` when the row is written).
+    #[derive(Clone, Debug)]
+    pub struct EndpointRow {
+        subscriber_id: String,
+        circuit: String,
+        window_start: i64,
+        results: i64,
+        failures: i64,
+        timeouts: i64,
+        previous_results: i64,
+        previous_failures: i64,
+        previous_timeouts: i64,
+        opened_at: Option<i64>,
+        retry_at: Option<i64>,
+        cooldown_ms: i64,
+        changed_at: Option<i64>,
+        hold_until: Option<i64>,
+        duration_ms: Option<i64>,
+        timeout_ms: Option<i64>,
+        consecutive_timeouts: i64,
+        last_result_at: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(EndpointRow {
-    subscriber_id,
-    circuit,
-    window_start,
-    results,
-    failures,
-    timeouts,
-    previous_results,
-    previous_failures,
-    previous_timeouts,
-    opened_at,
-    retry_at,
-    cooldown_ms,
-    changed_at,
-    hold_until,
-    duration_ms,
-    timeout_ms,
-    consecutive_timeouts,
-    last_result_at
-});
 
 impl EndpointRow {
     /// The breaker.

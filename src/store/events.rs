@@ -20,32 +20,21 @@ use crate::store::jobs::JobRow;
 use crate::store::records::{AffectedEvent, EventJob, EventJobs, Job, JobCounts, PageRequest};
 use uuid::Uuid;
 
-/// An affected event with its counts ([`EventStatements::AFFECTED`]).
-#[derive(sqlx::FromRow)]
-pub struct AffectedRow {
-    event_id: String,
-    affected: i64,
-    newest_id: String,
-    created_at: i64,
-    scheduled: i64,
-    in_flight: i64,
-    retrying: i64,
-    delivered: i64,
-    dead: i64,
-    cancelled: i64,
+crate::store::lite_rows::row! {
+    /// An affected event with its counts ([`EventStatements::AFFECTED`]).
+    pub struct AffectedRow {
+        event_id: String,
+        affected: i64,
+        newest_id: String,
+        created_at: i64,
+        scheduled: i64,
+        in_flight: i64,
+        retrying: i64,
+        delivered: i64,
+        dead: i64,
+        cancelled: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(AffectedRow {
-    event_id,
-    affected,
-    newest_id,
-    created_at,
-    scheduled,
-    in_flight,
-    retrying,
-    delivered,
-    dead,
-    cancelled
-});
 
 impl TryFrom<AffectedRow> for AffectedEvent {
     type Error = StoreError;
@@ -68,24 +57,24 @@ impl TryFrom<AffectedRow> for AffectedEvent {
     }
 }
 
-/// A job of an event ([`EventStatements::JOBS`]).
-#[derive(sqlx::FromRow)]
-pub struct EventJobRow {
-    #[sqlx(flatten)]
-    job: JobRow,
-    last_error_at: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A job of an event ([`EventStatements::JOBS`]).
+    pub struct EventJobRow {
+        #[sqlx(flatten)]
+        job: JobRow,
+        last_error_at: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(EventJobRow { last_error_at; job });
 
-/// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
-#[derive(sqlx::FromRow)]
-pub struct LoadRow {
-    subscriber_id: String,
-    destination: Option<String>,
-    #[sqlx(flatten)]
-    load: figures::LoadRow,
+crate::store::lite_rows::row! {
+    /// A subscriber's limits and their use, with its destination ([`EventStatements::LOADS`]).
+    pub struct LoadRow {
+        subscriber_id: String,
+        destination: Option<String>,
+        #[sqlx(flatten)]
+        load: figures::LoadRow,
+    }
 }
-crate::store::lite_rows::lite_row!(LoadRow { subscriber_id, destination; load });
 
 /// The statements of the event reads, in the backend's dialect.
 pub(crate) trait EventStatements: FigureStatements {

@@ -16,77 +16,60 @@ use crate::store::records::{AttemptFailure, JobCounts, StoreGauges, SubscriberSt
 use crate::store::replays::ReplayStatements;
 use crate::store::transactions::Transactions;
 
-/// A row, whatever its columns (an existence check).
-#[derive(sqlx::FromRow)]
-pub struct Exists {}
-crate::store::lite_rows::lite_row!(Exists {});
-
-/// A `GROUP BY state` count.
-#[derive(sqlx::FromRow)]
-pub struct StateCount {
-    state: String,
-    n: i64,
+crate::store::lite_rows::row! {
+    /// A row, whatever its columns (an existence check).
+    pub struct Exists {}
 }
-crate::store::lite_rows::lite_row!(StateCount { state, n });
 
-/// A `GROUP BY dead_reason` count of dead jobs.
-#[derive(sqlx::FromRow)]
-pub struct ReasonCount {
-    reason: Option<String>,
-    n: i64,
+crate::store::lite_rows::row! {
+    /// A `GROUP BY state` count.
+    pub struct StateCount {
+        state: String,
+        n: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(ReasonCount { reason, n });
 
-/// A count (one column `n`).
-#[derive(sqlx::FromRow)]
-pub struct Count {
-    pub(crate) n: i64,
+crate::store::lite_rows::row! {
+    /// A `GROUP BY dead_reason` count of dead jobs.
+    pub struct ReasonCount {
+        reason: Option<String>,
+        n: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(Count { n });
 
-/// The gauges other than the counts per state.
-#[derive(sqlx::FromRow)]
-pub struct GaugeRow {
-    oldest_eligible: Option<i64>,
-    oldest_retrying: Option<i64>,
-    past_slo: i64,
-    near_deadline: i64,
+crate::store::lite_rows::row! {
+    /// A count (one column `n`).
+    pub struct Count {
+        pub(crate) n: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(GaugeRow {
-    oldest_eligible,
-    oldest_retrying,
-    past_slo,
-    near_deadline
-});
 
-/// A subscriber's limits and use of them.
-#[derive(sqlx::FromRow)]
-pub struct LoadRow {
-    max_in_flight: i64,
-    rate_limit_per_second: Option<i64>,
-    open_attempts: i64,
-    started_last_second: i64,
-    last_started_at: Option<i64>,
-    endpoint_circuit: Option<String>,
-    endpoint_retry_at: Option<i64>,
-    endpoint_hold_until: Option<i64>,
-    endpoint_timeouts: Option<i64>,
-    own_timeout_ms: Option<i64>,
-    endpoint_timeout_ms: Option<i64>,
+crate::store::lite_rows::row! {
+    /// The gauges other than the counts per state.
+    pub struct GaugeRow {
+        oldest_eligible: Option<i64>,
+        oldest_retrying: Option<i64>,
+        past_slo: i64,
+        near_deadline: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(LoadRow {
-    max_in_flight,
-    rate_limit_per_second,
-    open_attempts,
-    started_last_second,
-    last_started_at,
-    endpoint_circuit,
-    endpoint_retry_at,
-    endpoint_hold_until,
-    endpoint_timeouts,
-    own_timeout_ms,
-    endpoint_timeout_ms
-});
+
+crate::store::lite_rows::row! {
+    /// A subscriber's limits and use of them.
+    pub struct LoadRow {
+        max_in_flight: i64,
+        rate_limit_per_second: Option<i64>,
+        open_attempts: i64,
+        started_last_second: i64,
+        last_started_at: Option<i64>,
+        endpoint_circuit: Option<String>,
+        endpoint_retry_at: Option<i64>,
+        endpoint_hold_until: Option<i64>,
+        endpoint_timeouts: Option<i64>,
+        own_timeout_ms: Option<i64>,
+        endpoint_timeout_ms: Option<i64>,
+    }
+}
 
 impl LoadRow {
     /// The subscriber's load at `now`, its destination holding its work back for
@@ -140,33 +123,24 @@ pub fn recent_results(
     }
 }
 
-/// A subscriber's oldest eligible job and latest delivery.
-#[derive(sqlx::FromRow)]
-pub struct EligibleRow {
-    oldest_eligible: Option<i64>,
-    last_success: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A subscriber's oldest eligible job and latest delivery.
+    pub struct EligibleRow {
+        oldest_eligible: Option<i64>,
+        last_success: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(EligibleRow {
-    oldest_eligible,
-    last_success
-});
 
-/// A subscriber's latest failed attempt.
-#[derive(sqlx::FromRow)]
-pub struct FailureRow {
-    finished_at: i64,
-    outcome: String,
-    error_class: Option<String>,
-    status: Option<i64>,
-    reason: Option<String>,
+crate::store::lite_rows::row! {
+    /// A subscriber's latest failed attempt.
+    pub struct FailureRow {
+        finished_at: i64,
+        outcome: String,
+        error_class: Option<String>,
+        status: Option<i64>,
+        reason: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(FailureRow {
-    finished_at,
-    outcome,
-    error_class,
-    status,
-    reason
-});
 
 /// The statements of the figures, in the backend's dialect. The gauges and a
 /// subscriber's load are read outside a transaction (SQLite: on its readers); a

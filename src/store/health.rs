@@ -31,67 +31,45 @@ use crate::store::records::{
 };
 use crate::store::subscribers::{self, SubscriberStatements};
 
-/// A subscriber's waiting jobs.
-#[derive(sqlx::FromRow)]
-pub struct WaitingRow {
-    subscriber_id: String,
-    scheduled: i64,
-    in_flight: i64,
-    retrying: i64,
-    next_attempt_at: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A subscriber's waiting jobs.
+    pub struct WaitingRow {
+        subscriber_id: String,
+        scheduled: i64,
+        in_flight: i64,
+        retrying: i64,
+        next_attempt_at: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(WaitingRow {
-    subscriber_id,
-    scheduled,
-    in_flight,
-    retrying,
-    next_attempt_at
-});
 
-/// A subscriber's jobs dead in the window.
-#[derive(sqlx::FromRow)]
-pub struct DeadRow {
-    subscriber_id: String,
-    n: i64,
+crate::store::lite_rows::row! {
+    /// A subscriber's jobs dead in the window.
+    pub struct DeadRow {
+        subscriber_id: String,
+        n: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(DeadRow { subscriber_id, n });
 
-/// A subscriber's latest success and failures, and its destination.
-#[derive(sqlx::FromRow)]
-pub struct AttemptsRow {
-    id: String,
-    destination: Option<String>,
-    last_success_at: Option<i64>,
-    failure_at: Option<i64>,
-    failure_outcome: Option<String>,
-    failure_class: Option<String>,
-    failure_status: Option<i64>,
-    failure_reason: Option<String>,
-    first_failure_at: Option<i64>,
-    endpoint_circuit: Option<String>,
-    endpoint_retry_at: Option<i64>,
-    endpoint_hold_until: Option<i64>,
-    endpoint_timeouts: Option<i64>,
-    own_timeout_ms: Option<i64>,
-    endpoint_timeout_ms: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A subscriber's latest success and failures, and its destination.
+    pub struct AttemptsRow {
+        id: String,
+        destination: Option<String>,
+        last_success_at: Option<i64>,
+        failure_at: Option<i64>,
+        failure_outcome: Option<String>,
+        failure_class: Option<String>,
+        failure_status: Option<i64>,
+        failure_reason: Option<String>,
+        first_failure_at: Option<i64>,
+        endpoint_circuit: Option<String>,
+        endpoint_retry_at: Option<i64>,
+        endpoint_hold_until: Option<i64>,
+        endpoint_timeouts: Option<i64>,
+        own_timeout_ms: Option<i64>,
+        endpoint_timeout_ms: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(AttemptsRow {
-    id,
-    destination,
-    last_success_at,
-    failure_at,
-    failure_outcome,
-    failure_class,
-    failure_status,
-    failure_reason,
-    first_failure_at,
-    endpoint_circuit,
-    endpoint_retry_at,
-    endpoint_hold_until,
-    endpoint_timeouts,
-    own_timeout_ms,
-    endpoint_timeout_ms
-});
 
 /// The statements of the health figures, in the backend's dialect. The subscribers
 /// are given as a JSON array of ids.

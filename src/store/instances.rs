@@ -26,24 +26,17 @@ pub(crate) trait InstanceStatements: Transactions {
     const LIVE: &'static str;
 }
 
-/// A row of `instances`.
-#[derive(sqlx::FromRow)]
-pub struct InstanceRow {
-    id: String,
-    version: String,
-    started_at: i64,
-    seen_at: i64,
-    worker_slots: i64,
-    slots_in_use: i64,
+crate::store::lite_rows::row! {
+    /// A row of `instances`.
+    pub struct InstanceRow {
+        id: String,
+        version: String,
+        started_at: i64,
+        seen_at: i64,
+        worker_slots: i64,
+        slots_in_use: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(InstanceRow {
-    id,
-    version,
-    started_at,
-    seen_at,
-    worker_slots,
-    slots_in_use
-});
 
 impl TryFrom<InstanceRow> for InstanceSeen {
     type Error = StoreError;

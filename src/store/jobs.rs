@@ -145,73 +145,47 @@ pub const JOB_COLUMNS: &str = "j.id, j.subscriber_id, j.event_id, j.state, j.att
     j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
     j.lease_expires_at, s.enabled AS subscriber_enabled, j.event_type, j.schedule_id";
 
-/// A row of [`JOB_COLUMNS`].
-#[derive(sqlx::FromRow)]
-pub struct JobRow {
-    id: String,
-    subscriber_id: String,
-    event_id: String,
-    state: String,
-    attempts: i64,
-    max_attempts: Option<i64>,
-    deliver_at: i64,
-    deadline: i64,
-    due_at: Option<i64>,
-    created_at: i64,
-    updated_at: i64,
-    delivered_at: Option<i64>,
-    dead_at: Option<i64>,
-    dead_reason: Option<String>,
-    dead_detail: Option<String>,
-    last_error_class: Option<String>,
-    last_error_status: Option<i64>,
-    last_error_reason: Option<String>,
-    last_error_body: Option<String>,
-    lease_owner: Option<String>,
-    lease_token: i64,
-    lease_expires_at: Option<i64>,
-    subscriber_enabled: bool,
-    event_type: Option<String>,
-    schedule_id: Option<String>,
+crate::store::lite_rows::row! {
+    /// A row of [`JOB_COLUMNS`].
+    pub struct JobRow {
+        id: String,
+        subscriber_id: String,
+        event_id: String,
+        state: String,
+        attempts: i64,
+        max_attempts: Option<i64>,
+        deliver_at: i64,
+        deadline: i64,
+        due_at: Option<i64>,
+        created_at: i64,
+        updated_at: i64,
+        delivered_at: Option<i64>,
+        dead_at: Option<i64>,
+        dead_reason: Option<String>,
+        dead_detail: Option<String>,
+        last_error_class: Option<String>,
+        last_error_status: Option<i64>,
+        last_error_reason: Option<String>,
+        last_error_body: Option<String>,
+        lease_owner: Option<String>,
+        lease_token: i64,
+        lease_expires_at: Option<i64>,
+        subscriber_enabled: bool,
+        event_type: Option<String>,
+        schedule_id: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(JobRow {
-    id,
-    subscriber_id,
-    event_id,
-    state,
-    attempts,
-    max_attempts,
-    deliver_at,
-    deadline,
-    due_at,
-    created_at,
-    updated_at,
-    delivered_at,
-    dead_at,
-    dead_reason,
-    dead_detail,
-    last_error_class,
-    last_error_status,
-    last_error_reason,
-    last_error_body,
-    lease_owner,
-    lease_token,
-    lease_expires_at,
-    subscriber_enabled,
-    event_type,
-    schedule_id
-});
 
-/// A row of [`JOB_COLUMNS`] and `j.payload`.
-#[derive(sqlx::FromRow)]
-pub struct StoredJobRow {
-    /// The job.
-    #[sqlx(flatten)]
-    pub job: JobRow,
-    /// Its payload text.
-    pub payload: String,
+crate::store::lite_rows::row! {
+    /// A row of [`JOB_COLUMNS`] and `j.payload`.
+    pub struct StoredJobRow {
+        /// The job.
+        #[sqlx(flatten)]
+        pub job: JobRow,
+        /// Its payload text.
+        pub payload: String,
+    }
 }
-crate::store::lite_rows::lite_row!(StoredJobRow { payload; job });
 
 impl TryFrom<JobRow> for Job {
     type Error = StoreError;

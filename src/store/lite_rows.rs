@@ -3,8 +3,8 @@
 //! this module those of rusqlite's, into the same row types, which the shared
 //! subject files declare.
 //!
-//! A row type both backends read (`#[derive(sqlx::FromRow)]`) also implements
-//! [`LiteRow`], by [`lite_row!`] naming its fields; a tuple decodes its columns in
+//! A row type is declared once with [`row!`], which derives sqlx's `FromRow` and
+//! implements [`LiteRow`] from the same field list; a tuple decodes its columns in
 //! order. Values convert as sqlx converts them: an INTEGER to `i64` or `bool`
 //! (non-zero is true), TEXT to `String`, NULL only to an `Option`.
 
@@ -97,43 +97,76 @@ tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5);
 tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
 
-/// Implements [`LiteRow`] for a `#[derive(sqlx::FromRow)]` struct: its fields, each
-/// read from the column of its name, then after `;` those it flattens
-/// (`#[sqlx(flatten)]`), each decoded from the same row. A field left out does not
-/// compile.
-macro_rules! lite_row {
-    ($name:ident { $($field:ident),* $(,)? $(; $($flat:ident),+ $(,)?)? }) => {
+/// Declares a row type both drivers read, its fields listed once: the struct as
+/// written, with `#[derive(sqlx::FromRow)]` added (sqlx's connections decode it), and
+/// its [`LiteRow`] (rusqlite's do): each field read from the column of its name, a
+/// field marked `#[sqlx(flatten)]` decoded from the same row by its own type.
+macro_rules! row {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$($attr:tt)*])*
+                $field_vis:vis $field:ident : $ty:ty
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(sqlx::FromRow)]
+        $vis struct $name {
+            $(
+                $(#[$($attr)*])*
+                $field_vis $field: $ty,
+            )*
+        }
+
         impl $crate::store::lite_rows::LiteRow for $name {
             #[allow(unused_variables)]
             fn from_lite(
                 row: &::rusqlite::Row<'_>,
             ) -> Result<Self, $crate::store::StoreError> {
                 Ok($name {
-                    $($field: $crate::store::lite_rows::column(row, stringify!($field))?,)*
-                    $($($flat: $crate::store::lite_rows::LiteRow::from_lite(row)?,)+)?
+                    $(
+                        $field: $crate::store::lite_rows::row!(
+                            @value row $field $([$($attr)*])*
+                        ),
+                    )*
                 })
             }
         }
     };
+    (@value $row:ident $field:ident [sqlx(flatten)] $($rest:tt)*) => {
+        $crate::store::lite_rows::LiteRow::from_lite($row)?
+    };
+    (@value $row:ident $field:ident [$($other:tt)*] $($rest:tt)*) => {
+        $crate::store::lite_rows::row!(@value $row $field $($rest)*)
+    };
+    (@value $row:ident $field:ident) => {
+        $crate::store::lite_rows::column($row, stringify!($field))?
+    };
 }
-pub(crate) use lite_row;
+pub(crate) use row;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Inner {
-        b: Option<String>,
+    row! {
+        #[derive(Debug)]
+        struct Inner {
+            b: Option<String>,
+        }
     }
-    lite_row!(Inner { b });
 
-    struct Outer {
-        a: i64,
-        flag: bool,
-        inner: Inner,
+    row! {
+        struct Outer {
+            a: i64,
+            flag: bool,
+            /// Decoded from the same row.
+            #[sqlx(flatten)]
+            inner: Inner,
+        }
     }
-    lite_row!(Outer { a, flag; inner });
 
     fn read<T: LiteRow>(sql: &str) -> Result<T, StoreError> {
         let conn = rusqlite::Connection::open_in_memory().unwrap();

@@ -62,56 +62,33 @@ pub(crate) trait ScheduleStatements: Transactions {
     const RECORD_RUN: &'static str;
 }
 
-/// A row of `schedules`.
-#[derive(sqlx::FromRow)]
-pub struct ScheduleRow {
-    id: String,
-    subscriber_id: Option<String>,
-    event_type: Option<String>,
-    cron: Option<String>,
-    time_zone: String,
-    every_ms: Option<i64>,
-    anchor: Option<i64>,
-    event_id: String,
-    payload: String,
-    ttl_ms: Option<i64>,
-    max_attempts: Option<i64>,
-    catch_up: String,
-    enabled: bool,
-    created_at: i64,
-    updated_at: i64,
-    next_period: Option<i64>,
-    cursor_version: i64,
-    last_period: Option<i64>,
-    last_event_id: Option<String>,
-    last_job_id: Option<String>,
-    last_jobs: Option<i64>,
-    last_error: Option<String>,
+crate::store::lite_rows::row! {
+    /// A row of `schedules`.
+    pub struct ScheduleRow {
+        id: String,
+        subscriber_id: Option<String>,
+        event_type: Option<String>,
+        cron: Option<String>,
+        time_zone: String,
+        every_ms: Option<i64>,
+        anchor: Option<i64>,
+        event_id: String,
+        payload: String,
+        ttl_ms: Option<i64>,
+        max_attempts: Option<i64>,
+        catch_up: String,
+        enabled: bool,
+        created_at: i64,
+        updated_at: i64,
+        next_period: Option<i64>,
+        cursor_version: i64,
+        last_period: Option<i64>,
+        last_event_id: Option<String>,
+        last_job_id: Option<String>,
+        last_jobs: Option<i64>,
+        last_error: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(ScheduleRow {
-    id,
-    subscriber_id,
-    event_type,
-    cron,
-    time_zone,
-    every_ms,
-    anchor,
-    event_id,
-    payload,
-    ttl_ms,
-    max_attempts,
-    catch_up,
-    enabled,
-    created_at,
-    updated_at,
-    next_period,
-    cursor_version,
-    last_period,
-    last_event_id,
-    last_job_id,
-    last_jobs,
-    last_error
-});
 
 impl TryFrom<ScheduleRow> for Schedule {
     type Error = StoreError;

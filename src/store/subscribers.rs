@@ -15,34 +15,22 @@ use crate::store::records::{
 use crate::store::transactions::Transactions;
 use crate::store::{Sealer, StoreError};
 
-/// A row of `subscribers` (without its secrets).
-#[derive(sqlx::FromRow)]
-pub struct SubscriberRow {
-    id: String,
-    url: String,
-    max_in_flight: i64,
-    rate_limit_per_second: Option<i64>,
-    enabled: bool,
-    created_at: i64,
-    updated_at: i64,
-    paused_reason: Option<String>,
-    paused_at: Option<i64>,
-    event_types: String,
-    attempt_timeout_ms: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A row of `subscribers` (without its secrets).
+    pub struct SubscriberRow {
+        id: String,
+        url: String,
+        max_in_flight: i64,
+        rate_limit_per_second: Option<i64>,
+        enabled: bool,
+        created_at: i64,
+        updated_at: i64,
+        paused_reason: Option<String>,
+        paused_at: Option<i64>,
+        event_types: String,
+        attempt_timeout_ms: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(SubscriberRow {
-    id,
-    url,
-    max_in_flight,
-    rate_limit_per_second,
-    enabled,
-    created_at,
-    updated_at,
-    paused_reason,
-    paused_at,
-    event_types,
-    attempt_timeout_ms
-});
 
 impl TryFrom<SubscriberRow> for Subscriber {
     type Error = StoreError;

@@ -10,24 +10,18 @@ use crate::store::dialect::{Query, Value};
 use crate::store::records::ExpiredJobs;
 use crate::store::transactions::Transactions;
 
-/// A job a sweep moves.
-#[derive(sqlx::FromRow)]
-pub struct OverdueRow {
-    id: String,
-    state: String,
-    past_deadline: bool,
-    used_up: bool,
-    /// Why it waited, as a waiting reason's wire name: its subscriber paused, or its
-    /// subscriber's destination paused or its circuit not closed (`dead_detail`).
-    waited_on: Option<String>,
+crate::store::lite_rows::row! {
+    /// A job a sweep moves.
+    pub struct OverdueRow {
+        id: String,
+        state: String,
+        past_deadline: bool,
+        used_up: bool,
+        /// Why it waited, as a waiting reason's wire name: its subscriber paused, or its
+        /// subscriber's destination paused or its circuit not closed (`dead_detail`).
+        waited_on: Option<String>,
+    }
 }
-crate::store::lite_rows::lite_row!(OverdueRow {
-    id,
-    state,
-    past_deadline,
-    used_up,
-    waited_on
-});
 
 /// The statements of a sweep, in the backend's dialect.
 pub(crate) trait SweepStatements: Transactions {

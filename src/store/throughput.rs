@@ -29,13 +29,13 @@ pub(crate) trait ThroughputStatements: Transactions {
     const DEAD: &'static str;
 }
 
-/// A count in one minute.
-#[derive(sqlx::FromRow)]
-pub struct MinuteRow {
-    minute: i64,
-    n: i64,
+crate::store::lite_rows::row! {
+    /// A count in one minute.
+    pub struct MinuteRow {
+        minute: i64,
+        n: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(MinuteRow { minute, n });
 
 /// The minutes from the one holding `since` to the one holding `now`, oldest first,
 /// each with its counts (0 for a minute without any), read in one snapshot.

@@ -21,7 +21,7 @@ use crate::store::dialect::{Dialect, Query};
 use crate::store::lite_rows::LiteRow;
 
 /// A row type both backends decode (a `#[derive(sqlx::FromRow)]` struct with
-/// [`crate::store::lite_rows::lite_row!`], or a tuple), through sqlx and on the
+/// [`crate::store::lite_rows::row!`], or a tuple), through sqlx and on the
 /// SQLite writer's own connection.
 pub(crate) trait Row:
     for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + LiteRow + Send + Unpin + 'static

@@ -9,36 +9,23 @@ use crate::domain::{DeadReason, JobSnapshot, Timestamp};
 use crate::store::records::Replay;
 use crate::store::{StoreError, decode};
 
-/// A row of `replays`.
-#[derive(sqlx::FromRow)]
-pub struct ReplayRow {
-    id: String,
-    filter: String,
-    max_jobs: i64,
-    rate_per_second: i64,
-    ttl_ms: i64,
-    state: String,
-    matched: i64,
-    requeued: i64,
-    skipped: i64,
-    created_at: i64,
-    updated_at: i64,
-    finished_at: Option<i64>,
+crate::store::lite_rows::row! {
+    /// A row of `replays`.
+    pub struct ReplayRow {
+        id: String,
+        filter: String,
+        max_jobs: i64,
+        rate_per_second: i64,
+        ttl_ms: i64,
+        state: String,
+        matched: i64,
+        requeued: i64,
+        skipped: i64,
+        created_at: i64,
+        updated_at: i64,
+        finished_at: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(ReplayRow {
-    id,
-    filter,
-    max_jobs,
-    rate_per_second,
-    ttl_ms,
-    state,
-    matched,
-    requeued,
-    skipped,
-    created_at,
-    updated_at,
-    finished_at
-});
 
 impl TryFrom<ReplayRow> for Replay {
     type Error = StoreError;
@@ -69,26 +56,18 @@ impl TryFrom<ReplayRow> for Replay {
     }
 }
 
-/// A running replay whose next burst may be due, as stored.
-#[derive(sqlx::FromRow)]
-pub struct DueReplayRow {
-    id: String,
-    filter: String,
-    rate_per_second: i64,
-    ttl_ms: i64,
-    next_position: i64,
-    burst_position: i64,
-    paced_until: i64,
+crate::store::lite_rows::row! {
+    /// A running replay whose next burst may be due, as stored.
+    pub struct DueReplayRow {
+        id: String,
+        filter: String,
+        rate_per_second: i64,
+        ttl_ms: i64,
+        next_position: i64,
+        burst_position: i64,
+        paced_until: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(DueReplayRow {
-    id,
-    filter,
-    rate_per_second,
-    ttl_ms,
-    next_position,
-    burst_position,
-    paced_until
-});
 
 impl TryFrom<DueReplayRow> for DueReplay {
     type Error = StoreError;
@@ -106,28 +85,19 @@ impl TryFrom<DueReplayRow> for DueReplay {
     }
 }
 
-/// A snapshotted job of a replay, as it is now (`replay_jobs rj JOIN jobs j`).
-#[derive(sqlx::FromRow)]
-pub struct CandidateRow {
-    position: i64,
-    id: String,
-    state: String,
-    attempts: i64,
-    max_attempts: Option<i64>,
-    due_at: Option<i64>,
-    deadline: i64,
-    updated_at: i64,
+crate::store::lite_rows::row! {
+    /// A snapshotted job of a replay, as it is now (`replay_jobs rj JOIN jobs j`).
+    pub struct CandidateRow {
+        position: i64,
+        id: String,
+        state: String,
+        attempts: i64,
+        max_attempts: Option<i64>,
+        due_at: Option<i64>,
+        deadline: i64,
+        updated_at: i64,
+    }
 }
-crate::store::lite_rows::lite_row!(CandidateRow {
-    position,
-    id,
-    state,
-    attempts,
-    max_attempts,
-    due_at,
-    deadline,
-    updated_at
-});
 
 impl TryFrom<CandidateRow> for Candidate {
     type Error = StoreError;

@@ -15,7 +15,6 @@ use crate::domain::{JobState, Timestamp};
 use crate::store::claims::{self, ClaimContext, MarkedRow, Target, TargetRow};
 use crate::store::destinations::{self, Admissions, LoadedRow};
 use crate::store::dialect::Query;
-use crate::store::lite_rows::lite_row;
 use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::sweep;
 use crate::store::transactions::Transactions;
@@ -168,20 +167,15 @@ pub(super) const START_ATTEMPTS: &str = "\
       subscriber_id \
     FROM jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
-/// A due job a claim takes.
-#[derive(sqlx::FromRow)]
-struct CandidateRow {
-    id: String,
-    state: String,
-    due_at: i64,
-    destination: String,
+crate::store::lite_rows::row! {
+    /// A due job a claim takes.
+    struct CandidateRow {
+        id: String,
+        state: String,
+        due_at: i64,
+        destination: String,
+    }
 }
-lite_row!(CandidateRow {
-    id,
-    state,
-    due_at,
-    destination
-});
 
 /// Subscriber `?1`'s URL and secrets.
 const TARGET: &str = "SELECT url, secret, previous_secret, previous_secret_expires_at, \

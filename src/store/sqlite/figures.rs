@@ -69,20 +69,15 @@ const NEXT_WAKE: &str = "SELECT \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
             ORDER BY deadline LIMIT 1) AS deadline";
 
-/// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
-#[derive(sqlx::FromRow)]
-struct NextWake {
-    held: Option<i64>,
-    coming: Option<i64>,
-    lease: Option<i64>,
-    deadline: Option<i64>,
+crate::store::lite_rows::row! {
+    /// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
+    struct NextWake {
+        held: Option<i64>,
+        coming: Option<i64>,
+        lease: Option<i64>,
+        deadline: Option<i64>,
+    }
 }
-crate::store::lite_rows::lite_row!(NextWake {
-    held,
-    coming,
-    lease,
-    deadline
-});
 
 impl FigureStatements for Pools {
     const SUBSCRIBER_DESTINATION: &'static str = "SELECT d.*, \
