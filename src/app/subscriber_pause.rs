@@ -9,12 +9,11 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::AppError;
 use super::subscriber_triage::{all_of, cause_of};
-use super::subscribers::not_null;
+use super::subscribers::{named_ids, not_null, unknown_named};
 use crate::domain::field_error::FieldError;
 use crate::domain::health::HealthStatus;
 use crate::domain::policy::ErrorClass;
-use crate::domain::validate;
-use crate::store::{PauseSelection, StoreError};
+use crate::store::PauseSelection;
 
 /// Most subscriber ids one pause names.
 pub const MAX_PAUSE_IDS: usize = 1000;
@@ -76,21 +75,7 @@ fn validate(body: PauseSubscribersRequest) -> Result<Selection, AppError> {
                      `subscriber_ids`",
                 ));
             }
-            if ids.is_empty() || ids.len() > MAX_PAUSE_IDS {
-                return Err(AppError::invalid(
-                    "subscriber_ids",
-                    format!(
-                        "names {} subscribers; 1 to {MAX_PAUSE_IDS} per call",
-                        ids.len()
-                    ),
-                ));
-            }
-            let errors = validate::subscriber_id_list(&ids, "subscriber_ids");
-            if errors.is_empty() {
-                Ok(Selection::Ids(ids))
-            } else {
-                Err(AppError::Invalid(errors))
-            }
+            named_ids(ids, MAX_PAUSE_IDS).map(Selection::Ids)
         }
         (None, Some(health)) => {
             let mut errors = Vec::new();
@@ -172,16 +157,7 @@ pub async fn pause(
         .store
         .pause_subscribers(selection, now)
         .await
-        .map_err(|error| match error {
-            StoreError::UnknownSubscriber(id) => {
-                let n = named.iter().position(|named| *named == id).unwrap_or(0);
-                AppError::UnknownReference(FieldError::new(
-                    format!("subscriber_ids[{n}]"),
-                    format!("subscriber `{id}` does not exist; none was paused"),
-                ))
-            }
-            other => other.into(),
-        })?;
+        .map_err(|error| unknown_named(error, &named, "paused"))?;
     selected.sort();
     selected.dedup();
     Ok(PausedSubscribers {

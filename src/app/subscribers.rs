@@ -306,26 +306,43 @@ pub(crate) fn validate_patch(
     }
 }
 
+/// Checks `subscriber_ids` naming the subscribers of a bulk action: 1 to `max` valid
+/// ids, else a 422 naming the field (or each bad id, `subscriber_ids[n]`).
+pub(crate) fn named_ids(ids: Vec<String>, max: usize) -> Result<Vec<String>, AppError> {
+    if ids.is_empty() || ids.len() > max {
+        return Err(AppError::invalid(
+            "subscriber_ids",
+            format!("names {} subscribers; 1 to {max} per call", ids.len()),
+        ));
+    }
+    let errors = validate::subscriber_id_list(&ids, "subscriber_ids");
+    if errors.is_empty() {
+        Ok(ids)
+    } else {
+        Err(AppError::Invalid(errors))
+    }
+}
+
+/// A bulk action's store error as answered: an unknown subscriber is a 404 naming
+/// the first id that is not registered (`subscriber_ids[n]`, its place in `named`)
+/// and saying none was `done`; any other error as it is.
+pub(crate) fn unknown_named(error: StoreError, named: &[String], done: &str) -> AppError {
+    match error {
+        StoreError::UnknownSubscriber(id) => {
+            let n = named.iter().position(|named| *named == id).unwrap_or(0);
+            AppError::UnknownReference(FieldError::new(
+                format!("subscriber_ids[{n}]"),
+                format!("subscriber `{id}` does not exist; none was {done}"),
+            ))
+        }
+        other => other.into(),
+    }
+}
+
 /// Checks a resume body; returns its selection.
 pub(crate) fn validate_resume(body: ResumeSubscribersRequest) -> Result<ResumeSelection, AppError> {
     match (body.subscriber_ids, body.paused_reason) {
-        (Some(ids), None) => {
-            if ids.is_empty() || ids.len() > MAX_RESUME_IDS {
-                return Err(AppError::invalid(
-                    "subscriber_ids",
-                    format!(
-                        "names {} subscribers; 1 to {MAX_RESUME_IDS} per call",
-                        ids.len()
-                    ),
-                ));
-            }
-            let errors = validate::subscriber_id_list(&ids, "subscriber_ids");
-            if errors.is_empty() {
-                Ok(ResumeSelection::Ids(ids))
-            } else {
-                Err(AppError::Invalid(errors))
-            }
-        }
+        (Some(ids), None) => named_ids(ids, MAX_RESUME_IDS).map(ResumeSelection::Ids),
         (None, Some(reason)) => PausedReason::parse(&reason)
             .map(ResumeSelection::Reason)
             .ok_or_else(|| AppError::invalid("paused_reason", "must be `gone` or `operator`")),
@@ -412,16 +429,7 @@ pub async fn resume(
         .store
         .resume_subscribers(selection, state.clock.now())
         .await
-        .map_err(|error| match error {
-            StoreError::UnknownSubscriber(id) => {
-                let n = named.iter().position(|named| *named == id).unwrap_or(0);
-                AppError::UnknownReference(FieldError::new(
-                    format!("subscriber_ids[{n}]"),
-                    format!("subscriber `{id}` does not exist; none was resumed"),
-                ))
-            }
-            other => other.into(),
-        })?;
+        .map_err(|error| unknown_named(error, &named, "resumed"))?;
     if resumed > 0 {
         state.store.wake().now();
     }
