@@ -36,7 +36,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::api::problem::{AppError, Problem};
+use crate::api::problem::Problem;
+use crate::app::AppError;
 use crate::app::AppState;
 use crate::store::StoreError;
 use access::Access;
