@@ -354,7 +354,7 @@ pub(crate) fn validate_resume(body: ResumeSubscribersRequest) -> Result<ResumeSe
 }
 
 /// What [`put`] answers: the subscriber's view (with its signing secret, shown this
-/// once, when it was created with a generated one) and whether it was created.
+/// once, when this call created it) and whether it was created.
 #[derive(Debug)]
 pub struct PutAnswer {
     /// True when the subscriber did not exist.
@@ -364,8 +364,8 @@ pub struct PutAnswer {
 }
 
 /// Registers subscriber `id` or replaces its settings with `body`'s (422 naming each
-/// invalid field). A created subscriber without a `secret` gets a generated one,
-/// shown in the answer once.
+/// invalid field). A created subscriber without a `secret` gets a generated one; a
+/// created subscriber's secret is shown in the answer, this once.
 pub async fn put(
     state: &AppState,
     id: &str,
