@@ -3,7 +3,7 @@
 //! `webhook-id` once, however often it is delivered (deferhook is at-least-once).
 //!
 //! ```sh
-//! cargo run --example receiver -- --listen 127.0.0.1:9000 --secret whsec_...
+//! RECEIVER_SECRET='whsec_...' cargo run --release --example receiver -- --listen 127.0.0.1:9000
 //! ```
 //!
 //! Answers 204 when the event is applied or was already applied, 401 when the
