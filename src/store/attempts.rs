@@ -109,17 +109,9 @@ crate::store::lite_rows::row! {
     pub struct RecentAttemptRow {
         job_id: String,
         event_id: String,
-        number: i64,
-        started_at: i64,
-        finished_at: Option<i64>,
-        outcome: String,
-        status: Option<i64>,
-        error_class: Option<String>,
-        reason: Option<String>,
-        body_excerpt: Option<String>,
-        lease_owner: String,
-        lease_token: i64,
-        possible_duplicate: bool,
+        /// The attempt.
+        #[sqlx(flatten)]
+        attempt: AttemptRow,
     }
 }
 
@@ -137,19 +129,7 @@ pub(crate) async fn recent<S: AttemptStatements>(
     let rows: Vec<RecentAttemptRow> = db.read_all(query).await?;
     rows.into_iter()
         .map(|row| {
-            let attempt = Attempt::try_from(AttemptRow {
-                number: row.number,
-                started_at: row.started_at,
-                finished_at: row.finished_at,
-                outcome: row.outcome,
-                status: row.status,
-                error_class: row.error_class,
-                reason: row.reason,
-                body_excerpt: row.body_excerpt,
-                lease_owner: row.lease_owner,
-                lease_token: row.lease_token,
-                possible_duplicate: row.possible_duplicate,
-            })?;
+            let attempt = Attempt::try_from(row.attempt)?;
             Ok(RecentAttempt {
                 job_id: decode::uuid(&row.job_id)?,
                 event_id: row.event_id,
