@@ -6,7 +6,9 @@
 # (plans with actual rows and timing, in the cluster's log). Runs one deferhook-bench
 # scenario against it with the release binaries, then prints the statements by total
 # execution plus planning time (calls, plans, ms per call). The cluster is removed
-# afterwards unless KEEP=1.
+# afterwards unless KEEP=1. scripts/pg-statements.sh runs it for statements and
+# commits per job.
+# BIN_DIR picks other release binaries (default target/release).
 # Usage: cargo build --release --bins &&
 #        scripts/pg-profile.sh --scenario burst --jobs 2000 --concurrency 1
 set -euo pipefail
@@ -41,9 +43,19 @@ CONF
 as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
 url="postgres://postgres@127.0.0.1:$port/postgres"
 psql "$url" -qc "CREATE EXTENSION pg_stat_statements" >/dev/null
-target/release/deferhook-bench --backend postgres --postgres-url "$url" "$@" \
+next_xid() { psql "$url" -Atqc "SELECT pg_snapshot_xmax(pg_current_snapshot())"; }
+xid_before=$(next_xid)
+"${BIN_DIR:-target/release}"/deferhook-bench --backend postgres --postgres-url "$url" "$@" \
   | grep -E "delivered jobs/s|lateness|CPU ms" || true
-psql "$url" -c "SELECT calls, plans, round(total_exec_time::numeric) AS exec_ms,
+xid_after=$(next_xid)
+if [ -n "${PG_STATEMENTS_JSON:-}" ]; then
+  # For scripts/pg-statements.sh: every statement's calls, and the transactions given
+  # an id during the run (only a transaction that writes is given one).
+  psql "$url" -Atqc "SELECT json_build_object('write_transactions', $xid_after - $xid_before,
+      'statements', COALESCE(json_agg(json_build_object('calls', calls, 'query', query)), '[]'))
+    FROM pg_stat_statements WHERE query NOT LIKE '%DATABASE%'" > "$PG_STATEMENTS_JSON"
+fi
+[ "${QUIET:-0}" = 1 ] || psql "$url" -c "SELECT calls, plans, round(total_exec_time::numeric) AS exec_ms,
     round(total_plan_time::numeric) AS plan_ms,
     round(((total_exec_time + total_plan_time) / greatest(calls, 1))::numeric, 3) AS ms_per_call,
     rows, left(regexp_replace(query, '\s+', ' ', 'g'), 90) AS statement

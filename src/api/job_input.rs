@@ -133,7 +133,7 @@ mod tests {
         let job = build(r#"{"subscriber_id":"s","event_id":"e","payload":{"a":1}}"#).unwrap();
         assert_eq!(job.deliver_at, START);
         assert_eq!(job.deadline, START.plus_ms(86_400_000));
-        assert_eq!(job.payload, r#"{"a":1}"#);
+        assert_eq!(&*job.payload, r#"{"a":1}"#);
         assert_eq!(job.max_attempts, None);
     }
 
@@ -151,7 +151,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(job.payload, raw);
+        assert_eq!(&*job.payload, raw);
     }
 
     #[test]

@@ -217,7 +217,7 @@ mod tests {
             id: Uuid::now_v7(),
             subscriber_id: subscriber.to_owned(),
             event_id: "e".to_owned(),
-            payload: "{}".to_owned(),
+            payload: std::sync::Arc::from("{}"),
             deliver_at: Timestamp::from_millis(0),
             deadline: Timestamp::from_millis(10_000_000),
             max_attempts: None,

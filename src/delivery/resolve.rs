@@ -279,7 +279,7 @@ mod tests {
                 url: &url,
                 event_id: "e1",
                 event_type: None,
-                payload: "{}",
+                payload: &Arc::from("{}"),
                 secrets: &[],
                 timestamp_s: 0,
                 timeout: Duration::from_secs(2),

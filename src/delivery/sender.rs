@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::redirect::Policy;
 
@@ -43,8 +44,9 @@ pub struct Outgoing<'a> {
     /// The event's type, sent as `webhook-event-type` when there is one (not signed:
     /// the Standard Webhooks signature covers the id, the timestamp and the body).
     pub event_type: Option<&'a str>,
-    /// The exact payload bytes.
-    pub payload: &'a str,
+    /// The exact payload bytes, shared with the other jobs that carry them (the body
+    /// is sent from this copy, not a new one per request).
+    pub payload: &'a Arc<str>,
     /// The secrets to sign with (one signature each).
     pub secrets: &'a [SigningSecret],
     /// `webhook-timestamp`, Unix seconds.
@@ -212,7 +214,7 @@ async fn exchange(
     let request = client
         .post(outgoing.url)
         .headers(headers)
-        .body(outgoing.payload.to_owned());
+        .body(Bytes::from_owner(SharedText(outgoing.payload.clone())));
     let mut response = match tokio::time::timeout_at(deadline, request.send()).await {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => return transport_failure(&error),
@@ -409,4 +411,13 @@ fn closed_before_answer(error: &reqwest::Error) -> bool {
         source = cause.source();
     }
     false
+}
+
+/// A shared payload text as a request body's bytes, without copying them.
+struct SharedText(Arc<str>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }

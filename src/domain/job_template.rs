@@ -43,8 +43,8 @@ pub struct PayloadTooLarge(pub FieldError);
 pub struct JobTemplate {
     /// The event id.
     pub event_id: String,
-    /// The payload text, byte for byte.
-    pub payload: String,
+    /// The payload text, byte for byte; every job made of the template shares it.
+    pub payload: std::sync::Arc<str>,
     /// When the jobs first become eligible.
     pub deliver_at: Timestamp,
     /// After it no attempt starts.
@@ -98,7 +98,7 @@ impl JobTemplate {
         }
         Ok(Some(JobTemplate {
             event_id: fields.event_id.to_owned(),
-            payload: payload.to_owned(),
+            payload: std::sync::Arc::from(payload),
             deliver_at: schedule.deliver_at,
             deadline: schedule.deadline,
             max_attempts: fields.max_attempts,

@@ -40,7 +40,7 @@ fn defaults_deliver_now_with_the_default_ttl() {
     let template = check(fields(r#"{"a":1}"#), LIMITS).unwrap();
     assert_eq!(template.deliver_at, START);
     assert_eq!(template.deadline, START.plus_ms(86_400_000));
-    assert_eq!(template.payload, r#"{"a":1}"#);
+    assert_eq!(&*template.payload, r#"{"a":1}"#);
     assert_eq!(template.max_attempts, None);
     assert_eq!(template.created_at, START);
 }

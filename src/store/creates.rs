@@ -7,7 +7,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::domain::payload::same_json_value;
-use crate::store::dialect::inserts::{INSERT_CHUNK, insert_new_jobs};
+use crate::store::dialect::inserts::{
+    INSERT_CHUNK, JobInsert, forget_payload, insert_new_jobs, insert_payload, payload_body,
+};
 use crate::store::dialect::{Query, Value};
 use crate::store::group_commit::{GroupCommit, GroupLimits, GroupResults, same_kind};
 use crate::store::jobs::StoredJobRow;
@@ -80,9 +82,10 @@ fn needs_savepoint(jobs: &[NewJob]) -> bool {
 pub(crate) trait CreateStatements: Transactions {
     /// Inserts job `$1` (subscriber `$2`, event `$3`, payload `$4`, `max_attempts`
     /// `$5`, due at `$6`, deadline `$7`, created at `$8`, event type `$9`, schedule
-    /// `$10`) as `scheduled`, unless its key exists.
+    /// `$10`, shared payload `$11`) as `scheduled`, unless its key exists.
     const INSERT: &'static str;
-    /// The job of key (`$1`, `$2`) with its payload ([`StoredJobRow`]).
+    /// The job of key (`$1`, `$2`) with its own payload text and its shared payload's
+    /// id ([`StoredJobRow`]).
     const FIND: &'static str;
 
     /// Which of `ids` (sorted) name existing subscribers, each with whether it is
@@ -98,30 +101,36 @@ pub(crate) trait CreateStatements: Transactions {
 /// [`insert_new_jobs`]), skipping those whose key exists; returns the ids inserted.
 async fn insert_new<S: CreateStatements>(
     tx: &mut S::Tx,
-    jobs: &[&NewJob],
+    jobs: &[JobInsert<'_>],
 ) -> Result<HashSet<String>, StoreError> {
     let query = Query::from(insert_new_jobs(S::DIALECT, jobs));
     let ids: Vec<(String,)> = S::fetch_all(tx, query).await?;
     Ok(ids.into_iter().map(|(id,)| id).collect())
 }
 
-/// Inserts `job` unless its key exists, and reads the job of its key back: whether
-/// it was inserted, and the stored job with its payload.
+/// Inserts `insert` unless its key exists, and reads the job of its key back: whether
+/// it was inserted, and the stored job with its payload's place.
 async fn insert_one<S: CreateStatements>(
     tx: &mut S::Tx,
-    job: &NewJob,
+    insert: JobInsert<'_>,
 ) -> Result<(bool, StoredJobRow), StoreError> {
+    let job = insert.job;
+    let own_payload = match insert.payload_id {
+        Some(_) => String::new(),
+        None => job.payload.to_string(),
+    };
     let insert = Query::new(S::INSERT)
         .text(job.id.to_string())
         .text(&job.subscriber_id)
         .text(&job.event_id)
-        .text(&job.payload)
+        .text(own_payload)
         .bind(Value::OptInt(job.max_attempts.map(i64::from)))
         .int(job.deliver_at.as_millis())
         .int(job.deadline.as_millis())
         .int(job.created_at.as_millis())
         .bind(Value::OptText(job.event_type.clone()))
-        .bind(Value::OptText(job.schedule_id.clone()));
+        .bind(Value::OptText(job.schedule_id.clone()))
+        .bind(Value::OptText(insert.payload_id.map(str::to_owned)));
     let inserted = S::execute(tx, insert).await? == 1;
     let find = Query::new(S::FIND)
         .text(&job.subscriber_id)
@@ -150,9 +159,15 @@ async fn write_requests<S: CreateStatements>(
         .filter(|&i| requests[i].len() == 1 && unknown_subscriber(&requests[i], known).is_none())
         .collect();
     for chunk in lone.chunks(INSERT_CHUNK) {
-        let jobs: Vec<&NewJob> = chunk.iter().map(|&i| &requests[i][0]).collect();
+        let jobs: Vec<JobInsert<'_>> = chunk
+            .iter()
+            .map(|&i| JobInsert {
+                job: &requests[i][0],
+                payload_id: None,
+            })
+            .collect();
         let inserted = insert_new::<S>(tx, &jobs).await?;
-        for (&index, job) in chunk.iter().zip(jobs) {
+        for (&index, job) in chunk.iter().zip(jobs.iter().map(|j| j.job)) {
             if inserted.contains(&job.id.to_string()) {
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
                 results[index] = Some(Ok(vec![CreateOutcome::Created(Job::scheduled(
@@ -223,9 +238,11 @@ pub(crate) fn request_subscribers(jobs: &[NewJob]) -> Vec<&str> {
     ids.into_iter().collect()
 }
 
-/// Writes one request's jobs in key order: all of them in multi-row inserts (per
+/// Writes one request's jobs in key order: the payloads several of them carry once
+/// each (see [`SharedPayloads`]), then all the jobs in multi-row inserts (per
 /// [`INSERT_CHUNK`]), then, one by one, those whose key already existed (a repeat, or
-/// a job of another payload, which `other` decides). Outcomes in request order.
+/// a job of another payload, which `other` decides). A shared payload no job was
+/// written with (every job a repeat) is deleted again. Outcomes in request order.
 async fn write_request<S: CreateStatements>(
     tx: &mut S::Tx,
     jobs: &[NewJob],
@@ -233,30 +250,138 @@ async fn write_request<S: CreateStatements>(
     other: OtherPayload,
 ) -> Result<Created, StoreError> {
     let order = key_order(jobs);
+    let shared = SharedPayloads::of(jobs, &order);
+    for (id, job) in shared.first_carriers(jobs) {
+        let insert = insert_payload(S::DIALECT, id, &job.payload, job.created_at.as_millis());
+        S::execute(tx, Query::from(insert)).await?;
+    }
+    let insert_of = |index: usize| JobInsert {
+        job: &jobs[index],
+        payload_id: shared.id_of(&jobs[index]),
+    };
+    let mut used: HashSet<&str> = HashSet::new();
     let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; jobs.len()];
     for chunk in order.chunks(INSERT_CHUNK) {
-        let batch: Vec<&NewJob> = chunk.iter().map(|&i| &jobs[i]).collect();
+        let batch: Vec<JobInsert<'_>> = chunk.iter().map(|&i| insert_of(i)).collect();
         let inserted = insert_new::<S>(tx, &batch).await?;
-        for (&index, job) in chunk.iter().zip(batch) {
+        for (&index, insert) in chunk.iter().zip(batch) {
+            let job = insert.job;
             if inserted.contains(&job.id.to_string()) {
+                used.extend(insert.payload_id);
                 let enabled = known.get(&job.subscriber_id).copied().unwrap_or(true);
                 outcomes[index] = Some(CreateOutcome::Created(Job::scheduled(job, enabled)));
             }
         }
     }
+    let mut stored_payloads = StoredPayloads::default();
     for index in order {
         if outcomes[index].is_none() {
-            let job = &jobs[index];
-            let (inserted, stored) = insert_one::<S>(tx, job).await?;
+            let insert = insert_of(index);
+            let (inserted, stored) = insert_one::<S>(tx, insert).await?;
             let outcome = if inserted {
+                used.extend(insert.payload_id);
                 CreateOutcome::Created(stored.job.try_into()?)
             } else {
-                repeat(stored.job.try_into()?, stored.payload, job, other)?
+                let same = stored_payloads
+                    .same::<S>(tx, &stored, insert.job, other)
+                    .await?;
+                repeat(stored.job.try_into()?, same, insert.job)?
             };
             outcomes[index] = Some(outcome);
         }
     }
+    for id in shared.ids().filter(|id| !used.contains(id)) {
+        S::execute(tx, Query::from(forget_payload(S::DIALECT, id))).await?;
+    }
     in_request_order(outcomes)
+}
+
+/// The payloads that two or more jobs of one request carry (the same shared text, as a
+/// fan-out's or a schedule period's jobs do), each stored once in `payloads` under the
+/// id of the first job (in key order) that carries it; a job ids are fresh, so is the
+/// payload's. A payload carried by one job stays in that job's row.
+struct SharedPayloads {
+    /// The payload's address in memory → its id.
+    ids: HashMap<usize, String>,
+}
+
+impl SharedPayloads {
+    /// The shared payloads of `jobs`, named in key `order`.
+    fn of(jobs: &[NewJob], order: &[usize]) -> Self {
+        let address = |job: &NewJob| Arc::as_ptr(&job.payload).cast::<u8>() as usize;
+        let mut carriers: HashMap<usize, usize> = HashMap::new();
+        for job in jobs {
+            *carriers.entry(address(job)).or_default() += 1;
+        }
+        let mut ids = HashMap::new();
+        for &index in order {
+            let at = address(&jobs[index]);
+            if carriers.get(&at).copied().unwrap_or(0) > 1 {
+                ids.entry(at).or_insert_with(|| jobs[index].id.to_string());
+            }
+        }
+        SharedPayloads { ids }
+    }
+
+    /// The shared payload `job` references, if any.
+    fn id_of(&self, job: &NewJob) -> Option<&str> {
+        let at = Arc::as_ptr(&job.payload).cast::<u8>() as usize;
+        self.ids.get(&at).map(String::as_str)
+    }
+
+    /// Each shared payload's id with a job that carries it.
+    fn first_carriers<'a>(&'a self, jobs: &'a [NewJob]) -> Vec<(&'a str, &'a NewJob)> {
+        let mut seen = HashSet::new();
+        let mut first: Vec<(&str, &NewJob)> = jobs
+            .iter()
+            .filter_map(|job| self.id_of(job).map(|id| (id, job)))
+            .filter(|(id, _)| seen.insert(*id))
+            .collect();
+        first.sort_by(|a, b| a.0.cmp(b.0));
+        first
+    }
+
+    /// Every shared payload's id.
+    fn ids(&self) -> impl Iterator<Item = &str> {
+        self.ids.values().map(String::as_str)
+    }
+}
+
+/// Whether stored jobs' payloads equal new ones, for repeats: a stored job's own
+/// payload is compared as it comes; a shared one is read once per request (a repeated
+/// fan-out of 10,000 jobs reads its stored payload once, not 10,000 times).
+#[derive(Default)]
+struct StoredPayloads {
+    /// (stored payload id, new payload's address) → the same JSON value.
+    compared: HashMap<(String, usize), bool>,
+}
+
+impl StoredPayloads {
+    /// Whether `stored`'s payload counts as `new`'s: the same JSON value, or any
+    /// payload when `other` keeps it.
+    async fn same<S: CreateStatements>(
+        &mut self,
+        tx: &mut S::Tx,
+        stored: &StoredJobRow,
+        new: &NewJob,
+        other: OtherPayload,
+    ) -> Result<bool, StoreError> {
+        if other == OtherPayload::Keep {
+            return Ok(true);
+        }
+        let Some(id) = &stored.payload_id else {
+            return Ok(same_json_value(&stored.payload, &new.payload));
+        };
+        let key = (id.clone(), Arc::as_ptr(&new.payload).cast::<u8>() as usize);
+        if let Some(&same) = self.compared.get(&key) {
+            return Ok(same);
+        }
+        let (body,): (String,) =
+            S::fetch_one(tx, Query::from(payload_body(S::DIALECT, id))).await?;
+        let same = same_json_value(&body, &new.payload);
+        self.compared.insert(key, same);
+        Ok(same)
+    }
 }
 
 /// Writes a group of create requests in one transaction (one fsync): each request is
@@ -395,21 +520,14 @@ async fn alone_on_failure<S: CreateStatements>(
     results
 }
 
-/// The outcome for `new` when a job with its key was already `stored` with
-/// `stored_payload`: the same payload (as a JSON value) is a repeat; a different one a
-/// [`StoreError::PayloadConflict`], on which the caller rolls back, unless `other`
-/// keeps it as a repeat.
-fn repeat(
-    stored: Job,
-    stored_payload: String,
-    new: &NewJob,
-    other: OtherPayload,
-) -> Result<CreateOutcome, StoreError> {
-    if other == OtherPayload::Keep || same_json_value(&stored_payload, &new.payload) {
+/// The outcome for `new` when a job with its key was already `stored`: a repeat when
+/// its payload counts as the same (`same`, see [`StoredPayloads::same`]); otherwise a
+/// [`StoreError::PayloadConflict`], on which the caller rolls back.
+fn repeat(stored: Job, same: bool, new: &NewJob) -> Result<CreateOutcome, StoreError> {
+    if same {
         Ok(CreateOutcome::Existing {
             // As read when the repeat was made: an expired lease is `retrying`.
             job: stored.as_of(new.created_at),
-            payload: stored_payload,
         })
     } else {
         Err(StoreError::PayloadConflict {
@@ -442,7 +560,7 @@ mod tests {
             id: uuid::Uuid::nil(),
             subscriber_id: subscriber.into(),
             event_id: event.into(),
-            payload: "{}".into(),
+            payload: Arc::from("{}"),
             deliver_at: Timestamp::from_millis(0),
             deadline: Timestamp::from_millis(1),
             max_attempts: None,

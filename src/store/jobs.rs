@@ -177,13 +177,15 @@ crate::store::lite_rows::row! {
 }
 
 crate::store::lite_rows::row! {
-    /// A row of [`JOB_COLUMNS`] and `j.payload`.
+    /// A row of [`JOB_COLUMNS`], `j.payload` and `j.payload_id`.
     pub struct StoredJobRow {
         /// The job.
         #[sqlx(flatten)]
         pub job: JobRow,
-        /// Its payload text.
+        /// Its own payload text; empty when its payload is shared.
         pub payload: String,
+        /// The `payloads` row of its shared payload, if it has one.
+        pub payload_id: Option<String>,
     }
 }
 

@@ -1,5 +1,7 @@
 //! Retention, for both backends: purging finished jobs in batches, oldest first.
 
+use std::collections::BTreeSet;
+
 use crate::domain::{JobState, Timestamp};
 use crate::store::StoreError;
 use crate::store::decode;
@@ -11,8 +13,16 @@ use crate::store::transactions::Transactions;
 pub(crate) trait PurgeStatements: Transactions {
     /// Deletes up to `$2` jobs in state `$3` last updated before `$1`, oldest first,
     /// with their attempts and replay entries (foreign keys cascade); returns the
-    /// state of each deleted job.
+    /// state of each deleted job and its shared payload's id (`payload_id`).
     const PURGE: &'static str;
+    /// Holds the shared payloads `$1` (a JSON array of ids) in id order, so that of
+    /// two purges deleting the last jobs of one payload at once, the second waits and
+    /// then sees the first's deletions ([`PurgeStatements::FORGET_PAYLOADS`] runs as a
+    /// later statement, with a newer snapshot); `None` where writes do not run at once
+    /// (SQLite: one writer).
+    const HOLD_PAYLOADS: Option<&'static str>;
+    /// Deletes the shared payloads `$1` (a JSON array of ids) that no job references.
+    const FORGET_PAYLOADS: &'static str;
 }
 
 /// Deletes up to `limit` finished jobs in one write transaction (see
@@ -36,6 +46,7 @@ async fn purge_in<S: PurgeStatements>(
     limit: u32,
 ) -> Result<PurgedJobs, StoreError> {
     let mut purged = PurgedJobs::default();
+    let mut payloads = BTreeSet::new();
     for (state, before) in purge_order(finished_before, dead_before) {
         let left = u64::from(limit).saturating_sub(purged.total());
         let Some(before) = before.filter(|_| left > 0) else {
@@ -45,12 +56,31 @@ async fn purge_in<S: PurgeStatements>(
             .int(before.as_millis())
             .int(i64::try_from(left).unwrap_or(i64::MAX))
             .text(state.as_str());
-        let deleted: Vec<(String,)> = S::fetch_all(tx, query).await?;
-        for (state,) in deleted {
+        let deleted: Vec<(String, Option<String>)> = S::fetch_all(tx, query).await?;
+        for (state, payload_id) in deleted {
             count_purged(&mut purged, &state)?;
+            payloads.extend(payload_id);
         }
     }
+    forget_payloads::<S>(tx, payloads).await?;
     Ok(purged)
+}
+
+/// Deletes the shared payloads `ids` (of jobs just purged) that no job references any
+/// more: a payload stays while any job of its fan-out or period is kept.
+async fn forget_payloads<S: PurgeStatements>(
+    tx: &mut S::Tx,
+    ids: BTreeSet<String>,
+) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let ids = serde_json::Value::from(ids.into_iter().collect::<Vec<_>>()).to_string();
+    if let Some(hold) = S::HOLD_PAYLOADS {
+        let _: Vec<(String,)> = S::fetch_all(tx, Query::new(hold).text(ids.clone())).await?;
+    }
+    S::execute(tx, Query::new(S::FORGET_PAYLOADS).text(ids)).await?;
+    Ok(())
 }
 
 /// The states retention purges, each with its cutoff: delivered and cancelled jobs

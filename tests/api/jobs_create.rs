@@ -187,7 +187,7 @@ async fn the_payload_is_stored_byte_for_byte() {
     app.advance(1_000);
     let claimed = app.claim().await;
     assert_eq!(claimed.len(), 1);
-    assert_eq!(claimed[0].payload, payload);
+    assert_eq!(&*claimed[0].payload, payload);
     assert_eq!(
         claimed[0].job_id.to_string(),
         created["id"].as_str().unwrap()

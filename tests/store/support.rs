@@ -147,7 +147,7 @@ pub fn new_job(
         id: fresh_id(),
         subscriber_id: subscriber.to_owned(),
         event_id: event.to_owned(),
-        payload: PAYLOAD.to_owned(),
+        payload: PAYLOAD.into(),
         deliver_at,
         deadline,
         max_attempts: None,
@@ -334,5 +334,24 @@ pub fn unknown(reason: &str) -> AttemptResult {
         reason: Some(reason.to_owned()),
         body_excerpt: None,
         resent: false,
+    }
+}
+
+/// The number `sql` (a `SELECT COUNT(*)`, no parameters) reads straight from the
+/// database, as another program would.
+pub async fn read_count(backend: &Backend, sql: &'static str) -> i64 {
+    use sqlx::Connection;
+    if backend.url.starts_with("sqlite:") {
+        let mut connection = sqlx::SqliteConnection::connect(&backend.url).await.unwrap();
+        sqlx::query_scalar(sql)
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+    } else {
+        let mut connection = sqlx::PgConnection::connect(&backend.url).await.unwrap();
+        sqlx::query_scalar(sql)
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
     }
 }

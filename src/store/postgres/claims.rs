@@ -87,7 +87,8 @@ pub(super) const LOCK_SUBSCRIBERS: &str = "\
 /// first, as the SQLite store) and round-robin across destinations, at most `$2`;
 /// marks them in flight at their destination, records an expired lease's attempt as
 /// unknown, starts the new attempts, and returns the batch with each subscriber's
-/// target.
+/// target. A job's own payload comes with its row; a shared payload's text comes once
+/// per claim, with the first of its jobs (by id), and `NULL` with the others.
 ///
 /// `load` and `allowance` are `MATERIALIZED`: inlined, each subscriber's counts were
 /// computed again for every candidate row of it (10,000 times for a claim of 100 jobs
@@ -162,9 +163,9 @@ pub(super) const CLAIM: &str = "\
         due_at = $4, updated_at = $1, destination = c.destination, \
         possible_duplicate = j.possible_duplicate OR c.old_state = 'in_flight' \
       FROM candidates c WHERE j.id = c.id \
-      RETURNING j.id, j.subscriber_id, j.event_id, j.payload, j.attempts, \
-        j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, j.event_type, \
-        c.old_state, c.due_since, c.rn, c.destination \
+      RETURNING j.id, j.subscriber_id, j.event_id, j.payload AS own_payload, j.payload_id, \
+        j.attempts, j.max_attempts, j.deadline, j.lease_token, j.possible_duplicate, \
+        j.event_type, c.old_state, c.due_since, c.rn, c.destination \
     ), unknown AS ( \
       UPDATE attempts a SET outcome = 'unknown', finished_at = $1, reason = $5 \
       FROM claimed c \
@@ -176,7 +177,13 @@ pub(super) const CLAIM: &str = "\
         subscriber_id \
       FROM claimed \
     ) \
-    SELECT c.*, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, \
+    SELECT c.id, c.subscriber_id, c.event_id, c.payload_id, c.attempts, c.max_attempts, \
+      c.deadline, c.lease_token, c.possible_duplicate, c.event_type, c.old_state, \
+      c.due_since, c.destination, \
+      CASE WHEN c.payload_id IS NULL THEN c.own_payload \
+           WHEN ROW_NUMBER() OVER (PARTITION BY c.payload_id ORDER BY c.id) = 1 \
+           THEN (SELECT p.body FROM payloads p WHERE p.id = c.payload_id) END AS payload, \
+      s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, \
       s.attempt_timeout_ms \
     FROM claimed c \
     JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
@@ -274,6 +281,7 @@ pub async fn claim(
         }
     }
     tx.commit().await?;
+    let payloads = claims::ClaimPayloads::of(rows.iter().map(|row| &row.job));
     rows.into_iter()
         .map(|row| {
             let target = row.target.open(sealer, row.job.subscriber_id(), now);
@@ -282,7 +290,7 @@ pub async fn claim(
                 reclaimed: row.old_state == JobState::InFlight.as_str(),
                 due_since: Timestamp::from_millis(row.due_since),
             };
-            claims::claimed_job(row.job, target, context)
+            claims::claimed_job(row.job, target, context, &payloads)
         })
         .collect()
 }

@@ -18,16 +18,16 @@ impl CreateStatements for PgPool {
     /// Inserts one job unless its key exists.
     const INSERT: &'static str = "INSERT INTO jobs (id, subscriber_id, event_id, payload, state, \
         max_attempts, deliver_at, deadline, due_at, created_at, updated_at, event_type, \
-        schedule_id) \
-        VALUES ($1, $2, $3, $4, 'scheduled', $5, $6, $7, $6, $8, $8, $9, $10) \
+        schedule_id, payload_id) \
+        VALUES ($1, $2, $3, $4, 'scheduled', $5, $6, $7, $6, $8, $8, $9, $10, $11) \
         ON CONFLICT (subscriber_id, event_id) DO NOTHING";
-    /// The job of key (`$1`, `$2`) with its payload.
+    /// The job of key (`$1`, `$2`) with its own payload and its shared payload's id.
     const FIND: &'static str = "SELECT j.id, j.subscriber_id, j.event_id, j.state, j.attempts, \
         j.max_attempts, j.deliver_at, j.deadline, j.due_at, j.created_at, j.updated_at, \
         j.delivered_at, j.dead_at, j.dead_reason, j.dead_detail, j.last_error_class, j.last_error_status, \
         j.last_error_reason, j.last_error_body, j.lease_owner, j.lease_token, \
         j.lease_expires_at, s.enabled AS subscriber_enabled, j.event_type, j.schedule_id, \
-        j.payload \
+        j.payload, j.payload_id \
         FROM jobs j JOIN subscribers s ON s.id = j.subscriber_id \
         WHERE j.subscriber_id = $1 AND j.event_id = $2";
 

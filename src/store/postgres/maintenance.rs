@@ -19,5 +19,12 @@ impl PurgeStatements for PgPool {
           ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
         DELETE FROM jobs j USING batch b \
         WHERE j.id = b.id AND j.state = $3 \
-        RETURNING j.state";
+        RETURNING j.state, j.payload_id";
+    const HOLD_PAYLOADS: Option<&'static str> = Some(
+        "SELECT id FROM payloads WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)) \
+         ORDER BY id FOR UPDATE",
+    );
+    const FORGET_PAYLOADS: &'static str = "DELETE FROM payloads p \
+        WHERE p.id IN (SELECT jsonb_array_elements_text($1::jsonb)) \
+          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.payload_id = p.id)";
 }

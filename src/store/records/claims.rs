@@ -28,8 +28,9 @@ pub struct ClaimedJob {
     pub subscriber_id: String,
     /// Sent as `webhook-id`.
     pub event_id: String,
-    /// The exact bytes to send.
-    pub payload: String,
+    /// The exact bytes to send, shared by the jobs of one claim that carry the same
+    /// stored payload.
+    pub payload: std::sync::Arc<str>,
     /// Sent as `webhook-event-type` when the job has one.
     pub event_type: Option<String>,
     /// Where to send it.

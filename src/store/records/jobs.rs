@@ -1,5 +1,7 @@
 //! Jobs as the store creates and reads them.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use crate::domain::policy::ErrorClass;
@@ -15,8 +17,10 @@ pub struct NewJob {
     pub subscriber_id: String,
     /// The producer's event id; with the subscriber id it identifies the job.
     pub event_id: String,
-    /// The payload exactly as the producer sent it (valid JSON text).
-    pub payload: String,
+    /// The payload exactly as the producer sent it (valid JSON text), shared: the jobs
+    /// of one fan-out or schedule period hold one copy, in memory and in the store
+    /// (docs/DESIGN.md §3, payloads stored once).
+    pub payload: Arc<str>,
     /// When it first becomes eligible.
     pub deliver_at: Timestamp,
     /// After it no attempt starts.
@@ -37,12 +41,10 @@ pub enum CreateOutcome {
     /// A new job was stored.
     Created(Job),
     /// A job with the same (subscriber_id, event_id) and the same payload (as a JSON
-    /// value) already existed; nothing was written. Its stored payload text is given.
+    /// value) already existed; nothing was written.
     Existing {
         /// The job that already exists.
         job: Job,
-        /// Its payload text.
-        payload: String,
     },
 }
 

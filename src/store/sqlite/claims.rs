@@ -155,8 +155,13 @@ pub(super) const MARK_IN_FLIGHT: &str = "\
       destination = (SELECT s.destination FROM subscribers s WHERE s.id = jobs.subscriber_id), \
       possible_duplicate = CASE WHEN state = 'in_flight' THEN 1 ELSE possible_duplicate END \
     WHERE id IN (SELECT value FROM json_each(?1)) \
-    RETURNING id, subscriber_id, event_id, payload, attempts, max_attempts, deadline, \
-      lease_token, possible_duplicate, event_type";
+    RETURNING id, subscriber_id, event_id, CASE WHEN payload_id IS NULL THEN payload END \
+      AS payload, payload_id, attempts, max_attempts, deadline, lease_token, \
+      possible_duplicate, event_type";
+
+/// The shared payloads `?1` (a JSON array of ids) with their texts.
+const SHARED_PAYLOADS: &str = "SELECT id, body FROM payloads \
+    WHERE id IN (SELECT value FROM json_each(?1))";
 
 /// Persists the `in_progress` attempt of each job just marked (`?1`, a JSON array of
 /// ids), before any request leaves.
@@ -244,6 +249,17 @@ async fn claim_in(
     let marked: Vec<MarkedRow> = Pools::fetch_all(tx, query).await?;
     let query = Query::new(START_ATTEMPTS).text(ids).int(now.as_millis());
     Pools::execute(tx, query).await?;
+    let mut payloads = claims::ClaimPayloads::default();
+    let missing = payloads.missing(&marked);
+    if !missing.is_empty() {
+        let ids =
+            serde_json::to_string(&missing).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let bodies: Vec<(String, String)> =
+            Pools::fetch_all(tx, Query::new(SHARED_PAYLOADS).text(ids)).await?;
+        for (id, body) in bodies {
+            payloads.add(id, body);
+        }
+    }
     let mut rows: HashMap<String, MarkedRow> = marked
         .into_iter()
         .map(|row| (row.id().to_owned(), row))
@@ -281,6 +297,7 @@ async fn claim_in(
             row,
             targets[&subscriber_id].clone(),
             context,
+            &payloads,
         )?);
     }
     Ok(claimed)

@@ -15,7 +15,11 @@ impl PurgeStatements for Pools {
             AND state = ?3 AND updated_at < ?1 \
           ORDER BY updated_at LIMIT CAST(?2 AS INTEGER)) \
         AND state = ?3 AND state IN ('delivered', 'cancelled', 'dead') \
-        RETURNING state";
+        RETURNING state, payload_id";
+    const HOLD_PAYLOADS: Option<&'static str> = None;
+    const FORGET_PAYLOADS: &'static str = "DELETE FROM payloads \
+        WHERE id IN (SELECT value FROM json_each(?1)) \
+          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.payload_id = payloads.id)";
 }
 
 #[cfg(test)]

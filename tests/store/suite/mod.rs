@@ -22,6 +22,7 @@ pub mod leases;
 pub mod limits;
 pub mod listing;
 pub mod on_call_filters;
+pub mod payloads;
 pub mod reclaims;
 pub mod replay_slices;
 pub mod replays;
