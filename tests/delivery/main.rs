@@ -27,6 +27,7 @@ mod incident;
 mod instances;
 mod interop;
 mod isolation;
+mod large_fan_out;
 mod leases;
 mod log_secrets;
 mod malformed_answers;
