@@ -59,6 +59,11 @@ pub struct Args {
     /// can walk the incident with the CLI.
     #[arg(long, default_value_t = 0)]
     pub hold_seconds: u64,
+    /// `fanout`: the event's payload is a JSON object of this many bytes (C-21: 262000)
+    /// instead of a small one; the run then reports the store's and the server's growth
+    /// and whether every delivery carried the payload's exact bytes.
+    #[arg(long, default_value_t = 0)]
+    pub payload_bytes: u64,
     /// How long a slow subscriber takes to answer, in milliseconds [default: 2000;
     /// 8000 for `incident`; 12000 for `on-call`, beyond the attempt timeout].
     #[arg(long)]

@@ -340,6 +340,7 @@ mod tests {
             subscriber: subscriber.to_owned(),
             webhook_id: event_id.to_owned(),
             at_ms,
+            body_hash: 0,
         }
     }
 

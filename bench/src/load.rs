@@ -33,6 +33,9 @@ pub struct Created {
 pub struct Api {
     client: reqwest::Client,
     bases: Arc<Vec<String>>,
+    /// The servers' process ids and their database's URL, for figures read beside
+    /// the API (memory, the store's size).
+    run: Arc<(Vec<u32>, String)>,
 }
 
 impl Api {
@@ -45,7 +48,24 @@ impl Api {
         Ok(Api {
             client,
             bases: Arc::new(bases),
+            run: Arc::new((Vec::new(), String::new())),
         })
+    }
+
+    /// The same client, knowing the servers' process ids and their database's URL.
+    pub fn with_run(mut self, pids: Vec<u32>, database_url: &str) -> Self {
+        self.run = Arc::new((pids, database_url.to_owned()));
+        self
+    }
+
+    /// The servers' process ids ([`Self::with_run`]).
+    pub fn pids(&self) -> &[u32] {
+        &self.run.0
+    }
+
+    /// The servers' database URL ([`Self::with_run`]).
+    pub fn database_url(&self) -> &str {
+        &self.run.1
     }
 
     /// The first server's base URL (`http://addr`).
@@ -154,9 +174,22 @@ impl Api {
         subscribers: &[String],
         ttl_ms: Option<u64>,
     ) -> anyhow::Result<Vec<Created>> {
+        self.post_event_with(n, event_id, subscribers, ttl_ms, json!({ "fan": "out" }))
+            .await
+    }
+
+    /// [`Self::post_event`] with `payload`.
+    pub async fn post_event_with(
+        &self,
+        n: u64,
+        event_id: &str,
+        subscribers: &[String],
+        ttl_ms: Option<u64>,
+        payload: Value,
+    ) -> anyhow::Result<Vec<Created>> {
         let mut body = json!({
             "event_id": event_id,
-            "payload": { "fan": "out" },
+            "payload": payload,
             "subscriber_ids": subscribers,
         });
         if let Some(ttl) = ttl_ms {

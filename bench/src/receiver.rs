@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
@@ -25,6 +26,17 @@ pub struct Arrival {
     pub webhook_id: String,
     /// Unix milliseconds when the request reached the handler.
     pub at_ms: i64,
+    /// A hash of the body's bytes ([`body_hash`]).
+    pub body_hash: u64,
+}
+
+/// A hash of `body` (the same for the same bytes), to tell whether a delivery carried
+/// the payload's exact bytes without keeping them.
+pub fn body_hash(body: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut hasher);
+    hasher.finish()
 }
 
 #[derive(Clone)]
@@ -145,7 +157,7 @@ impl Receiver {
     }
 }
 
-fn record(shared: &Shared, subscriber: String, headers: &HeaderMap) {
+fn record(shared: &Shared, subscriber: String, headers: &HeaderMap, body: &[u8]) {
     let at_ms = now_ms();
     let webhook_id = headers
         .get("webhook-id")
@@ -156,6 +168,7 @@ fn record(shared: &Shared, subscriber: String, headers: &HeaderMap) {
         subscriber,
         webhook_id,
         at_ms,
+        body_hash: body_hash(body),
     });
 }
 
@@ -163,9 +176,10 @@ async fn fast(
     State(shared): State<Shared>,
     Path(subscriber): Path<String>,
     headers: HeaderMap,
+    body: Bytes,
 ) -> StatusCode {
     let _open = shared.open.enter();
-    record(&shared, subscriber, &headers);
+    record(&shared, subscriber, &headers, &body);
     StatusCode::OK
 }
 
@@ -173,9 +187,10 @@ async fn slow(
     State(shared): State<Shared>,
     Path(subscriber): Path<String>,
     headers: HeaderMap,
+    body: Bytes,
 ) -> StatusCode {
     let _open = shared.open.enter();
-    record(&shared, subscriber, &headers);
+    record(&shared, subscriber, &headers, &body);
     tokio::time::sleep(shared.slow).await;
     StatusCode::OK
 }
@@ -184,9 +199,10 @@ async fn status(
     State(shared): State<Shared>,
     Path((code, subscriber)): Path<(u16, String)>,
     headers: HeaderMap,
+    body: Bytes,
 ) -> StatusCode {
     let _open = shared.open.enter();
-    record(&shared, subscriber, &headers);
+    record(&shared, subscriber, &headers, &body);
     if code >= 500 && shared.recovered.load(Ordering::SeqCst) {
         return StatusCode::OK;
     }

@@ -29,6 +29,23 @@ pub struct Report {
     /// PostgreSQL's CPU (all its processes, from the load's start until every job
     /// arrived) per job, in ms; `None` on SQLite (its work is the server's).
     database_cpu_ms_per_job: Option<f64>,
+    /// `fanout --payload-bytes` (C-21): what one large payload cost.
+    large: Option<LargeFigures>,
+}
+
+/// What one event with a large payload cost (C-21; issue #36's target: the store grows
+/// by at most twice the payload plus 2 KiB per job, the server's memory by at most
+/// 256 MiB).
+#[derive(Debug, Clone, Copy)]
+struct LargeFigures {
+    payload_bytes: u64,
+    store_growth_bytes: i64,
+    /// The store's growth beyond twice the payload, per job, in bytes.
+    store_bytes_per_job: f64,
+    /// The servers' peak resident memory over their memory before the event, in MiB.
+    rss_growth_mib: f64,
+    /// Deliveries that carried the payload's exact bytes.
+    exact: usize,
 }
 
 impl Report {
@@ -75,6 +92,21 @@ impl Report {
             cpu_seconds: outcome.usage.iter().map(|u| u.cpu_seconds).collect(),
             server_cpu_ms_per_job: per_job(outcome.usage.iter().map(|u| u.cpu_seconds).sum()),
             database_cpu_ms_per_job: outcome.database_cpu_seconds.map(per_job),
+            large: outcome.large_payload.map(|large| {
+                let peak_kib: u64 = outcome.usage.iter().map(|u| u.peak_rss_kib).sum();
+                let beyond = large.store_growth_bytes - 2 * large.bytes as i64;
+                LargeFigures {
+                    payload_bytes: large.bytes,
+                    store_growth_bytes: large.store_growth_bytes,
+                    store_bytes_per_job: beyond as f64 / outcome.created.len().max(1) as f64,
+                    rss_growth_mib: peak_kib.saturating_sub(large.rss_before_kib) as f64 / 1_024.0,
+                    exact: outcome
+                        .arrivals
+                        .iter()
+                        .filter(|a| a.body_hash == large.hash)
+                        .count(),
+                }
+            }),
         }
     }
 
@@ -85,6 +117,14 @@ impl Report {
             return Some(format!(
                 "{} duplicates, {} unexpected requests",
                 self.duplicates, self.unexpected
+            ));
+        }
+        if let Some(large) = &self.large
+            && large.exact != self.delivered
+        {
+            return Some(format!(
+                "{} of {} deliveries carried the payload's exact bytes",
+                large.exact, self.delivered
             ));
         }
         if self.expects_delivery && self.delivered != self.jobs {
@@ -151,6 +191,22 @@ impl Report {
             );
             rows.push(probes);
         }
+        if let Some(large) = &self.large {
+            rows.push(("payload bytes", large.payload_bytes.to_string()));
+            rows.push((
+                "store growth MiB; bytes per job beyond 2 × payload",
+                format!(
+                    "{:.1}; {:.0}",
+                    large.store_growth_bytes as f64 / 1_048_576.0,
+                    large.store_bytes_per_job
+                ),
+            ));
+            rows.push((
+                "server RSS growth MiB (peak − before the event)",
+                format!("{:.1}", large.rss_growth_mib),
+            ));
+            rows.push(("deliveries with the exact bytes", large.exact.to_string()));
+        }
         for (name, value) in rows {
             table.add_row(vec![name.to_owned(), value]);
         }
@@ -174,6 +230,13 @@ impl Report {
             "server_cpu_seconds": self.cpu_seconds,
             "server_cpu_ms_per_job": self.server_cpu_ms_per_job,
             "database_cpu_ms_per_job": self.database_cpu_ms_per_job,
+            "large_payload": self.large.map(|l| json!({
+                "payload_bytes": l.payload_bytes,
+                "store_growth_bytes": l.store_growth_bytes,
+                "store_bytes_per_job_beyond_twice_the_payload": l.store_bytes_per_job,
+                "rss_growth_mib": l.rss_growth_mib,
+                "exact_deliveries": l.exact,
+            })),
         })
     }
 }
@@ -215,6 +278,9 @@ pub fn settings(args: &Args) -> Value {
             settings["subscribers"] = json!(args.jobs());
             settings["slow"] = json!(args.slow);
             settings["slow_ms"] = json!(args.slow_ms());
+            if args.payload_bytes > 0 {
+                settings["payload_bytes"] = json!(args.payload_bytes);
+            }
             if args.scenario == Scenario::Incident {
                 settings["fanouts"] = json!(super::incident::fanouts(args));
                 settings["shared_host"] = json!(args.shared_host);

@@ -44,6 +44,22 @@ pub struct Outcome {
     /// The CPU seconds PostgreSQL spent from the load's start until every job arrived
     /// (all its processes, [`db_usage`]); `None` on SQLite, whose work is the server's.
     pub database_cpu_seconds: Option<f64>,
+    /// `fanout --payload-bytes`: what one large payload cost.
+    pub large_payload: Option<LargePayload>,
+}
+
+/// What one event with a large payload (`fanout --payload-bytes`, C-21) cost.
+#[derive(Debug, Clone, Copy)]
+pub struct LargePayload {
+    /// The payload's size in bytes.
+    pub bytes: u64,
+    /// The hash of its bytes ([`super::receiver::body_hash`]).
+    pub hash: u64,
+    /// How much the store grew from just before the event until every job arrived, in
+    /// bytes (PostgreSQL: `pg_database_size`; SQLite: the file and its WAL).
+    pub store_growth_bytes: i64,
+    /// The servers' resident memory just before the event, in KiB (summed).
+    pub rss_before_kib: u64,
 }
 
 /// Runs `args.scenario` and cleans up the servers and the database, whatever happens.
@@ -88,7 +104,8 @@ async fn start_then<T>(
     for _ in 0..args.instances {
         servers.push(Server::start(binary, database_url, &args.server_flags())?);
     }
-    let api = Api::new(servers.iter().map(|s| s.base.clone()).collect())?;
+    let api = Api::new(servers.iter().map(|s| s.base.clone()).collect())?
+        .with_run(servers.iter().map(Server::pid).collect(), database_url);
     work(&api).await
 }
 
@@ -97,10 +114,16 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
     let receiver = Receiver::start_on(args.destinations() as usize, args.slow_ms()).await?;
     let postgres = args.backend == Backend::Postgres;
     let database_before = postgres.then(db_usage::postgres_cpu_seconds).transpose()?;
+    let mut large_payload = None;
     let (load_started_ms, created) = match args.scenario {
         Scenario::Burst => burst(args, api, &receiver).await?,
         Scenario::Steady => steady(args, api, &receiver).await?,
         Scenario::Backlog => burst_due_in(args, api, &receiver, Some(3_600_000)).await?,
+        Scenario::Fanout if args.payload_bytes > 0 => {
+            let (load, before) = fanout_large(args, api, &receiver).await?;
+            large_payload = Some(before);
+            load
+        }
         Scenario::Fanout => fanout(args, api, &receiver).await?,
         Scenario::Ceilings
         | Scenario::Incident
@@ -117,6 +140,10 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
     } else {
         probe_latencies_ms = probe(api, args.jobs(), &subscribers(args)[0]).await?;
     }
+    if let Some(large) = &mut large_payload {
+        large.store_growth_bytes =
+            store_bytes(api.database_url()).await? - large.store_growth_bytes;
+    }
     let database_cpu_seconds = match database_before {
         Some(before) => Some(db_usage::postgres_cpu_seconds()? - before),
         None => None,
@@ -129,7 +156,68 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
         probe_latencies_ms,
         usage: Vec::new(),
         database_cpu_seconds,
+        large_payload,
     })
+}
+
+/// A JSON object of exactly `bytes` bytes (at least 32), with escapes and non-ASCII
+/// text that a re-serialisation would change.
+pub fn large_payload(bytes: u64) -> String {
+    let head = r#"{"n":12345678901234567890,"s":"\u00e9 é "#;
+    let tail = r#""}"#;
+    let fill = (bytes as usize).saturating_sub(head.len() + tail.len());
+    format!("{head}{}{tail}", "x".repeat(fill))
+}
+
+/// One event with a payload of `--payload-bytes` to `--jobs` subscribers (C-21), after
+/// reading the store's size and the servers' memory; the returned [`LargePayload`]
+/// holds the store's size before in `store_growth_bytes` until the caller reads it
+/// again.
+async fn fanout_large(
+    args: &Args,
+    api: &Api,
+    receiver: &Receiver,
+) -> anyhow::Result<(Load, LargePayload)> {
+    let ids: Vec<String> = (0..args.jobs()).map(|n| format!("s{n:05}")).collect();
+    let subscribers = ids
+        .iter()
+        .map(|id| (id.clone(), receiver.url(id, false)))
+        .collect();
+    api.put_subscribers(args.concurrency, subscribers, Some(16))
+        .await?;
+    let text = large_payload(args.payload_bytes);
+    let payload: serde_json::Value = serde_json::from_str(&text)?;
+    // As the server sends it: its exact text (serde_json keeps the escapes and order).
+    let sent = serde_json::to_string(&payload)?;
+    let mut rss_before_kib = 0;
+    for &pid in api.pids() {
+        rss_before_kib += server::rss_kib(pid)?;
+    }
+    let before = LargePayload {
+        bytes: sent.len() as u64,
+        hash: super::receiver::body_hash(sent.as_bytes()),
+        store_growth_bytes: store_bytes(api.database_url()).await?,
+        rss_before_kib,
+    };
+    let started_ms = now_ms();
+    let created = api.post_event_with(0, "large", &ids, None, payload).await?;
+    Ok(((started_ms, created), before))
+}
+
+/// The store's size in bytes: PostgreSQL's `pg_database_size`, or the SQLite file
+/// and its WAL.
+async fn store_bytes(database_url: &str) -> anyhow::Result<i64> {
+    if let Some(path) = database_url.strip_prefix("sqlite://") {
+        let size = |p: String| std::fs::metadata(p).map(|m| m.len() as i64).unwrap_or(0);
+        return Ok(size(path.to_owned()) + size(format!("{path}-wal")));
+    }
+    use sqlx::Connection;
+    let mut db = sqlx::PgConnection::connect(database_url).await?;
+    let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&mut db)
+        .await?;
+    db.close().await?;
+    Ok(size)
 }
 
 /// When the job-creating requests began (after the subscribers were set up), in Unix

@@ -111,6 +111,11 @@ impl Server {
         }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Reads the server's usage from `/proc`, then stops it with SIGTERM.
     pub fn stop(mut self) -> anyhow::Result<Usage> {
         let pid = self.child.id();
@@ -137,6 +142,17 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `VmRSS` of process `pid` now, in KiB (from `/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")
 }
 
 /// `VmHWM` from `/proc/<pid>/status`; `utime + stime` from `/proc/<pid>/stat` divided
