@@ -160,13 +160,27 @@ async fn load(args: &Args, api: &Api) -> anyhow::Result<Outcome> {
     })
 }
 
-/// A JSON object of exactly `bytes` bytes (at least 32), with escapes and non-ASCII
-/// text that a re-serialisation would change.
+/// A JSON object of about `bytes` bytes (at least 32), with escapes and non-ASCII
+/// text that a re-serialisation would change, filled with letters and digits of a
+/// fixed pseudo-random sequence: text PostgreSQL's TOAST compression cannot shrink
+/// much, as real payloads (ids, hashes, base64) mostly are not (a repeated letter
+/// compressed 2.5 GB of copies into 65 MiB and hid them).
 pub fn large_payload(bytes: u64) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let head = r#"{"n":12345678901234567890,"s":"\u00e9 é "#;
     let tail = r#""}"#;
     let fill = (bytes as usize).saturating_sub(head.len() + tail.len());
-    format!("{head}{}{tail}", "x".repeat(fill))
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let text: String = (0..fill)
+        .map(|_| {
+            // xorshift64: the same sequence on every run.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(ALPHABET[(state % ALPHABET.len() as u64) as usize])
+        })
+        .collect();
+    format!("{head}{text}{tail}")
 }
 
 /// One event with a payload of `--payload-bytes` to `--jobs` subscribers (C-21), after
