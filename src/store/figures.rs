@@ -178,8 +178,8 @@ pub(crate) trait FigureStatements: Transactions {
     /// requests open, and those paused or whose circuit is not plainly closed.
     const GAUGED_DESTINATIONS: &'static str;
 
-    /// When a job next needs a worker, as of `now` (see
-    /// [`crate::store::WorkerStore::next_wake_at`]; replays aside), counting a subscriber's
+    /// When a job (or a running replay's next burst) next needs a worker, as of `now`,
+    /// in one statement (see [`crate::store::WorkerStore::next_wake_at`]), counting a subscriber's
     /// due work only when its destination is among `admitted` (a JSON object whose
     /// keys are the destinations that let work go now).
     fn next_job_wake(
@@ -268,7 +268,7 @@ pub(crate) async fn gauges<S: FigureStatements>(
 }
 
 /// See [`crate::store::WorkerStore::next_wake_at`]: the sooner of the jobs' next wake-up
-/// and a running replay's next burst.
+/// and a running replay's next burst (read in the same statement).
 /// A destination held by its circuit counts from the end of its cool-down.
 pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     db: &S,
@@ -282,12 +282,7 @@ pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     let due: Vec<LoadedRow> = db.read_all(query).await?;
     let admissions = Admissions::of(&due, now, policy)?;
     let jobs = db.next_job_wake(now, admissions.json_object()?).await?;
-    let replay = crate::store::replays::next_at(db).await?;
-    Ok(jobs
-        .into_iter()
-        .chain(replay)
-        .chain(admissions.next_change)
-        .min())
+    Ok(jobs.into_iter().chain(admissions.next_change).min())
 }
 
 /// See [`crate::store::Store::subscriber_load`].

@@ -12,7 +12,8 @@ use crate::store::transactions::Transactions;
 /// The statement of a purge, in the backend's dialect.
 pub(crate) trait PurgeStatements: Transactions {
     /// Deletes up to `$2` jobs in state `$3` last updated before `$1`, oldest first,
-    /// with their attempts and replay entries (foreign keys cascade); returns the
+    /// with their attempts (deleted by the statement on PostgreSQL, by the foreign
+    /// key's cascade on SQLite) and replay entries (cascade); returns the
     /// state of each deleted job and its shared payload's id (`payload_id`).
     const PURGE: &'static str;
     /// Holds the shared payloads `$1` (a JSON array of ids) in id order, so that of

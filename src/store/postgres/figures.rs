@@ -10,7 +10,8 @@ use crate::store::StoreError;
 use crate::store::figures::FigureStatements;
 
 /// The soonest moment a worker has something to do at `$1`; the same rules as the
-/// SQLite store (see there), its candidates combined with `LEAST`.
+/// SQLite store (see there), its candidates combined with `LEAST` (a running replay's
+/// next burst among them: one statement, not a second read for the replays).
 pub(super) const NEXT_WAKE: &str = "SELECT LEAST( \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
@@ -48,7 +49,8 @@ pub(super) const NEXT_WAKE: &str = "SELECT LEAST( \
             ORDER BY j.due_at LIMIT 1), \
            (SELECT MIN(due_at) FROM jobs WHERE state = 'in_flight' \
               AND subscriber_id IS NOT NULL AND due_at > $1), \
-           (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')) \
+           (SELECT MIN(deadline) FROM jobs WHERE state IN ('scheduled', 'retrying')), \
+           (SELECT MIN(next_at) FROM replays WHERE state = 'running') \
          ) AS next";
 
 impl FigureStatements for PgPool {

@@ -11,15 +11,19 @@ impl PurgeStatements for PgPool {
     /// the literal state list lets the planner use that partial index). The batch is
     /// chosen once (a materialized CTE: a `LIMIT` inside `IN (…)` may be re-evaluated and
     /// delete more); rows another transaction holds (a replay, another instance's purge)
-    /// are skipped, and the delete re-checks the state.
+    /// are skipped, and the delete re-checks the state. The deleted jobs' attempt rows
+    /// go in the same statement, after their jobs (the store's lock order): attempts
+    /// have no foreign key to cascade it (migration 0023).
     const PURGE: &'static str = "WITH batch AS MATERIALIZED ( \
           SELECT id FROM jobs \
           WHERE state IN ('delivered', 'cancelled', 'dead') \
             AND state = $3 AND updated_at < $1 \
-          ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-        DELETE FROM jobs j USING batch b \
-        WHERE j.id = b.id AND j.state = $3 \
-        RETURNING j.state, j.payload_id";
+          ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
+        gone AS (DELETE FROM jobs j USING batch b \
+          WHERE j.id = b.id AND j.state = $3 \
+          RETURNING j.id, j.state, j.payload_id), \
+        attempts_gone AS (DELETE FROM attempts a USING gone g WHERE a.job_id = g.id) \
+        SELECT state, payload_id FROM gone";
     const HOLD_PAYLOADS: Option<&'static str> = Some(
         "SELECT id FROM payloads WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)) \
          ORDER BY id FOR UPDATE",

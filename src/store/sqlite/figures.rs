@@ -22,9 +22,9 @@ use crate::store::figures::FigureStatements;
 /// `Retry-After` while they hold it); the next lease to expire (one
 /// already expired counts through its subscriber's due work, so a lease no claim can
 /// take over now, its destination full or its circuit open, is no reason to wake); the
-/// next
-/// deadline of a waiting job. Range scans on the `jobs_due` and `jobs_deadline`
-/// indexes, so far-future jobs cost nothing.
+/// next deadline of a waiting job; a running replay's next burst. Range scans on the
+/// `jobs_due`, `jobs_deadline` and `replays_running` indexes, so far-future jobs cost
+/// nothing.
 const NEXT_WAKE: &str = "SELECT \
            (SELECT MIN(CASE \
               WHEN s.max_in_flight <= (SELECT COUNT(*) FROM jobs o \
@@ -67,15 +67,18 @@ const NEXT_WAKE: &str = "SELECT \
             WHERE state = 'in_flight' AND due_at > ?1) AS lease, \
            (SELECT deadline FROM jobs INDEXED BY jobs_deadline \
             WHERE state IN ('scheduled', 'retrying', 'in_flight') AND state <> 'in_flight' \
-            ORDER BY deadline LIMIT 1) AS deadline";
+            ORDER BY deadline LIMIT 1) AS deadline, \
+           (SELECT MIN(next_at) FROM replays INDEXED BY replays_running \
+            WHERE state = 'running') AS replay";
 
 crate::store::lite_rows::row! {
-    /// The four candidates of [`NEXT_WAKE`], each `NULL` when it has none.
+    /// The five candidates of [`NEXT_WAKE`], each `NULL` when it has none.
     struct NextWake {
         held: Option<i64>,
         coming: Option<i64>,
         lease: Option<i64>,
         deadline: Option<i64>,
+        replay: Option<i64>,
     }
 }
 
@@ -170,7 +173,7 @@ impl FigureStatements for Pools {
             .bind(admitted)
             .fetch_one(&self.readers)
             .await?;
-        let earliest = [row.held, row.coming, row.lease, row.deadline]
+        let earliest = [row.held, row.coming, row.lease, row.deadline, row.replay]
             .into_iter()
             .flatten()
             .min();
