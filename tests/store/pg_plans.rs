@@ -144,9 +144,16 @@ async fn open_requests_are_counted_on_the_index_of_what_they_count() {
             "{name}: a subscriber's count reads its own entries: {plan:#?}"
         );
         if name.contains("due destinations") {
+            // The claim's hold also asks, by one probe, whether a subscriber has no
+            // destination yet.
+            let expected: &[&str] = if name.starts_with("claim") {
+                &["(destination = d.key)", "(destination IS NULL)"]
+            } else {
+                &["(destination = d.key)"]
+            };
             assert_eq!(
                 reads_of(&plan, "subscribers_destination"),
-                ["(destination = d.key)"],
+                expected,
                 "{name}: a destination's subscribers are probed until one has due work: \
                  {plan:#?}"
             );

@@ -207,6 +207,20 @@ struct ClaimedRow {
     target: TargetRow,
 }
 
+/// The destinations [`HOLD_DUE`] holds at `now`, and whether a subscriber has no
+/// destination yet.
+async fn hold_due(tx: &mut super::Tx, now: Timestamp) -> Result<(Vec<String>, bool), StoreError> {
+    let rows: Vec<(Option<String>, bool)> = sqlx::query_as(HOLD_DUE)
+        .bind(now.as_millis())
+        .fetch_all(&mut **tx)
+        .await?;
+    let unassigned = rows.iter().any(|(_, unassigned)| *unassigned);
+    Ok((
+        rows.into_iter().filter_map(|(key, _)| key).collect(),
+        unassigned,
+    ))
+}
+
 pub async fn claim(
     pool: &PgPool,
     sealer: &Sealer,
@@ -216,11 +230,15 @@ pub async fn claim(
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin_with(BEGIN_GENERIC).await?;
-    destinations::assign_missing::<PgPool>(&mut tx, now).await?;
-    let held: Vec<String> = sqlx::query_scalar(HOLD_DUE)
-        .bind(now.as_millis())
-        .fetch_all(&mut *tx)
-        .await?;
+    let (mut held, unassigned) = hold_due(&mut tx, now).await?;
+    if unassigned {
+        // A subscriber without a destination (an older version wrote it): assigned
+        // before anything is held, as the claim always did, in a fresh transaction.
+        tx.rollback().await?;
+        tx = pool.begin_with(BEGIN_GENERIC).await?;
+        destinations::assign_missing::<PgPool>(&mut tx, now).await?;
+        held = hold_due(&mut tx, now).await?.0;
+    }
     if held.is_empty() {
         tx.commit().await?;
         return Ok(Vec::new());

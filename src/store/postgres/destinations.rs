@@ -85,13 +85,19 @@ pub(super) const DUE: &str = "SELECT d.*, \
 
 /// Holds (`FOR NO KEY UPDATE SKIP LOCKED`) the destinations with due work at `$1`: a
 /// destination held by another claim is skipped this time, so two instances never
-/// count its open requests at once.
-pub(super) const HOLD_DUE: &str = "SELECT d.key FROM destinations d WHERE EXISTS ( \
-      SELECT 1 FROM subscribers s WHERE s.destination = d.key AND s.enabled AND EXISTS ( \
-        SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
-          AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
-          AND j.deadline > $1 OFFSET 0) OFFSET 0) \
-    ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED";
+/// count its open requests at once. Rows `(key, FALSE)`, in key order; then one row
+/// `(NULL, TRUE)` when a subscriber has no destination yet (written by a version
+/// before destinations, docs/DESIGN.md §15): the claim then assigns them first. In the
+/// same statement, so a claim costs no read of its own for that rare case.
+pub(super) const HOLD_DUE: &str = "SELECT h.key, FALSE AS unassigned FROM ( \
+      SELECT d.key FROM destinations d WHERE EXISTS ( \
+        SELECT 1 FROM subscribers s WHERE s.destination = d.key AND s.enabled AND EXISTS ( \
+          SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
+            AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
+            AND j.deadline > $1 OFFSET 0) OFFSET 0) \
+      ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED) h \
+    UNION ALL SELECT NULL, TRUE WHERE EXISTS (SELECT 1 FROM subscribers \
+      WHERE destination IS NULL AND deleted_at IS NULL)";
 
 /// Destinations `$2` (keys) with their requests open at `$1`, those for
 /// long-running endpoints, and whether a quick endpoint had a result there since `$3`,
