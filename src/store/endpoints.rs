@@ -197,9 +197,24 @@ pub(crate) async fn record_results<S: EndpointStatements>(
     }
     let subscribers: BTreeSet<&str> = results.iter().map(|(id, _)| *id).collect();
     let ids = serde_json::to_string(&subscribers).map_err(internal)?;
-    let query = Query::new(S::ENSURE).text(ids.clone()).int(now.as_millis());
-    S::execute(tx, query).await?;
-    let rows: Vec<EndpointRow> = S::fetch_all(tx, Query::new(S::HOLD).text(ids)).await?;
+    let mut rows: Vec<EndpointRow> = S::fetch_all(tx, Query::new(S::HOLD).text(ids)).await?;
+    // A subscriber's first result makes its row: written, then held, only for those
+    // (one statement fewer per group once every endpoint has a row). The new rows are
+    // held after the others, which cannot deadlock: they are inserted in id order, and
+    // no other transaction can hold a row before it exists.
+    let missing: Vec<&str> = subscribers
+        .iter()
+        .copied()
+        .filter(|id| !rows.iter().any(|row| row.subscriber_id == *id))
+        .collect();
+    if !missing.is_empty() {
+        let missing = serde_json::to_string(&missing).map_err(internal)?;
+        let query = Query::new(S::ENSURE)
+            .text(missing.clone())
+            .int(now.as_millis());
+        S::execute(tx, query).await?;
+        rows.extend(S::fetch_all::<EndpointRow>(tx, Query::new(S::HOLD).text(missing)).await?);
+    }
     let mut circuits: BTreeMap<String, EndpointCircuit> = BTreeMap::new();
     for row in &rows {
         circuits.insert(row.subscriber_id.clone(), row.circuit()?);
