@@ -71,6 +71,16 @@ pub fn insert_new_jobs(dialect: Dialect, jobs: &[JobInsert<'_>]) -> Statement {
          max_attempts, deliver_at, deadline, due_at, created_at, updated_at, event_type, \
          schedule_id) VALUES ",
     );
+    push_rows(&mut query, jobs);
+    query.push(" ON CONFLICT (subscriber_id, event_id) DO NOTHING RETURNING id");
+    query
+}
+
+/// Pushes `jobs` as rows of a `VALUES` list onto `query` — `(id, subscriber_id,
+/// event_id, payload, payload_id, 'scheduled', max_attempts, deliver_at, deadline,
+/// due_at, created_at, updated_at, event_type, schedule_id), …` — for a multi-row
+/// insert of new `scheduled` jobs (due at their `deliver_at`).
+pub fn push_rows(query: &mut Statement, jobs: &[JobInsert<'_>]) {
     for (index, insert) in jobs.iter().enumerate() {
         let job = insert.job;
         query.push(if index == 0 { "(" } else { ", (" });
@@ -102,6 +112,4 @@ pub fn insert_new_jobs(dialect: Dialect, jobs: &[JobInsert<'_>]) -> Statement {
             .bind(Value::OptText(job.schedule_id.clone()))
             .push(")");
     }
-    query.push(" ON CONFLICT (subscriber_id, event_id) DO NOTHING RETURNING id");
-    query
 }

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use super::{JOBS_CHANNEL, Tx, binds};
 use crate::store::StoreError;
 use crate::store::creates::{CreateStatements, KnownSubscribers, LoneWritten};
+use crate::store::dialect::inserts::{JobInsert, push_rows};
 use crate::store::dialect::{Dialect, Query, Statement, Value};
 use crate::store::records::NewJob;
 
@@ -99,34 +100,14 @@ fn lone_statement(jobs: &[&NewJob]) -> Statement {
            event_type, schedule_id) \
          SELECT v.* FROM (VALUES ",
     );
-    for (index, job) in jobs.iter().enumerate() {
-        query.push(if index == 0 { "(" } else { ", (" });
-        query
-            .bind(Value::Text(job.id.to_string()))
-            .push(", ")
-            .bind(Value::Text(job.subscriber_id.clone()))
-            .push(", ")
-            .bind(Value::Text(job.event_id.clone()))
-            .push(", ")
-            .bind(Value::Text(job.payload.to_string()))
-            .push(", NULL::text, 'scheduled', ")
-            .bind(Value::OptInt(job.max_attempts.map(i64::from)))
-            .push(", ")
-            .bind(Value::Int(job.deliver_at.as_millis()))
-            .push(", ")
-            .bind(Value::Int(job.deadline.as_millis()))
-            .push(", ")
-            .bind(Value::Int(job.deliver_at.as_millis()))
-            .push(", ")
-            .bind(Value::Int(job.created_at.as_millis()))
-            .push(", ")
-            .bind(Value::Int(job.created_at.as_millis()))
-            .push(", ")
-            .bind(Value::OptText(job.event_type.clone()))
-            .push(", ")
-            .bind(Value::OptText(job.schedule_id.clone()))
-            .push(")");
-    }
+    let rows: Vec<JobInsert<'_>> = jobs
+        .iter()
+        .map(|job| JobInsert {
+            job,
+            payload_id: None,
+        })
+        .collect();
+    push_rows(&mut query, &rows);
     query.push(
         ") AS v(id, subscriber_id, event_id, payload, payload_id, state, max_attempts, \
            deliver_at, deadline, due_at, created_at, updated_at, event_type, schedule_id) \
