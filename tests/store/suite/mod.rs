@@ -7,6 +7,7 @@ pub mod claims;
 pub mod clock;
 pub mod console;
 pub mod control;
+pub mod create_groups;
 pub mod deadlines;
 pub mod deletions;
 pub mod destinations;
