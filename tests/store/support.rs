@@ -355,3 +355,42 @@ pub async fn read_count(backend: &Backend, sql: &'static str) -> i64 {
             .unwrap()
     }
 }
+
+/// One job per subscriber of `subscribers`, event `event`, all carrying one shared
+/// `payload` (as a fan-out's jobs do), due at 0 with an hour to go.
+pub fn fan_out(subscribers: &[&str], event: &str, payload: &std::sync::Arc<str>) -> Vec<NewJob> {
+    subscribers
+        .iter()
+        .map(|s| NewJob {
+            payload: payload.clone(),
+            ..new_job(s, event, at(0), at(3_600_000))
+        })
+        .collect()
+}
+
+/// Adds each subscriber of `ids`.
+pub async fn add_subscribers(store: &SharedStore, ids: &[&str]) {
+    for id in ids {
+        add_subscriber(store, id).await;
+    }
+}
+
+/// Sends `requests` to `store` at once (so the store groups them as they arrive);
+/// each one's result, in order.
+pub async fn create_at_once(
+    store: &SharedStore,
+    requests: Vec<Vec<NewJob>>,
+) -> Vec<Result<Vec<CreateOutcome>, deferhook::store::StoreError>> {
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|request| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create_jobs(request).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.expect("task"));
+    }
+    results
+}

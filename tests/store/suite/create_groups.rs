@@ -12,7 +12,10 @@ use deferhook::domain::JobEvent;
 use deferhook::store::{CreateOutcome, NewJob, SharedStore, StoreError};
 
 use crate::finish::record;
-use crate::support::{Backend, add_subscriber, at, claim, create, delivered, new_job, read_count};
+use crate::support::{
+    Backend, add_subscribers, at, claim, create, create_at_once, delivered, fan_out, new_job,
+    read_count,
+};
 
 const BODY: &str = r#"{"n":12345678901234567890,"s":"\u00e9 é 😀"}"#;
 
@@ -34,42 +37,19 @@ fn answer(result: &Result<Vec<CreateOutcome>, StoreError>) -> String {
     }
 }
 
-/// Sends `requests` at once (so the store groups them as they arrive); answers in order.
+/// Sends `requests` at once; each one's answer, in order.
 async fn at_once(store: &SharedStore, requests: Vec<Vec<NewJob>>) -> Vec<String> {
-    let tasks: Vec<_> = requests
-        .into_iter()
-        .map(|request| {
-            let store = store.clone();
-            tokio::spawn(async move { store.create_jobs(request).await })
-        })
-        .collect();
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(answer(&task.await.unwrap()));
-    }
-    answers
+    create_at_once(store, requests)
+        .await
+        .iter()
+        .map(answer)
+        .collect()
 }
 
 fn job(subscriber: &str, event: &str, payload: &str) -> NewJob {
     NewJob {
         payload: Arc::from(payload),
         ..new_job(subscriber, event, at(0), at(3_600_000))
-    }
-}
-
-fn fan_out(subscribers: &[&str], event: &str, payload: &Arc<str>) -> Vec<NewJob> {
-    subscribers
-        .iter()
-        .map(|s| NewJob {
-            payload: payload.clone(),
-            ..new_job(s, event, at(0), at(3_600_000))
-        })
-        .collect()
-}
-
-async fn subscribers(store: &SharedStore, ids: &[&str]) {
-    for id in ids {
-        add_subscriber(store, id).await;
     }
 }
 
@@ -82,7 +62,7 @@ store_case!(
     each_lone_create_of_a_group_gets_its_own_answer,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b"]).await;
+        add_subscribers(&store, &["a", "b"]).await;
         let requests = vec![
             vec![job("a", "e1", BODY)],
             vec![job("ghost", "e1", BODY)],
@@ -110,7 +90,7 @@ store_case!(
     a_conflicting_fan_out_writes_nothing_whatever_it_is_grouped_with,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b", "c", "d"]).await;
+        add_subscribers(&store, &["a", "b", "c", "d"]).await;
         create(&store, vec![job("c", "e", r#"{"first":true}"#)]).await;
         let payload: Arc<str> = Arc::from(BODY);
 
@@ -144,7 +124,7 @@ store_case!(
         let store = backend.store.clone();
         let ids: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        subscribers(&store, &ids).await;
+        add_subscribers(&store, &ids).await;
         let requests = (0..6)
             .map(|_| fan_out(&ids, "race", &Arc::from(BODY)))
             .collect();
@@ -180,7 +160,7 @@ store_case!(
     a_purge_deletes_its_jobs_attempts_and_a_payload_with_its_last_job,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b"]).await;
+        add_subscribers(&store, &["a", "b"]).await;
         create(&store, fan_out(&["a", "b"], "e", &Arc::from(BODY))).await;
         let claimed = claim(&store, at(0), 10).await;
         let b = claimed.iter().find(|c| c.subscriber_id == "b").unwrap();

@@ -308,17 +308,7 @@ store_case!(
         requests.push(vec![with("dup", r#"{"v":1}"#)]);
         // 43: the key and payload of request 40's rolled-back job.
         requests.push(vec![with("aa1", r#"{"x":1}"#)]);
-        let tasks: Vec<_> = requests
-            .into_iter()
-            .map(|request| {
-                let store = store.clone();
-                tokio::spawn(async move { store.create_jobs(request).await })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.expect("task"));
-        }
+        let results = crate::support::create_at_once(&store, requests).await;
         for (n, result) in results[..40].iter().enumerate() {
             let outcomes = result
                 .as_ref()
@@ -391,15 +381,8 @@ store_case!(
                     .collect();
                 requests.push(jobs);
             }
-            let tasks: Vec<_> = requests
-                .into_iter()
-                .map(|request| {
-                    let store = store.clone();
-                    tokio::spawn(async move { store.create_jobs(request).await })
-                })
-                .collect();
-            for task in tasks {
-                match task.await.expect("task") {
+            for result in crate::support::create_at_once(&store, requests).await {
+                match result {
                     Ok(_) | Err(StoreError::PayloadConflict { .. }) => {}
                     Err(other) => panic!("a create failed: {other}"),
                 }

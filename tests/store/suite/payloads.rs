@@ -7,24 +7,15 @@
 use std::sync::Arc;
 
 use deferhook::domain::JobEvent;
-use deferhook::store::{CreateOutcome, NewJob, SharedStore, StoreError};
+use deferhook::store::{CreateOutcome, StoreError};
 
 use crate::finish::record;
-use crate::support::{Backend, add_subscriber, at, claim, create, delivered, new_job, read_count};
+use crate::support::{
+    Backend, add_subscribers, at, claim, create, delivered, fan_out, new_job, read_count,
+};
 
 /// Escapes, non-ASCII, a big integer and `1.0`: bytes a re-serialisation would change.
 const BODY: &str = r#"{"b":1,"a":"\u001B é \u2028 😀","n":12345678901234567890,"f":1.0}"#;
-
-/// One job per subscriber, all carrying one shared `payload`, due at 0.
-fn fan_out(subscribers: &[&str], event: &str, payload: &Arc<str>) -> Vec<NewJob> {
-    subscribers
-        .iter()
-        .map(|s| NewJob {
-            payload: payload.clone(),
-            ..new_job(s, event, at(0), at(3_600_000))
-        })
-        .collect()
-}
 
 async fn stored_payloads(backend: &Backend) -> i64 {
     read_count(backend, "SELECT COUNT(*) FROM payloads").await
@@ -34,17 +25,11 @@ async fn jobs_with_own_payload(backend: &Backend) -> i64 {
     read_count(backend, "SELECT COUNT(*) FROM jobs WHERE payload <> ''").await
 }
 
-async fn subscribers(store: &SharedStore, ids: &[&str]) {
-    for id in ids {
-        add_subscriber(store, id).await;
-    }
-}
-
 store_case!(
     the_jobs_of_one_request_share_one_stored_payload,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b", "c", "lone"]).await;
+        add_subscribers(&store, &["a", "b", "c", "lone"]).await;
         let payload: Arc<str> = Arc::from(BODY);
 
         create(&store, fan_out(&["a", "b", "c"], "e-1", &payload)).await;
@@ -87,7 +72,7 @@ store_case!(
     two_payloads_of_one_request_are_stored_once_each,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b", "c", "d"]).await;
+        add_subscribers(&store, &["a", "b", "c", "d"]).await;
         let first: Arc<str> = Arc::from(r#"{"part":1}"#);
         let second: Arc<str> = Arc::from(r#"{"part":2}"#);
         let mut jobs = fan_out(&["a", "b"], "e", &first);
@@ -120,7 +105,7 @@ store_case!(
     a_repeated_request_stores_no_new_copy,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b", "c"]).await;
+        add_subscribers(&store, &["a", "b", "c"]).await;
         create(&store, fan_out(&["a", "b"], "e", &Arc::from(BODY))).await;
 
         // The same event again, its payload the same JSON value written otherwise.
@@ -169,7 +154,7 @@ store_case!(
     retention_deletes_a_shared_payload_with_its_last_job,
     async |backend: Backend| {
         let store = backend.store.clone();
-        subscribers(&store, &["a", "b"]).await;
+        add_subscribers(&store, &["a", "b"]).await;
         let jobs = create(&store, fan_out(&["a", "b"], "e", &Arc::from(BODY))).await;
         let claimed = claim(&store, at(0), 10).await;
         let first = claimed.iter().find(|c| c.job_id == jobs[0].id).unwrap();
