@@ -13,6 +13,7 @@ pub mod sender;
 pub mod settings;
 pub mod signing;
 pub mod slots;
+pub mod upkeep_turn;
 pub mod worker;
 
 pub use settings::DeliverySettings;

@@ -241,3 +241,106 @@ async fn a_job_created_through_one_instance_wakes_another_instance_worker() {
     );
     drop(worker);
 }
+
+/// The instance's `deferhook_upkeep_turn` gauge, when its `/metrics` shows one.
+async fn upkeep_turn(base: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("deferhook_upkeep_turn "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// The pid of the live instance with the smallest id (the instance id is
+/// `host:pid:random`).
+async fn smallest_instance_pid(pool: &sqlx::PgPool) -> String {
+    sqlx::query_scalar("SELECT split_part(MIN(id), ':', 2) FROM instances WHERE worker_slots > 0")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Waits (bounded) until exactly the instance `holder` of `instances` reports the upkeep
+/// turn and every other reports none.
+async fn wait_turn_held_by(instances: &[&Instance], holder: u32, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut turns = Vec::new();
+        for instance in instances {
+            turns.push((instance.child.id(), upkeep_turn(&instance.base).await));
+        }
+        let settled = turns
+            .iter()
+            .all(|(pid, turn)| *turn == Some(if *pid == holder { 1.0 } else { 0.0 }));
+        if settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the turn did not settle on {holder}: {turns:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One of two instances runs the upkeep at full pace (the smallest live id), and when
+/// it stops the other takes the turn at its next heartbeat (docs/DESIGN.md §5.12).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instance_holds_the_upkeep_turn_and_another_takes_it_when_it_stops() {
+    let receiver = Receiver::start(vec![Reply::status(200)]).await;
+    let Some((_database, a, b, pool)) = setup(&receiver, LONG_LEASE).await else {
+        return;
+    };
+    // Both have recorded a heartbeat once `setup` returns; each learns of the other by
+    // its next one (every 5 s).
+    let first: u32 = smallest_instance_pid(&pool).await.parse().unwrap();
+    wait_turn_held_by(&[&a, &b], first, Duration::from_secs(20)).await;
+    let (holder, other) = if a.child.id() == first {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    crate::process::signal(&holder, "-TERM");
+    let mut holder = holder;
+    holder.child.wait().unwrap();
+    wait_turn_held_by(&[&other], other.child.id(), Duration::from_secs(20)).await;
+    // The one left sweeps: a job of a paused subscriber goes dead at its deadline.
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{}/v1/subscribers/paused", other.base))
+        .json(&json!({ "url": receiver.url("/"), "enabled": false }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let created: serde_json::Value = client
+        .post(format!("{}/v1/jobs", other.base))
+        .json(
+            &json!({ "subscriber_id": "paused", "event_id": "expires", "payload": {},
+            "ttl_ms": 500 }),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("a job id").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if state == "dead" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never swept: {state}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
