@@ -30,18 +30,18 @@ pub(crate) trait OutcomeStatements:
     /// `$1` (job ids) in ascending id order; `None` where writes do not take row locks
     /// (SQLite: one writer). Run only when an outcome pauses its subscriber.
     const LOCK_SUBSCRIBERS: Option<&'static str>;
-    /// Holds the jobs of batch `$1` whose lease still holds, in ascending id order,
-    /// before any attempt row is touched; `None` where writes do not take row locks.
-    /// With it, every transaction that waits on row locks takes them subscribers →
-    /// jobs (by id) → attempts → endpoint circuits (by subscriber) → destinations (by
-    /// key), so outcome groups, sweeps,
-    /// reclaiming claims, renewals and deletions cannot deadlock (docs/DESIGN.md §3).
-    const LOCK_JOBS: Option<&'static str>;
     /// Finishes each attempt of batch `$1` (see [`to_json`]): its row is named by its
-    /// lease token, so a late result still lands on its own attempt.
-    const FINISH_ATTEMPTS: &'static str;
+    /// lease token, so a late result still lands on its own attempt. `None` where
+    /// [`Self::APPLY_TRANSITIONS`] finishes them itself.
+    const FINISH_ATTEMPTS: Option<&'static str>;
     /// Applies each transition of batch `$1` only while its lease holds (fencing
-    /// token, `in_flight`); returns the (job id, token) pairs applied.
+    /// token, `in_flight`); returns the (job id, token) pairs applied. Where writes take
+    /// row locks (PostgreSQL) the one statement also finishes the attempts, holding
+    /// the batch's jobs whose lease still holds first (ascending id), then its
+    /// attempt rows: every transaction that waits on row locks takes them
+    /// subscribers → jobs (by id) → attempts → endpoint circuits (by subscriber) →
+    /// destinations (by key), so outcome groups, sweeps, reclaiming claims, renewals
+    /// and deletions cannot deadlock (docs/DESIGN.md §3.6).
     const APPLY_TRANSITIONS: &'static str;
     /// Pauses the subscriber of job `$1` at `$2` (its receiver answered `410`) with
     /// reason `gone`; one already paused keeps its reason and time.
@@ -74,8 +74,10 @@ async fn record_in<S: OutcomeStatements>(
     policy: DestinationPolicy,
 ) -> Result<Vec<Fenced>, StoreError> {
     let batch = to_json(&records, now);
-    lock_in_order::<S>(tx, &records, &batch).await?;
-    S::execute(tx, Query::new(S::FINISH_ATTEMPTS).text(batch.clone())).await?;
+    lock_subscribers::<S>(tx, &records).await?;
+    if let Some(finish) = S::FINISH_ATTEMPTS {
+        S::execute(tx, Query::new(finish).text(batch.clone())).await?;
+    }
     let applied: Vec<(String, i64)> =
         S::fetch_all(tx, Query::new(S::APPLY_TRANSITIONS).text(batch)).await?;
     for record in records.iter().filter(|r| r.pause_subscriber) {
@@ -90,12 +92,11 @@ async fn record_in<S: OutcomeStatements>(
     Ok(fenced_in_order(&records, applied.into_iter().collect()))
 }
 
-/// Takes the row locks `records` need in the store's lock order (see
-/// [`OutcomeStatements::LOCK_JOBS`]): the subscribers an outcome pauses, then the jobs.
-async fn lock_in_order<S: OutcomeStatements>(
+/// Holds the subscribers that `records` pause (a `410`), first in the store's lock
+/// order (see [`OutcomeStatements::APPLY_TRANSITIONS`]).
+async fn lock_subscribers<S: OutcomeStatements>(
     tx: &mut S::Tx,
     records: &[OutcomeRecord],
-    batch: &str,
 ) -> Result<(), StoreError> {
     let pausing: Vec<String> = records
         .iter()
@@ -105,9 +106,6 @@ async fn lock_in_order<S: OutcomeStatements>(
     if let (Some(lock), false) = (S::LOCK_SUBSCRIBERS, pausing.is_empty()) {
         let ids = serde_json::Value::from(pausing).to_string();
         let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(ids)).await?;
-    }
-    if let Some(lock) = S::LOCK_JOBS {
-        let _: Vec<(String,)> = S::fetch_all(tx, Query::new(lock).text(batch)).await?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! a claim counted each subscriber's on the destination's index) and find a
 //! destination's due work from its subscribers.
 
-use deferhook::store::postgres::outcomes::FINISH_ATTEMPTS;
+use deferhook::store::postgres::outcomes::APPLY_TRANSITIONS;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
@@ -44,16 +44,32 @@ async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() 
         "joined, the generic plan scans attempts whole (else this test proves nothing): \
          {joined:#?}"
     );
-    let plan = generic_plan(&database.url, FINISH_ATTEMPTS).await;
-    assert!(
-        !plan.iter().any(|l| l.starts_with("Seq Scan on attempts")),
-        "attempts never scanned whole: {plan:#?}"
+    let plan = generic_plan(&database.url, APPLY_TRANSITIONS).await;
+    for table in ["attempts", "jobs"] {
+        assert!(
+            !plan
+                .iter()
+                .any(|l| l.starts_with(&format!("Seq Scan on {table}"))),
+            "{table} never scanned whole: {plan:#?}"
+        );
+    }
+    let probes = |index: &str| {
+        plan.iter()
+            .filter(|l| l.starts_with(&format!("Index Scan using {index} on ")))
+            .count()
+    };
+    assert_eq!(
+        probes("attempts_pkey"),
+        2,
+        "attempts held, then updated, by primary key: {plan:#?}"
     );
-    let probes = plan
-        .iter()
-        .filter(|l| l.starts_with("Index Scan using attempts_pkey on attempts"))
-        .count();
-    assert_eq!(probes, 2, "held, then updated, by primary key: {plan:#?}");
+    assert_eq!(
+        probes("jobs_pkey"),
+        2,
+        "jobs held, then updated, by primary key (no index of live jobs): {plan:#?}"
+    );
+    let reads_of_jobs = plan.iter().filter(|l| l.contains(" on jobs")).count();
+    assert_eq!(reads_of_jobs, 3, "the update and two probes: {plan:#?}");
 }
 
 /// The nodes of `statement`'s generic plan, prepared with parameter `types` (a comma

@@ -69,7 +69,7 @@ impl FigureStatements for PgPool {
             AND destination IS NOT NULL AND due_at > $1)";
     /// Jobs per state.
     const STATE_COUNTS_ALL: &'static str = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state";
-    /// Dead jobs per reason (the partial index `jobs_dead_reason`).
+    /// Dead jobs per reason (read from the partial index `jobs_dead_causes` alone).
     const DEAD_REASON_COUNTS_ALL: &'static str = "SELECT dead_reason AS reason, COUNT(*) AS n FROM jobs \
         WHERE state = 'dead' GROUP BY dead_reason";
     /// Jobs `in_flight` whose lease has expired at `$1` (read as `retrying`).
@@ -118,7 +118,7 @@ impl FigureStatements for PgPool {
         WHERE subscriber_id = $1 AND state = 'in_flight' AND due_at <= $2";
     /// The earliest due time of subscriber `$1`'s waiting jobs due at `$2` (an expired
     /// lease's included: its job is `retrying`, due at the expiry), and its latest
-    /// delivered attempt (`attempts_subscriber_finished`, newest first).
+    /// delivered attempt (`attempts_subscriber_success`, newest first).
     const ELIGIBLE_AND_SUCCESS: &'static str = "SELECT \
         (SELECT MIN(due_at) FROM jobs \
          WHERE subscriber_id = $1 AND state IN ('scheduled', 'retrying', 'in_flight') \

@@ -10,7 +10,7 @@ use crate::store::records::LeaseRef;
 
 /// Extends to `$3` each lease (`$1` job ids, `$2` tokens) still held; returns the
 /// (id, token) of those renewed. The rows are held in id order first, the store's
-/// lock order (see `crate::store::outcomes::OutcomeStatements::LOCK_JOBS`): an
+/// lock order (see `crate::store::outcomes::OutcomeStatements::APPLY_TRANSITIONS`): an
 /// update of several rows in the order it finds them could deadlock with an outcome
 /// group holding some of the same jobs.
 const RENEW: &str = "WITH held AS MATERIALIZED (SELECT j.id FROM jobs j \

@@ -26,7 +26,7 @@ mod health;
 mod instances;
 mod jobs;
 mod maintenance;
-mod outcomes;
+pub(crate) mod outcomes;
 #[cfg(test)]
 mod plan_tests;
 mod renewals;

@@ -4,13 +4,9 @@
 use super::Pools;
 use crate::store::outcomes::OutcomeStatements;
 
-impl OutcomeStatements for Pools {
-    // One writer connection takes every write in turn: no row locks, no lock order.
-    const LOCK_SUBSCRIBERS: Option<&'static str> = None;
-    const LOCK_JOBS: Option<&'static str> = None;
-    /// Finishes each attempt of the batch: its row is named by its lease token, so a late
-    /// result still lands on its own attempt. A resent request makes it a possible duplicate.
-    const FINISH_ATTEMPTS: &'static str = "UPDATE attempts SET finished_at = v.finished_at, \
+/// Finishes each attempt of the batch: its row is named by its lease token, so a late
+/// result still lands on its own attempt. A resent request makes it a possible duplicate.
+pub(crate) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.finished_at, \
         outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
         body_excerpt = v.body_excerpt, \
         possible_duplicate = CASE WHEN v.resent THEN 1 ELSE attempts.possible_duplicate END FROM \
@@ -31,6 +27,11 @@ impl OutcomeStatements for Pools {
          FROM json_each(?1)) AS v \
         WHERE attempts.job_id = v.id AND attempts.number = v.number \
         AND attempts.lease_token = v.token";
+
+impl OutcomeStatements for Pools {
+    // One writer connection takes every write in turn: no row locks, no lock order.
+    const LOCK_SUBSCRIBERS: Option<&'static str> = None;
+    const FINISH_ATTEMPTS: Option<&'static str> = Some(FINISH_ATTEMPTS);
     /// Applies each transition only while its lease holds (fencing token, `in_flight`);
     /// returns the (id, token) of those applied. `+jobs.state` keeps the planner on the
     /// primary key, driven by the batch: with an index on the state it would walk every

@@ -347,7 +347,7 @@ async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
         CLAIM_CANDIDATES,
         MARK_IN_FLIGHT,
         START_ATTEMPTS,
-        <Pools as OutcomeStatements>::FINISH_ATTEMPTS,
+        crate::store::sqlite::outcomes::FINISH_ATTEMPTS,
         <Pools as OutcomeStatements>::APPLY_TRANSITIONS,
     ] {
         let mut query = explain();

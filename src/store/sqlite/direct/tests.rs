@@ -256,7 +256,7 @@ async fn the_hot_statements_are_not_prepared_again_when_values_are_bound() {
         crate::store::sqlite::claims::CLAIM_CANDIDATES,
         crate::store::sqlite::claims::MARK_IN_FLIGHT,
         crate::store::sqlite::claims::START_ATTEMPTS,
-        <Pools as OutcomeStatements>::FINISH_ATTEMPTS,
+        crate::store::sqlite::outcomes::FINISH_ATTEMPTS,
         <Pools as OutcomeStatements>::APPLY_TRANSITIONS,
         <Pools as SweepStatements>::OVERDUE,
         <Pools as ReplayStatements>::DUE,
