@@ -11,9 +11,11 @@ use super::destinations::{HELD_LOADS, HOLD_DUE};
 use crate::domain::circuit::Probe;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
-use crate::store::claims::{self, ClaimContext, LEASE_EXPIRED_REASON, MarkedRow, TargetRow};
+use crate::store::claims::{
+    self, ClaimContext, Claimed, LEASE_EXPIRED_REASON, MarkedRow, TargetRow,
+};
 use crate::store::destinations::{self, Admissions, LoadedRow};
-use crate::store::records::{ClaimRequest, ClaimedJob};
+use crate::store::records::ClaimRequest;
 use crate::store::{Sealer, StoreError};
 
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
@@ -226,7 +228,7 @@ pub async fn claim(
     sealer: &Sealer,
     policy: &DestinationPolicy,
     request: ClaimRequest,
-) -> Result<Vec<ClaimedJob>, StoreError> {
+) -> Result<Claimed, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin_with(BEGIN_GENERIC).await?;
@@ -241,10 +243,13 @@ pub async fn claim(
     }
     if held.is_empty() {
         tx.commit().await?;
-        return Ok(Vec::new());
+        return Ok(Claimed {
+            jobs: Vec::new(),
+            loads_after: Some(Vec::new()),
+        });
     }
     // A second statement: its snapshot sees every claim committed before the locks.
-    let due: Vec<LoadedRow> = sqlx::query_as(HELD_LOADS)
+    let mut due: Vec<LoadedRow> = sqlx::query_as(HELD_LOADS)
         .bind(now.as_millis())
         .bind(&held)
         .bind(now.minus_ms(policy.endpoint.window_ms).as_millis())
@@ -260,7 +265,10 @@ pub async fn claim(
         .collect();
     if keys.is_empty() {
         tx.commit().await?;
-        return Ok(Vec::new());
+        return Ok(Claimed {
+            jobs: Vec::new(),
+            loads_after: Some(due),
+        });
     }
     let subscribers: Vec<String> = sqlx::query_scalar(LOCK_SUBSCRIBERS)
         .bind(now.as_millis())
@@ -272,7 +280,10 @@ pub async fn claim(
         .await?;
     if subscribers.is_empty() {
         tx.commit().await?;
-        return Ok(Vec::new());
+        return Ok(Claimed {
+            jobs: Vec::new(),
+            loads_after: Some(due),
+        });
     }
     // A second statement: its snapshot sees every claim committed before the locks.
     let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
@@ -299,8 +310,16 @@ pub async fn claim(
         }
     }
     tx.commit().await?;
+    for load in &mut due {
+        let claimed = rows
+            .iter()
+            .filter(|row| row.destination == load.key())
+            .count();
+        load.add_open(i64::try_from(claimed).unwrap_or(i64::MAX));
+    }
     let payloads = claims::ClaimPayloads::of(rows.iter().map(|row| &row.job));
-    rows.into_iter()
+    let jobs = rows
+        .into_iter()
         .map(|row| {
             let target = row.target.open(sealer, row.job.subscriber_id(), now);
             let context = ClaimContext {
@@ -310,5 +329,9 @@ pub async fn claim(
             };
             claims::claimed_job(row.job, target, context, &payloads)
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Claimed {
+        jobs,
+        loads_after: Some(due),
+    })
 }

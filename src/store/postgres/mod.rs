@@ -331,7 +331,7 @@ impl Backend for PgPool {
         sealer: &Sealer,
         policy: &DestinationPolicy,
         request: ClaimRequest,
-    ) -> Result<Vec<ClaimedJob>, StoreError> {
+    ) -> Result<crate::store::claims::Claimed, StoreError> {
         claims::claim(self, sealer, policy, request).await
     }
 

@@ -380,8 +380,11 @@ impl Backend for Pools {
         sealer: &Sealer,
         policy: &DestinationPolicy,
         request: ClaimRequest,
-    ) -> Result<Vec<ClaimedJob>, StoreError> {
-        claims::claim(self, sealer, policy, request).await
+    ) -> Result<crate::store::claims::Claimed, StoreError> {
+        Ok(crate::store::claims::Claimed {
+            jobs: claims::claim(self, sealer, policy, request).await?,
+            loads_after: None,
+        })
     }
 
     async fn renew_leases(

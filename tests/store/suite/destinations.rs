@@ -228,6 +228,31 @@ store_case!(
     }
 );
 
+// The next wake-up read right after a claim counts that claim's own requests: a
+// destination it filled holds its backlog, so the worker sleeps until a lease expires
+// rather than waking at once to claim nothing (on PostgreSQL that read reuses the
+// claim's loads, issue #36: without its own requests counted, the backlog looked free).
+store_case!(
+    the_next_wake_after_a_claim_counts_what_it_claimed,
+    async |store: SharedStore| {
+        for id in ["a", "b"] {
+            on_shared(&store, id).await;
+            due_jobs(&store, id, 2).await;
+        }
+        let three = DestinationPut {
+            max_in_flight: Some(Some(3)),
+            ..DestinationPut::default()
+        };
+        set(&store, SHARED, three, at(0)).await;
+        let claimed = claim(&store, at(10), 100).await;
+        assert_eq!(claimed.len(), 3);
+        let first_expiry = claimed.iter().map(|c| c.lease_expires_at).min();
+        assert_eq!(store.next_wake_at(at(10)).await.unwrap(), first_expiry);
+        // Read again (nothing of the claim left to reuse): the same answer.
+        assert_eq!(store.next_wake_at(at(11)).await.unwrap(), first_expiry);
+    }
+);
+
 // Round-robin across destinations: a destination with many subscribers and older work
 // does not take a claim's whole batch.
 store_case!(
