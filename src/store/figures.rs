@@ -57,7 +57,7 @@ crate::store::lite_rows::row! {
 crate::store::lite_rows::row! {
     /// A subscriber's limits and use of them.
     pub struct LoadRow {
-        max_in_flight: i64,
+        subscriber_max_in_flight: i64,
         rate_limit_per_second: Option<i64>,
         open_attempts: i64,
         started_last_second: i64,
@@ -68,6 +68,17 @@ crate::store::lite_rows::row! {
         endpoint_timeouts: Option<i64>,
         own_timeout_ms: Option<i64>,
         endpoint_timeout_ms: Option<i64>,
+    }
+}
+
+crate::store::lite_rows::row! {
+    /// A subscriber's limits and use of them, with its destination's row and requests
+    /// open.
+    pub struct LoadAtDestinationRow {
+        #[sqlx(flatten)]
+        load: LoadRow,
+        #[sqlx(flatten)]
+        destination: CountedRow,
     }
 }
 
@@ -90,7 +101,7 @@ impl LoadRow {
         );
         SubscriberLoad {
             open_attempts,
-            max_in_flight: count(self.max_in_flight),
+            max_in_flight: count(self.subscriber_max_in_flight),
             started_last_second: count(self.started_last_second),
             rate_limit_per_second: self.rate_limit_per_second.map(count),
             last_started_at: decode::opt_ts(self.last_started_at),
@@ -168,9 +179,10 @@ pub(crate) trait FigureStatements: Transactions {
     /// Subscriber `$1`'s latest finished attempt that failed ([`FailureRow`]).
     const LAST_FAILURE: &'static str;
 
-    /// The destination of subscriber `$1` with its requests open at `$2`
-    /// ([`CountedRow`]).
-    const SUBSCRIBER_DESTINATION: &'static str;
+    /// [`Self::LOAD`] with subscriber `$1`'s destination and its requests open at `$2`
+    /// in the same row ([`LoadAtDestinationRow`]); no row when the subscriber or its
+    /// destination's row is missing (one assigned by an older version not yet).
+    const LOAD_AT_DESTINATION: &'static str;
     /// The destinations with due work at `$1`, with their requests open then
     /// ([`LoadedRow`], quick endpoints active since `$2`), read without holding them.
     const DUE_DESTINATIONS: &'static str;
@@ -309,17 +321,19 @@ pub(crate) async fn subscriber_load<S: FigureStatements>(
     if tombstone::is_tombstone(id) {
         return Ok(None);
     }
-    let query = Query::new(S::LOAD).text(id).int(now.as_millis());
-    let row: Option<LoadRow> = db.read_optional(query).await?;
-    let query = Query::new(S::SUBSCRIBER_DESTINATION)
+    // One read (issue #36: the view of every created job reads this; it was two).
+    let query = Query::new(S::LOAD_AT_DESTINATION)
         .text(id)
         .int(now.as_millis());
-    let destination: Option<CountedRow> = db.read_optional(query).await?;
-    let hold = match &destination {
-        Some(row) => destinations::hold_until(row, now, policy)?,
-        None => None,
-    };
-    Ok(row.map(|row| row.load(hold, now)))
+    let both: Option<LoadAtDestinationRow> = db.read_optional(query).await?;
+    if let Some(row) = both {
+        let hold = destinations::hold_until(&row.destination, now, policy)?;
+        return Ok(Some(row.load.load(hold, now)));
+    }
+    // No such subscriber, or no destination row of it yet: its own load alone.
+    let query = Query::new(S::LOAD).text(id).int(now.as_millis());
+    let row: Option<LoadRow> = db.read_optional(query).await?;
+    Ok(row.map(|row| row.load(None, now)))
 }
 
 /// The figures of subscriber `id` at `now`, read in one snapshot (see

@@ -62,7 +62,8 @@ impl EventStatements for PgPool {
     /// `$1` retrying, or due at `$2` and waiting for a claim, and of the subscribers with a
     /// job of it not delivered whose last attempt timed out (whether their recent attempts
     /// all did decides its advice, §5.9).
-    const LOADS: &'static str = "SELECT s.id AS subscriber_id, s.destination, s.max_in_flight, \
+    const LOADS: &'static str = "SELECT s.id AS subscriber_id, s.destination, \
+             s.max_in_flight AS subscriber_max_in_flight, \
              s.rate_limit_per_second, \
              (SELECT COUNT(*) FROM jobs o \
               WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > $2) \

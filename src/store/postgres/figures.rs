@@ -53,12 +53,27 @@ pub(super) const NEXT_WAKE: &str = "SELECT LEAST( \
            (SELECT MIN(next_at) FROM replays WHERE state = 'running') \
          ) AS next";
 
+/// The columns of a subscriber's load ([`crate::store::figures::LoadRow`]), from
+/// `subscribers s` and `endpoint_circuits e`, at `$2`.
+macro_rules! load_columns {
+    () => {
+        "s.max_in_flight AS subscriber_max_in_flight, s.rate_limit_per_second, \
+             (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+              AND o.state = 'in_flight' AND o.due_at > $2) AS open_attempts, \
+             CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
+             (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
+              AND a.started_at > $2 - 1000) END AS started_last_second, \
+             CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
+             (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
+              AND a.started_at > $2 - 1000) END AS last_started_at, \
+             e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
+             e.hold_until AS endpoint_hold_until, \
+        e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
+        e.timeout_ms AS endpoint_timeout_ms"
+    };
+}
+
 impl FigureStatements for PgPool {
-    const SUBSCRIBER_DESTINATION: &'static str = "SELECT d.*, \
-        (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
-         AND o.due_at > $2) AS in_flight, \
-        0::BIGINT AS subscribers FROM destinations d \
-        WHERE d.key = (SELECT destination FROM subscribers WHERE id = $1)";
     const DUE_DESTINATIONS: &'static str = DUE;
     const GAUGED_DESTINATIONS: &'static str = "SELECT d.*, \
         (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key AND o.state = 'in_flight' \
@@ -92,21 +107,24 @@ impl FigureStatements for PgPool {
                (SELECT COUNT(*) FROM jobs WHERE state IN ('scheduled', 'retrying', 'in_flight') \
                  AND (deadline - $1) * 10 <= (deadline - deliver_at)) AS near_deadline";
     /// Subscriber `$1`'s limits and their use at `$2`.
-    const LOAD: &'static str = "SELECT s.max_in_flight, s.rate_limit_per_second, \
-             (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
-              AND o.state = 'in_flight' AND o.due_at > $2) AS open_attempts, \
-             CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
-             (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-              AND a.started_at > $2 - 1000) END AS started_last_second, \
-             CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
-             (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-              AND a.started_at > $2 - 1000) END AS last_started_at, \
-             e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-             e.hold_until AS endpoint_hold_until, \
-        e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
-        e.timeout_ms AS endpoint_timeout_ms \
-             FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
-             WHERE s.id = $1 AND s.deleted_at IS NULL";
+    const LOAD: &'static str = concat!(
+        "SELECT ",
+        load_columns!(),
+        " FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+          WHERE s.id = $1 AND s.deleted_at IS NULL"
+    );
+    /// [`Self::LOAD`] with the subscriber's destination (`jobs_in_flight_destination`
+    /// for its open requests).
+    const LOAD_AT_DESTINATION: &'static str = concat!(
+        "SELECT ",
+        load_columns!(),
+        ", d.*, (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key \
+           AND o.state = 'in_flight' AND o.due_at > $2) AS in_flight, \
+          0::BIGINT AS subscribers \
+          FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+          JOIN destinations d ON d.key = s.destination \
+          WHERE s.id = $1 AND s.deleted_at IS NULL"
+    );
     /// Whether subscriber `$1` exists.
     const SUBSCRIBER_EXISTS: &'static str =
         "SELECT 1 FROM subscribers WHERE id = $1 AND deleted_at IS NULL";
