@@ -72,6 +72,7 @@ macro_rules! load_columns {
         e.timeout_ms AS endpoint_timeout_ms"
     };
 }
+pub(super) use load_columns;
 
 impl FigureStatements for PgPool {
     const DUE_DESTINATIONS: &'static str = DUE;

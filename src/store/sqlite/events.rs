@@ -1,6 +1,7 @@
 //! The event reads in SQLite (see [`crate::store::events`]).
 
 use super::Pools;
+use super::figures::load_columns;
 use crate::store::events::EventStatements;
 
 impl EventStatements for Pools {
@@ -62,28 +63,16 @@ impl EventStatements for Pools {
     /// `?1` retrying, or due at `?2` and waiting for a claim, and of the subscribers with a
     /// job of it not delivered whose last attempt timed out (whether their recent attempts
     /// all did decides its advice, §5.9).
-    const LOADS: &'static str = "SELECT s.id AS subscriber_id, s.destination, \
-             s.max_in_flight AS subscriber_max_in_flight, \
-             s.rate_limit_per_second, \
-             (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_subscriber \
-              WHERE o.subscriber_id = s.id AND o.state = 'in_flight' AND o.due_at > ?2) \
-              AS open_attempts, \
-             CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
-             (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
-              AND a.started_at > ?2 - 1000) END AS started_last_second, \
-             CASE WHEN s.rate_limit_per_second IS NULL THEN NULL ELSE \
-             (SELECT MAX(a.started_at) FROM attempts a WHERE a.subscriber_id = s.id \
-              AND a.started_at > ?2 - 1000) END AS last_started_at, \
-             e.circuit AS endpoint_circuit, e.retry_at AS endpoint_retry_at, \
-             e.hold_until AS endpoint_hold_until, \
-        e.consecutive_timeouts AS endpoint_timeouts, s.attempt_timeout_ms AS own_timeout_ms, \
-        e.timeout_ms AS endpoint_timeout_ms \
-        FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
+    const LOADS: &'static str = concat!(
+        "SELECT s.id AS subscriber_id, s.destination, ",
+        load_columns!(),
+        " FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
         WHERE s.enabled = 1 AND s.id IN ( \
           SELECT j.subscriber_id FROM jobs j WHERE j.event_id = ?1 \
             AND (j.state = 'retrying' OR j.state IN ('scheduled', 'in_flight') AND j.due_at <= ?2)) \
         OR s.id IN (SELECT j.subscriber_id FROM jobs j WHERE j.event_id = ?1 \
-            AND j.last_error_class = 'timeout' AND j.state <> 'delivered')";
+            AND j.last_error_class = 'timeout' AND j.state <> 'delivered')"
+    );
     /// The destinations of those subscribers, with their requests open at `?2`.
     const DESTINATIONS: &'static str = "SELECT d.*, \
         (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \

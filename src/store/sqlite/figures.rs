@@ -87,7 +87,8 @@ crate::store::lite_rows::row! {
 macro_rules! load_columns {
     () => {
         "s.max_in_flight AS subscriber_max_in_flight, s.rate_limit_per_second, \
-             (SELECT COUNT(*) FROM jobs o WHERE o.subscriber_id = s.id \
+             (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_subscriber \
+              WHERE o.subscriber_id = s.id \
               AND o.state = 'in_flight' AND o.due_at > ?2) AS open_attempts, \
              CASE WHEN s.rate_limit_per_second IS NULL THEN 0 ELSE \
              (SELECT COUNT(*) FROM attempts a WHERE a.subscriber_id = s.id \
@@ -101,6 +102,7 @@ macro_rules! load_columns {
         e.timeout_ms AS endpoint_timeout_ms"
     };
 }
+pub(super) use load_columns;
 
 impl FigureStatements for Pools {
     const DUE_DESTINATIONS: &'static str = DUE;
