@@ -1,9 +1,10 @@
 //! Claims in PostgreSQL.
 //!
-//! The claim is one statement: it locks the due rows with `FOR UPDATE SKIP LOCKED`
-//! (concurrent claims take disjoint sets without waiting), marks them `in_flight` under
-//! a new fencing token, records the unknown outcome of an expired lease, inserts the
-//! new attempt rows and returns the batch with each subscriber's target.
+//! A claim holds the destinations with due work (waiting for one another claim holds,
+//! in key order), reads their loads, locks the subscribers it may serve, then in one
+//! statement locks the due rows with `FOR UPDATE SKIP LOCKED`, marks them `in_flight`
+//! under a new fencing token, records the unknown outcome of an expired lease, inserts
+//! the new attempt rows and returns the batch with each subscriber's target.
 
 use sqlx::PgPool;
 
