@@ -10,9 +10,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::delivery::held_leases::HeldLeases;
-use crate::delivery::upkeep_turn::UpkeepTurn;
 use crate::domain::Clock;
-use crate::store::{Heartbeat, SharedStore, Store};
+use crate::store::{Heartbeat, SharedStore};
 
 /// How often an instance records its heartbeat.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
@@ -28,9 +27,6 @@ pub struct Instance {
     pub beat: Heartbeat,
     /// The leases its worker's running attempts hold (`None` without a worker).
     pub busy: Option<HeldLeases>,
-    /// Its worker's upkeep turn, set at each beat from the live instances (`None`
-    /// without a worker).
-    pub upkeep: Option<UpkeepTurn>,
 }
 
 impl Instance {
@@ -58,10 +54,7 @@ pub async fn run(
             .record_heartbeat(instance.current(), clock.now())
             .await
         {
-            Ok(()) => {
-                failing = false;
-                observe_turn(store.as_ref(), clock.as_ref(), &instance).await;
-            }
+            Ok(()) => failing = false,
             Err(error) if !failing => {
                 failing = true;
                 tracing::warn!(%error, "cannot record this instance's heartbeat; retrying");
@@ -75,21 +68,5 @@ pub async fn run(
     }
     if let Err(error) = store.forget_instance(&instance.beat.id).await {
         tracing::warn!(%error, "cannot delete this instance's heartbeat row");
-    }
-}
-
-/// Sets `instance`'s upkeep turn from the instances live now (docs/DESIGN.md §5.12);
-/// takes it when they cannot be read.
-async fn observe_turn(store: &dyn Store, clock: &dyn Clock, instance: &Instance) {
-    let Some(turn) = &instance.upkeep else {
-        return;
-    };
-    let since = clock.now().minus_ms(LIVE_WITHIN_MS);
-    match store.live_instances(since).await {
-        Ok(live) => turn.observe(&instance.beat.id, &live),
-        Err(error) => {
-            tracing::debug!(%error, "cannot read the live instances; taking the upkeep turn");
-            turn.take();
-        }
     }
 }

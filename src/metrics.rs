@@ -166,11 +166,6 @@ fn register() {
         "Slots of this instance's worker not running an attempt."
     );
     describe_gauge!(
-        "deferhook_upkeep_turn",
-        "1 while this instance runs the deadline sweep, the replay step and retention \
-         at full pace (the smallest live instance id with a worker), else 0."
-    );
-    describe_gauge!(
         "deferhook_clock_offset_seconds",
         metrics::Unit::Seconds,
         "The database's clock minus this machine's, as last measured (0 on SQLite)."
@@ -403,11 +398,6 @@ pub fn worker_slot_taken() {
 pub fn worker_slot_freed() {
     gauge!("deferhook_worker_slots_busy").decrement(1.0);
     gauge!("deferhook_worker_slots_free").increment(1.0);
-}
-
-/// Whether this instance holds the upkeep turn (docs/DESIGN.md §5.12).
-pub fn upkeep_turn(holds: bool) {
-    gauge!("deferhook_upkeep_turn").set(if holds { 1.0 } else { 0.0 });
 }
 
 /// The database's clock was measured `offset_ms` milliseconds ahead of this machine's

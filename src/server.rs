@@ -264,7 +264,6 @@ impl Server {
                 slots_in_use: 0,
             },
             busy: None,
-            upkeep: None,
         };
         if let Some(slots) = slots {
             slots.log();
@@ -275,8 +274,6 @@ impl Server {
             let worker = Worker::new(worker_store, clock.clone(), settings)?;
             instance.beat.worker_slots = u32::try_from(slots.count).unwrap_or(u32::MAX);
             instance.busy = Some(worker.held_leases());
-            instance.upkeep = Some(worker.upkeep_turn());
-            let upkeep_turn = worker.upkeep_turn();
             claim_passes = Some(worker.claim_passes());
             match mode {
                 WorkerMode::Background => {
@@ -293,7 +290,6 @@ impl Server {
                 store.clone(),
                 clock.clone(),
                 args.retention_settings(),
-                upkeep_turn,
                 shutdown.clone(),
             );
             tasks.spawn(async move {

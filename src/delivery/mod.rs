@@ -13,7 +13,6 @@ pub mod sender;
 pub mod settings;
 pub mod signing;
 pub mod slots;
-pub mod upkeep_turn;
 pub mod worker;
 
 pub use settings::DeliverySettings;

@@ -18,7 +18,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::deletions;
-use super::upkeep_turn::UpkeepTurn;
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
 use crate::store::{DELETION_MOVE_BATCH, PurgedJobs, SharedStore, StoreError};
@@ -88,14 +87,12 @@ impl RetentionSettings {
 
 /// Runs retention every `settings.interval` (the first run at once) until `stop` is
 /// cancelled: first finishes the subscriber deletions left in progress
-/// ([`deletions::finish_all`], even when nothing is purged), then purges while this
-/// instance holds the upkeep `turn` (one instance purges at a time, docs/DESIGN.md
-/// §5.12). A failed run is logged and retried at the next interval.
+/// ([`deletions::finish_all`], even when nothing is purged), then purges. A failed run
+/// is logged and retried at the next interval.
 pub async fn run(
     store: SharedStore,
     clock: Arc<dyn Clock>,
     settings: RetentionSettings,
-    turn: UpkeepTurn,
     stop: CancellationToken,
 ) {
     if settings.enabled() {
@@ -112,7 +109,7 @@ pub async fn run(
         if let Err(error) = finishing.await {
             tracing::warn!(%error, "finishing subscriber deletions failed; retrying later");
         }
-        if settings.enabled() && turn.holds() {
+        if settings.enabled() {
             purge_all(&store, clock.as_ref(), &settings, &stop).await;
         }
         tokio::select! {

@@ -11,17 +11,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::upkeep_turn::BACKSTOP_EVERY_MS;
 use super::worker::{Worker, run_attempt};
 use crate::domain::Timestamp;
 use crate::metrics;
 
 /// Pause after a failed claim before trying again.
 const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(500);
-/// Most often the deadline sweep and the replay step run (by the injected clock) on the
-/// instance whose upkeep turn it is (the others: every
-/// [`BACKSTOP_EVERY_MS`]): each is a store read even when idle, and finished attempts
-/// wake the loop many times a second under load.
+/// Most often the deadline sweep and the replay step run (by the injected clock): each
+/// is a store read even when idle, and finished attempts wake the loop many times a
+/// second under load.
 const UPKEEP_EVERY_MS: i64 = 25;
 /// Pause when something is due that this claim could not take (e.g. a sweep still to
 /// run), so the loop never spins.
@@ -90,12 +88,7 @@ impl Worker {
             }
             self.wake.busy();
             let now = self.ctx.clock.now();
-            let every = if self.upkeep_turn.holds() {
-                UPKEEP_EVERY_MS
-            } else {
-                BACKSTOP_EVERY_MS
-            };
-            if last_upkeep.is_none_or(|at| now.millis_since(at) >= every || now < at) {
+            if last_upkeep.is_none_or(|at| now.millis_since(at) >= UPKEEP_EVERY_MS || now < at) {
                 self.upkeep(now).await;
                 last_upkeep = Some(now);
             }

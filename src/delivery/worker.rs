@@ -16,7 +16,6 @@ use super::complete::{self, Completed};
 use super::held_leases::HeldLeases;
 use super::sender::Sender;
 use super::settings::DeliverySettings;
-use super::upkeep_turn::UpkeepTurn;
 use crate::domain::{Clock, Timestamp};
 use crate::metrics;
 use crate::store::{
@@ -31,7 +30,6 @@ const EXPIRE_BATCH: u32 = 500;
 pub struct Worker {
     pub(super) ctx: AttemptContext,
     pub(super) wake: Arc<Wake>,
-    pub(super) upkeep_turn: UpkeepTurn,
     passes: ClaimPasses,
 }
 
@@ -112,23 +110,12 @@ impl Worker {
             leases: ctx.leases.clone(),
             slots: ctx.settings.max_in_flight,
         };
-        Ok(Worker {
-            ctx,
-            wake,
-            upkeep_turn: UpkeepTurn::default(),
-            passes,
-        })
+        Ok(Worker { ctx, wake, passes })
     }
 
     /// The leases its running attempts hold (how many of its slots are in use).
     pub fn held_leases(&self) -> HeldLeases {
         self.ctx.leases.clone()
-    }
-
-    /// Its upkeep turn (whether it runs the upkeep at full pace), for the heartbeat to
-    /// set and retention to read.
-    pub fn upkeep_turn(&self) -> UpkeepTurn {
-        self.upkeep_turn.clone()
     }
 
     /// Its count of finished claim steps.

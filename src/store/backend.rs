@@ -24,7 +24,9 @@ use super::instances::InstanceStatements;
 use super::jobs::JobStatements;
 use super::maintenance::PurgeStatements;
 use super::outcomes::OutcomeStatements;
-use super::records::{ClaimRequest, ExpiredJobs, LeaseRef, PutSubscriberOutcome, SubscriberPut};
+use super::records::{
+    ClaimRequest, ClaimedJob, ExpiredJobs, LeaseRef, PutSubscriberOutcome, SubscriberPut,
+};
 use super::replays::ReplayStatements;
 use super::schedules::ScheduleStatements;
 use super::secrets::SecretStatements;
@@ -103,7 +105,7 @@ pub(crate) trait Backend:
         sealer: &Sealer,
         policy: &DestinationPolicy,
         request: ClaimRequest,
-    ) -> impl Future<Output = Result<super::claims::Claimed, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<ClaimedJob>, StoreError>> + Send;
 
     /// Extends leases still held; see [`WorkerStore::renew_leases`](super::WorkerStore::renew_leases).
     fn renew_leases(

@@ -10,19 +10,6 @@ use crate::domain::{JobSnapshot, JobState, Timestamp};
 use crate::store::records::ClaimedJob;
 use crate::store::{Sealer, StoreError, UnreadableSecret, decode};
 
-/// What a backend's claim returns: the batch, and (PostgreSQL) the loads of the
-/// destinations it held, counting its own claimed requests, as of its commit: the
-/// next wake-up's read of the due destinations would read the same rows again (issue
-/// #36), so the worker's next-wake read right after a claim uses these instead
-/// ([`crate::store::figures::next_wake_at`]).
-pub(crate) struct Claimed {
-    /// The jobs claimed.
-    pub jobs: Vec<ClaimedJob>,
-    /// The held destinations' loads after the claim; `None` where the backend reads
-    /// them afresh (SQLite: a local read).
-    pub loads_after: Option<Vec<crate::store::destinations::LoadedRow>>,
-}
-
 /// The reason recorded on the attempt of a lease that expired (by a claim that takes
 /// the job over, or by the sweep).
 pub const LEASE_EXPIRED_REASON: &str = "the lease expired before a result was recorded";

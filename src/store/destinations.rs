@@ -653,18 +653,6 @@ crate::store::lite_rows::row! {
     }
 }
 
-impl LoadedRow {
-    /// Its key.
-    pub(crate) fn key(&self) -> &str {
-        &self.counted.row.key
-    }
-
-    /// Counts `n` more requests open to it (a claim's own, once it is committed).
-    pub(crate) fn add_open(&mut self, n: i64) {
-        self.counted.in_flight += n;
-    }
-}
-
 /// What a claim may take from one destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Opening {

@@ -282,30 +282,16 @@ pub(crate) async fn gauges<S: FigureStatements>(
 /// See [`crate::store::WorkerStore::next_wake_at`]: the sooner of the jobs' next wake-up
 /// and a running replay's next burst (read in the same statement).
 /// A destination held by its circuit counts from the end of its cool-down.
-///
-/// `claimed`: the due destinations' loads as a claim just left them (PostgreSQL,
-/// [`crate::store::claims::Claimed::loads_after`]), used instead of reading them again
-/// (one statement fewer per claim, issue #36). They can only be older than a fresh
-/// read: a destination that became due since is missing (its work counts as free to
-/// go: the worker wakes early and claims, never late), and a request that ended since
-/// still counts as open (this worker's own ending wakes it; another's is claimed by
-/// that instance, and the poll bounds the rest).
 pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     db: &S,
     now: Timestamp,
     policy: &DestinationPolicy,
-    claimed: Option<Vec<LoadedRow>>,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let due: Vec<LoadedRow> = match claimed {
-        Some(loads) => loads,
-        None => {
-            let since = now.minus_ms(policy.endpoint.window_ms);
-            let query = Query::new(S::DUE_DESTINATIONS)
-                .int(now.as_millis())
-                .int(since.as_millis());
-            db.read_all(query).await?
-        }
-    };
+    let since = now.minus_ms(policy.endpoint.window_ms);
+    let query = Query::new(S::DUE_DESTINATIONS)
+        .int(now.as_millis())
+        .int(since.as_millis());
+    let due: Vec<LoadedRow> = db.read_all(query).await?;
     let admissions = Admissions::of(&due, now, policy)?;
     let jobs = db.next_job_wake(now, admissions.json_object()?).await?;
     Ok(jobs.into_iter().chain(admissions.next_change).min())

@@ -13,7 +13,6 @@ use uuid::Uuid;
 
 use super::backend::Backend;
 use super::creates::Created;
-use super::destinations::LoadedRow;
 use super::group_commit::GroupCommit;
 use super::records::*;
 use super::{Sealer, Store, StoreError, Wake, WorkerStore};
@@ -39,46 +38,7 @@ pub struct SqlStore<B> {
     /// Long attempts noted one by one, group-committed one group at a time.
     long_attempts: GroupCommit<(LeaseRef, Timestamp), ()>,
     wake: Arc<Wake>,
-    /// The destinations' loads as the worker's latest claim left them, with when it
-    /// claimed (see [`super::claims::Claimed::loads_after`]): taken by the next-wake
-    /// read that follows it.
-    claimed_loads: ClaimedLoads,
 }
-
-/// The destinations' loads a claim left, with when it claimed; shared by clones.
-#[derive(Clone, Default)]
-struct ClaimedLoads(Arc<std::sync::Mutex<Option<LoadsAt>>>);
-
-/// Destinations' loads, and when they were read.
-type LoadsAt = (Timestamp, Vec<LoadedRow>);
-
-impl std::fmt::Debug for ClaimedLoads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClaimedLoads")
-    }
-}
-
-impl ClaimedLoads {
-    fn put(&self, loads: Option<LoadsAt>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = loads;
-    }
-
-    /// The loads left by a claim at most [`CLAIMED_LOADS_FRESH_MS`] before `now`,
-    /// once.
-    fn take(&self, now: Timestamp) -> Option<Vec<LoadedRow>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .filter(|(at, _)| (0..=CLAIMED_LOADS_FRESH_MS).contains(&now.millis_since(*at)))
-            .map(|(_, loads)| loads)
-    }
-}
-
-/// How old a claim's loads may be for the next-wake read to use them instead of
-/// reading the due destinations again, in milliseconds: the worker reads its next
-/// wake-up right after a claim that was not full.
-const CLAIMED_LOADS_FRESH_MS: i64 = 50;
 
 /// The store over `db`, opened and migrated: assigns destinations to subscribers
 /// stored before destinations existed, then starts the group commits.
@@ -98,7 +58,6 @@ pub(in crate::store) async fn assemble<B: Backend>(
         sealer,
         policy,
         wake,
-        claimed_loads: ClaimedLoads::default(),
     })
 }
 
@@ -525,11 +484,7 @@ impl<B: Backend> Store for SqlStore<B> {
 #[async_trait]
 impl<B: Backend> WorkerStore for SqlStore<B> {
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        let now = request.now;
-        let claimed = self.db.claim(&self.sealer, &self.policy, request).await?;
-        self.claimed_loads
-            .put(claimed.loads_after.map(|loads| (now, loads)));
-        Ok(claimed.jobs)
+        self.db.claim(&self.sealer, &self.policy, request).await
     }
 
     async fn renew_leases(
@@ -562,8 +517,7 @@ impl<B: Backend> WorkerStore for SqlStore<B> {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        let claimed = self.claimed_loads.take(now);
-        super::figures::next_wake_at(&self.db, now, &self.policy, claimed).await
+        super::figures::next_wake_at(&self.db, now, &self.policy).await
     }
 
     async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {

@@ -52,7 +52,7 @@ fn spawn_until(database_url: &str, flags: &[&str], marker: &str) -> Process {
     Process { child, base }
 }
 
-pub fn signal(process: &Process, name: &str) {
+fn signal(process: &Process, name: &str) {
     let pid = process.child.id().to_string();
     assert!(
         Command::new("kill")

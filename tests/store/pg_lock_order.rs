@@ -311,35 +311,3 @@ async fn a_resume_holds_its_subscribers_in_id_order() {
     .await;
     assert_eq!(resumed, 2);
 }
-
-const DESTINATION_OF: &str = "SELECT key FROM destinations \
-    WHERE key = (SELECT destination FROM subscribers WHERE id = $1) FOR UPDATE";
-
-/// A claim waits for a destination another transaction holds (a claim of another
-/// instance, or a write), holding no subscriber or job meanwhile, and then claims the
-/// due work: with `SKIP LOCKED` it claimed nothing and its instance slept, so a second
-/// instance over subscribers sharing one `host:port` added no capacity (issue #36).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_claim_waits_for_a_held_destination_and_then_claims_its_work() {
-    let Some(database) = crate::pg::TestDatabase::create().await else {
-        return;
-    };
-    let store = deferhook::store::open(&database.url).await.unwrap();
-    add_subscriber(&store, "s").await;
-    create_due(&store, "s", at(0)).await;
-    create_due(&store, "s", at(0)).await;
-    let claiming = store.clone();
-    let write = async move { claim(&claiming, at(0), 10).await };
-    let claimed = write_waits_holding_nothing_later(
-        &database.url,
-        (DESTINATION_OF, "s"),
-        write,
-        (SUBSCRIBER, "s"),
-    )
-    .await;
-    assert_eq!(
-        claimed.len(),
-        2,
-        "the claim took the work once the row was free"
-    );
-}

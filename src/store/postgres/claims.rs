@@ -1,10 +1,9 @@
 //! Claims in PostgreSQL.
 //!
-//! A claim holds the destinations with due work (waiting for one another claim holds,
-//! in key order), reads their loads, locks the subscribers it may serve, then in one
-//! statement locks the due rows with `FOR UPDATE SKIP LOCKED`, marks them `in_flight`
-//! under a new fencing token, records the unknown outcome of an expired lease, inserts
-//! the new attempt rows and returns the batch with each subscriber's target.
+//! The claim is one statement: it locks the due rows with `FOR UPDATE SKIP LOCKED`
+//! (concurrent claims take disjoint sets without waiting), marks them `in_flight` under
+//! a new fencing token, records the unknown outcome of an expired lease, inserts the
+//! new attempt rows and returns the batch with each subscriber's target.
 
 use sqlx::PgPool;
 
@@ -12,11 +11,9 @@ use super::destinations::{HELD_LOADS, HOLD_DUE};
 use crate::domain::circuit::Probe;
 use crate::domain::destination_state::DestinationPolicy;
 use crate::domain::{JobState, Timestamp};
-use crate::store::claims::{
-    self, ClaimContext, Claimed, LEASE_EXPIRED_REASON, MarkedRow, TargetRow,
-};
+use crate::store::claims::{self, ClaimContext, LEASE_EXPIRED_REASON, MarkedRow, TargetRow};
 use crate::store::destinations::{self, Admissions, LoadedRow};
-use crate::store::records::ClaimRequest;
+use crate::store::records::{ClaimRequest, ClaimedJob};
 use crate::store::{Sealer, StoreError};
 
 /// Picks and locks (`FOR NO KEY UPDATE SKIP LOCKED`) the enabled subscribers with due
@@ -229,7 +226,7 @@ pub async fn claim(
     sealer: &Sealer,
     policy: &DestinationPolicy,
     request: ClaimRequest,
-) -> Result<Claimed, StoreError> {
+) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
     let mut tx = pool.begin_with(BEGIN_GENERIC).await?;
@@ -244,13 +241,10 @@ pub async fn claim(
     }
     if held.is_empty() {
         tx.commit().await?;
-        return Ok(Claimed {
-            jobs: Vec::new(),
-            loads_after: Some(Vec::new()),
-        });
+        return Ok(Vec::new());
     }
     // A second statement: its snapshot sees every claim committed before the locks.
-    let mut due: Vec<LoadedRow> = sqlx::query_as(HELD_LOADS)
+    let due: Vec<LoadedRow> = sqlx::query_as(HELD_LOADS)
         .bind(now.as_millis())
         .bind(&held)
         .bind(now.minus_ms(policy.endpoint.window_ms).as_millis())
@@ -266,10 +260,7 @@ pub async fn claim(
         .collect();
     if keys.is_empty() {
         tx.commit().await?;
-        return Ok(Claimed {
-            jobs: Vec::new(),
-            loads_after: Some(due),
-        });
+        return Ok(Vec::new());
     }
     let subscribers: Vec<String> = sqlx::query_scalar(LOCK_SUBSCRIBERS)
         .bind(now.as_millis())
@@ -281,10 +272,7 @@ pub async fn claim(
         .await?;
     if subscribers.is_empty() {
         tx.commit().await?;
-        return Ok(Claimed {
-            jobs: Vec::new(),
-            loads_after: Some(due),
-        });
+        return Ok(Vec::new());
     }
     // A second statement: its snapshot sees every claim committed before the locks.
     let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
@@ -311,16 +299,8 @@ pub async fn claim(
         }
     }
     tx.commit().await?;
-    for load in &mut due {
-        let claimed = rows
-            .iter()
-            .filter(|row| row.destination == load.key())
-            .count();
-        load.add_open(i64::try_from(claimed).unwrap_or(i64::MAX));
-    }
     let payloads = claims::ClaimPayloads::of(rows.iter().map(|row| &row.job));
-    let jobs = rows
-        .into_iter()
+    rows.into_iter()
         .map(|row| {
             let target = row.target.open(sealer, row.job.subscriber_id(), now);
             let context = ClaimContext {
@@ -330,9 +310,5 @@ pub async fn claim(
             };
             claims::claimed_job(row.job, target, context, &payloads)
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Claimed {
-        jobs,
-        loads_after: Some(due),
-    })
+        .collect()
 }

@@ -83,15 +83,9 @@ pub(super) const DUE: &str = "SELECT d.*, \
           AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
           AND j.deadline > $1 OFFSET 0) OFFSET 0)";
 
-/// Holds (`FOR NO KEY UPDATE`) the destinations with due work at `$1`, in key order,
-/// waiting for one another claim (or a write) holds: two instances never count a
-/// destination's open requests at once, and the second counts after the first's claim
-/// is committed, then takes what it left (issue #36). With `SKIP LOCKED` a second
-/// instance found its destinations held, claimed nothing and slept: two instances over
-/// subscribers that share one `host:port` delivered 0.65 × what one did. The wait is
-/// one claim's transaction (a few statements); taken in key order, and first in the
-/// claim, it cannot close a cycle with another claim or with an outcome group (which
-/// takes destinations last, in key order). Rows `(key, FALSE)`, in key order; then one row
+/// Holds (`FOR NO KEY UPDATE SKIP LOCKED`) the destinations with due work at `$1`: a
+/// destination held by another claim is skipped this time, so two instances never
+/// count its open requests at once. Rows `(key, FALSE)`, in key order; then one row
 /// `(NULL, TRUE)` when a subscriber has no destination yet (written by a version
 /// before destinations, docs/DESIGN.md §15): the claim then assigns them first. In the
 /// same statement, so a claim costs no read of its own for that rare case.
@@ -101,7 +95,7 @@ pub(super) const HOLD_DUE: &str = "SELECT h.key, FALSE AS unassigned FROM ( \
           SELECT 1 FROM jobs j WHERE j.subscriber_id = s.id \
             AND j.state IN ('scheduled', 'retrying', 'in_flight') AND j.due_at <= $1 \
             AND j.deadline > $1 OFFSET 0) OFFSET 0) \
-      ORDER BY d.key FOR NO KEY UPDATE OF d) h \
+      ORDER BY d.key FOR NO KEY UPDATE OF d SKIP LOCKED) h \
     UNION ALL SELECT NULL, TRUE WHERE EXISTS (SELECT 1 FROM subscribers \
       WHERE destination IS NULL AND deleted_at IS NULL)";
 

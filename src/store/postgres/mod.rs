@@ -9,10 +9,9 @@
 //!
 //! A transaction that waits for row locks takes them in one order: subscribers
 //! (ascending id), jobs (ascending id), attempts (ascending job, number), destinations
-//! (ascending key); the deadline sweep never waits for a job row, and a claim waits
-//! only for the destinations it holds first, in key order, never for a subscriber or
-//! job row (`SKIP LOCKED`). So the writers of the delivery path cannot deadlock
-//! (docs/DESIGN.md §3.6, lock order, which lists the rarer paths left).
+//! (ascending key); claims and the deadline sweep never wait for a subscriber,
+//! destination or job row (`SKIP LOCKED`). So the writers of the delivery path cannot
+//! deadlock (docs/DESIGN.md §3, lock order, which lists the rarer paths left).
 //!
 //! Each file holds one subject's statements, as constants in PostgreSQL's dialect;
 //! the SQLite store has the same files.
@@ -332,7 +331,7 @@ impl Backend for PgPool {
         sealer: &Sealer,
         policy: &DestinationPolicy,
         request: ClaimRequest,
-    ) -> Result<crate::store::claims::Claimed, StoreError> {
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
         claims::claim(self, sealer, policy, request).await
     }
 

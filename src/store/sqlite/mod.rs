@@ -380,11 +380,8 @@ impl Backend for Pools {
         sealer: &Sealer,
         policy: &DestinationPolicy,
         request: ClaimRequest,
-    ) -> Result<crate::store::claims::Claimed, StoreError> {
-        Ok(crate::store::claims::Claimed {
-            jobs: claims::claim(self, sealer, policy, request).await?,
-            loads_after: None,
-        })
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        claims::claim(self, sealer, policy, request).await
     }
 
     async fn renew_leases(

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deferhook::delivery::retention::{self, RetentionSettings, purge_once};
-use deferhook::delivery::upkeep_turn::UpkeepTurn;
 use deferhook::domain::{DeadReason, JobState, ManualClock, Timestamp};
 use deferhook::store::{PurgedJobs, SharedStore};
 use deferhook::testing::START;
@@ -264,13 +263,7 @@ store_case!(
 
         // The task stops when told, even while waiting for its next run.
         let clock = Arc::new(ManualClock::new(at(65_001)));
-        let task = tokio::spawn(retention::run(
-            store.clone(),
-            clock,
-            settings,
-            UpkeepTurn::default(),
-            stop.clone(),
-        ));
+        let task = tokio::spawn(retention::run(store.clone(), clock, settings, stop.clone()));
         stop.cancel();
         tokio::time::timeout(Duration::from_secs(5), task)
             .await
