@@ -230,8 +230,8 @@ store_case!(
 
 // The next wake-up read right after a claim counts that claim's own requests: a
 // destination it filled holds its backlog, so the worker sleeps until a lease expires
-// rather than waking at once to claim nothing (on PostgreSQL that read reuses the
-// claim's loads, issue #36: without its own requests counted, the backlog looked free).
+// rather than waking at once to claim nothing (issue #36 tried reusing the claim's
+// loads for this read; without its own requests counted, the backlog looked free).
 store_case!(
     the_next_wake_after_a_claim_counts_what_it_claimed,
     async |store: SharedStore| {
