@@ -30,8 +30,9 @@ use crate::store::records::{
 use crate::store::transactions::Transactions;
 
 crate::store::lite_rows::row! {
-    /// The columns of `destinations`, as every statement here selects them.
-    #[derive(Clone, Debug)]
+    /// The columns of `destinations`, as every statement here selects them (or as
+    /// a JSON object of them).
+    #[derive(Clone, Debug, serde::Deserialize)]
     pub struct DestinationRow {
         key: String,
         max_in_flight: Option<i64>,
@@ -65,10 +66,12 @@ crate::store::lite_rows::row! {
 }
 
 crate::store::lite_rows::row! {
-    /// A destination of a job in an outcome batch.
-    struct JobDestinationRow {
+    /// A destination of a job in an outcome batch (or a JSON object of its columns).
+    #[derive(serde::Deserialize)]
+    pub struct JobDestinationRow {
         job_id: String,
         #[sqlx(flatten)]
+        #[serde(flatten)]
         row: DestinationRow,
     }
 }
@@ -438,6 +441,7 @@ struct Verdict<'a> {
 pub(crate) async fn record_results<S: DestinationStatements>(
     tx: &mut S::Tx,
     records: &[OutcomeRecord],
+    of_jobs: Option<Vec<JobDestinationRow>>,
     opened: &BTreeSet<String>,
     now: Timestamp,
     policy: &CircuitPolicy,
@@ -454,8 +458,13 @@ pub(crate) async fn record_results<S: DestinationStatements>(
     if verdicts.is_empty() {
         return Ok(());
     }
-    let ids = json_array(verdicts.iter().map(|v| v.job_id.as_str()))?;
-    let rows: Vec<JobDestinationRow> = S::fetch_all(tx, Query::new(S::OF_JOBS).text(ids)).await?;
+    let rows = match of_jobs {
+        Some(rows) => rows,
+        None => {
+            let ids = json_array(verdicts.iter().map(|v| v.job_id.as_str()))?;
+            S::fetch_all(tx, Query::new(S::OF_JOBS).text(ids)).await?
+        }
+    };
     let keys: HashMap<&str, &str> = rows
         .iter()
         .map(|r| (r.job_id.as_str(), r.row.key.as_str()))

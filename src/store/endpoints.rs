@@ -27,7 +27,7 @@ use crate::store::{LeaseRef, StoreError};
 crate::store::lite_rows::row! {
     /// The columns of `endpoint_circuits` but `long_running` (derived from
     /// `duration_ms` when the row is written).
-    #[derive(Clone, Debug)]
+    #[derive(Clone, Debug, serde::Deserialize)]
     pub struct EndpointRow {
         subscriber_id: String,
         circuit: String,
@@ -163,21 +163,9 @@ pub(crate) fn spawn_long_attempts<S: EndpointStatements>(
     )
 }
 
-/// Applies the results of `records` at `now` to their subscribers' endpoint breakers in
-/// `tx` (late results included: an answer is a fact about the endpoint); returns the
-/// subscribers whose breaker opened from closed (a failed probe's reopening is no new
-/// evidence about the host: a host whose healthy subscribers went quiet would
-/// otherwise look, from its failing ones' probes alone, as if most of what it served
-/// failed). Costs three statements whatever the group's size:
-/// create the missing rows, hold them in subscriber order, write them back.
-pub(crate) async fn record_results<S: EndpointStatements>(
-    tx: &mut S::Tx,
-    records: &[OutcomeRecord],
-    now: Timestamp,
-    policy: &EndpointPolicy,
-    circuit: &CircuitPolicy,
-) -> Result<BTreeSet<String>, StoreError> {
-    let results: Vec<(&str, EndpointResult)> = records
+/// The results of `records` that feed endpoint breakers, each with its subscriber.
+fn results(records: &[OutcomeRecord]) -> Vec<(&str, EndpointResult)> {
+    records
         .iter()
         .filter_map(|record| {
             let result = &record.result;
@@ -191,13 +179,45 @@ pub(crate) async fn record_results<S: EndpointStatements>(
             };
             Some((record.subscriber_id.as_str(), read))
         })
-        .collect();
+        .collect()
+}
+
+/// The subscribers whose endpoint breakers the results of `records` feed, as a JSON
+/// array of ids in ascending order: the rows [`record_results`] holds.
+pub(crate) fn with_results_json(records: &[OutcomeRecord]) -> Result<String, StoreError> {
+    let subscribers: BTreeSet<&str> = results(records).iter().map(|(id, _)| *id).collect();
+    serde_json::to_string(&subscribers).map_err(internal)
+}
+
+/// Applies the results of `records` at `now` to their subscribers' endpoint breakers in
+/// `tx` (late results included: an answer is a fact about the endpoint); returns the
+/// subscribers whose breaker opened from closed (a failed probe's reopening is no new
+/// evidence about the host: a host whose healthy subscribers went quiet would
+/// otherwise look, from its failing ones' probes alone, as if most of what it served
+/// failed). `held`: the rows of [`with_results_json`]'s subscribers already held in
+/// this transaction (by the outcome statement), else `None` and they are held here.
+/// Costs at most three statements whatever the group's size: create the missing rows,
+/// hold them in subscriber order, write them back.
+pub(crate) async fn record_results<S: EndpointStatements>(
+    tx: &mut S::Tx,
+    records: &[OutcomeRecord],
+    held: Option<Vec<EndpointRow>>,
+    now: Timestamp,
+    policy: &EndpointPolicy,
+    circuit: &CircuitPolicy,
+) -> Result<BTreeSet<String>, StoreError> {
+    let results = results(records);
     if results.is_empty() {
         return Ok(BTreeSet::new());
     }
     let subscribers: BTreeSet<&str> = results.iter().map(|(id, _)| *id).collect();
-    let ids = serde_json::to_string(&subscribers).map_err(internal)?;
-    let mut rows: Vec<EndpointRow> = S::fetch_all(tx, Query::new(S::HOLD).text(ids)).await?;
+    let mut rows = match held {
+        Some(rows) => rows,
+        None => {
+            let ids = serde_json::to_string(&subscribers).map_err(internal)?;
+            S::fetch_all(tx, Query::new(S::HOLD).text(ids)).await?
+        }
+    };
     // A subscriber's first result makes its row: written, then held, only for those
     // (one statement fewer per group once every endpoint has a row). The new rows are
     // held after the others, which cannot deadlock: they are inserted in id order, and

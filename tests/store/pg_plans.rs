@@ -44,8 +44,8 @@ async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() 
         "joined, the generic plan scans attempts whole (else this test proves nothing): \
          {joined:#?}"
     );
-    let plan = generic_plan(&database.url, APPLY_TRANSITIONS).await;
-    for table in ["attempts", "jobs"] {
+    let plan = generic_plan_of(&database.url, "text, text", APPLY_TRANSITIONS).await;
+    for table in ["attempts", "jobs", "endpoint_circuits", "destinations"] {
         assert!(
             !plan
                 .iter()
@@ -65,11 +65,22 @@ async fn an_outcome_group_finds_its_attempts_by_primary_key_on_a_new_database() 
     );
     assert_eq!(
         probes("jobs_pkey"),
-        2,
-        "jobs held, then updated, by primary key (no index of live jobs): {plan:#?}"
+        3,
+        "jobs held, updated, and their destinations read by primary key (no index of live \
+         jobs): {plan:#?}"
     );
     let reads_of_jobs = plan.iter().filter(|l| l.contains(" on jobs")).count();
-    assert_eq!(reads_of_jobs, 3, "the update and two probes: {plan:#?}");
+    assert_eq!(reads_of_jobs, 4, "the update and three probes: {plan:#?}");
+    assert_eq!(
+        probes("endpoint_circuits_pkey"),
+        1,
+        "endpoint circuits held by primary key: {plan:#?}"
+    );
+    assert_eq!(
+        probes("destinations_pkey"),
+        1,
+        "the jobs' destinations read by primary key: {plan:#?}"
+    );
 }
 
 /// The nodes of `statement`'s generic plan, prepared with parameter `types` (a comma

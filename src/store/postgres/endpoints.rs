@@ -8,17 +8,30 @@ use sqlx::PgPool;
 
 use crate::store::endpoints::EndpointStatements;
 
+/// The columns of [`crate::store::endpoints::EndpointRow`], unqualified: the endpoint
+/// hold and the outcome statement's (`super::outcomes`) read the same list.
+macro_rules! endpoint_columns {
+    () => {
+        "subscriber_id, circuit, window_start, results, failures, timeouts, \
+        previous_results, previous_failures, previous_timeouts, opened_at, retry_at, \
+        cooldown_ms, changed_at, hold_until, duration_ms, timeout_ms, \
+        consecutive_timeouts, last_result_at"
+    };
+}
+pub(super) use endpoint_columns;
+
 impl EndpointStatements for PgPool {
     const ENSURE: &'static str = "INSERT INTO endpoint_circuits \
         (subscriber_id, window_start, last_result_at) \
         SELECT id, $2, $2 FROM jsonb_array_elements_text($1::jsonb) AS v(id) ORDER BY id \
         ON CONFLICT (subscriber_id) DO NOTHING";
-    const HOLD: &'static str = "SELECT subscriber_id, circuit, window_start, results, \
-        failures, timeouts, previous_results, previous_failures, previous_timeouts, \
-        opened_at, retry_at, cooldown_ms, changed_at, hold_until, duration_ms, \
-        timeout_ms, consecutive_timeouts, last_result_at FROM endpoint_circuits \
+    const HOLD: &'static str = concat!(
+        "SELECT ",
+        endpoint_columns!(),
+        " FROM endpoint_circuits \
         WHERE subscriber_id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) \
-        ORDER BY subscriber_id FOR UPDATE";
+        ORDER BY subscriber_id FOR UPDATE"
+    );
     const WRITE: &'static str = "UPDATE endpoint_circuits e SET circuit = v.circuit, \
         window_start = v.window_start, results = v.results, failures = v.failures, \
         timeouts = v.timeouts, previous_results = v.previous_results, \

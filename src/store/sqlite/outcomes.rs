@@ -2,7 +2,7 @@
 //! The batch (`?1`) is read as rows with `json_each` and `json_extract`.
 
 use super::Pools;
-use crate::store::outcomes::OutcomeStatements;
+use crate::store::outcomes::{Apply, OutcomeStatements};
 
 /// Finishes each attempt of the batch: its row is named by its lease token, so a late
 /// result still lands on its own attempt. A resent request makes it a possible duplicate.
@@ -28,42 +28,46 @@ pub(crate) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.fi
         WHERE attempts.job_id = v.id AND attempts.number = v.number \
         AND attempts.lease_token = v.token";
 
+/// Applies each transition only while its lease holds (fencing token, `in_flight`);
+/// returns the (id, token) of those applied. `+jobs.state` keeps the planner on the
+/// primary key, driven by the batch: with an index on the state it would walk every
+/// job in flight and re-read the whole batch for each (see the plan test).
+pub(crate) const APPLY_TRANSITIONS: &str = "UPDATE jobs SET state = v.state, \
+    due_at = v.due_at, attempts = v.attempts, \
+    dead_reason = v.dead_reason, dead_detail = NULL, deadline = v.deadline, \
+    possible_duplicate = v.possible_duplicate, updated_at = v.now, \
+    lease_owner = NULL, lease_expires_at = NULL, \
+    delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE delivered_at END, \
+    dead_at = CASE WHEN v.state = 'dead' THEN v.now ELSE dead_at END, \
+    last_error_class = CASE WHEN v.error_class IS NULL THEN last_error_class ELSE v.error_class END, \
+    last_error_status = CASE WHEN v.error_class IS NULL THEN last_error_status ELSE v.status END, \
+    last_error_reason = CASE WHEN v.error_class IS NULL THEN last_error_reason ELSE v.reason END, \
+    last_error_body = CASE WHEN v.error_class IS NULL THEN last_error_body ELSE v.body_excerpt END \
+    FROM \
+    (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
+       json_extract(value, '$.number') AS number, \
+       json_extract(value, '$.finished_at') AS finished_at, \
+       json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.status') AS status, \
+       json_extract(value, '$.error_class') AS error_class, \
+       json_extract(value, '$.reason') AS reason, \
+       json_extract(value, '$.body_excerpt') AS body_excerpt, \
+       json_extract(value, '$.state') AS state, json_extract(value, '$.due_at') AS due_at, \
+       json_extract(value, '$.attempts') AS attempts, \
+       json_extract(value, '$.dead_reason') AS dead_reason, \
+       json_extract(value, '$.deadline') AS deadline, \
+       json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
+       json_extract(value, '$.now') AS now \
+     FROM json_each(?1)) AS v \
+    WHERE jobs.id = v.id AND jobs.lease_token = v.token AND +jobs.state = 'in_flight' \
+    RETURNING jobs.id, jobs.lease_token";
+
 impl OutcomeStatements for Pools {
     // One writer connection takes every write in turn: no row locks, no lock order.
     const LOCK_SUBSCRIBERS: Option<&'static str> = None;
-    const FINISH_ATTEMPTS: Option<&'static str> = Some(FINISH_ATTEMPTS);
-    /// Applies each transition only while its lease holds (fencing token, `in_flight`);
-    /// returns the (id, token) of those applied. `+jobs.state` keeps the planner on the
-    /// primary key, driven by the batch: with an index on the state it would walk every
-    /// job in flight and re-read the whole batch for each (see the plan test).
-    const APPLY_TRANSITIONS: &'static str = "UPDATE jobs SET state = v.state, \
-        due_at = v.due_at, attempts = v.attempts, \
-        dead_reason = v.dead_reason, dead_detail = NULL, deadline = v.deadline, \
-        possible_duplicate = v.possible_duplicate, updated_at = v.now, \
-        lease_owner = NULL, lease_expires_at = NULL, \
-        delivered_at = CASE WHEN v.state = 'delivered' THEN v.finished_at ELSE delivered_at END, \
-        dead_at = CASE WHEN v.state = 'dead' THEN v.now ELSE dead_at END, \
-        last_error_class = CASE WHEN v.error_class IS NULL THEN last_error_class ELSE v.error_class END, \
-        last_error_status = CASE WHEN v.error_class IS NULL THEN last_error_status ELSE v.status END, \
-        last_error_reason = CASE WHEN v.error_class IS NULL THEN last_error_reason ELSE v.reason END, \
-        last_error_body = CASE WHEN v.error_class IS NULL THEN last_error_body ELSE v.body_excerpt END \
-        FROM \
-        (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
-           json_extract(value, '$.number') AS number, \
-           json_extract(value, '$.finished_at') AS finished_at, \
-           json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.status') AS status, \
-           json_extract(value, '$.error_class') AS error_class, \
-           json_extract(value, '$.reason') AS reason, \
-           json_extract(value, '$.body_excerpt') AS body_excerpt, \
-           json_extract(value, '$.state') AS state, json_extract(value, '$.due_at') AS due_at, \
-           json_extract(value, '$.attempts') AS attempts, \
-           json_extract(value, '$.dead_reason') AS dead_reason, \
-           json_extract(value, '$.deadline') AS deadline, \
-           json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
-           json_extract(value, '$.now') AS now \
-         FROM json_each(?1)) AS v \
-        WHERE jobs.id = v.id AND jobs.lease_token = v.token AND +jobs.state = 'in_flight' \
-        RETURNING jobs.id, jobs.lease_token";
+    const APPLY: Apply = Apply::Separate {
+        finish: FINISH_ATTEMPTS,
+        apply: APPLY_TRANSITIONS,
+    };
     /// Pauses the subscriber of job `?1` at `?2` for reason `gone` (its receiver
     /// answered 410); one already paused keeps its reason.
     const PAUSE_SUBSCRIBER: &'static str = "UPDATE subscribers SET enabled = 0, paused_reason = 'gone', \

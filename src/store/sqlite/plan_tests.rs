@@ -19,7 +19,6 @@ use crate::store::dead_letters::DeadLetterStatements;
 use crate::store::deletions::DeletionStatements;
 use crate::store::dialect::listing::job_listings;
 use crate::store::dialect::{Dialect, Part, Query, Statement};
-use crate::store::outcomes::OutcomeStatements;
 use crate::store::records::{JobFilter, PageRequest};
 use crate::store::throughput::ThroughputStatements;
 
@@ -348,7 +347,7 @@ async fn claims_and_outcomes_read_by_index_driven_by_the_batch() {
         MARK_IN_FLIGHT,
         START_ATTEMPTS,
         crate::store::sqlite::outcomes::FINISH_ATTEMPTS,
-        <Pools as OutcomeStatements>::APPLY_TRANSITIONS,
+        crate::store::sqlite::outcomes::APPLY_TRANSITIONS,
     ] {
         let mut query = explain();
         query.push(sql);

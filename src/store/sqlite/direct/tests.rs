@@ -237,7 +237,6 @@ fn prepared_again(conn: &rusqlite::Connection, sql: &str) -> i32 {
 /// bare `LIMIT ?`, see [`crate::store::dialect::Dialect::limit`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hot_statements_are_not_prepared_again_when_values_are_bound() {
-    use crate::store::outcomes::OutcomeStatements;
     use crate::store::replays::ReplayStatements;
     use crate::store::sweep::SweepStatements;
     let dir = tempfile::tempdir().unwrap();
@@ -257,7 +256,7 @@ async fn the_hot_statements_are_not_prepared_again_when_values_are_bound() {
         crate::store::sqlite::claims::MARK_IN_FLIGHT,
         crate::store::sqlite::claims::START_ATTEMPTS,
         crate::store::sqlite::outcomes::FINISH_ATTEMPTS,
-        <Pools as OutcomeStatements>::APPLY_TRANSITIONS,
+        crate::store::sqlite::outcomes::APPLY_TRANSITIONS,
         <Pools as SweepStatements>::OVERDUE,
         <Pools as ReplayStatements>::DUE,
         <Pools as ReplayStatements>::CANDIDATES,
