@@ -28,6 +28,11 @@ use crate::domain::waiting::SubscriberLoad;
 pub struct SqlStore<B> {
     /// The backend's connections.
     pub(in crate::store) db: B,
+    /// The connections of the delivery path (claims, outcomes, lease renewals, the
+    /// next wake-up, replays, long-attempt notes; the deadline sweep stays on `db`): on PostgreSQL a pool of
+    /// its own whose sessions use generic plans (docs/DESIGN.md §3.6); on SQLite the
+    /// same connections as `db`.
+    pub(in crate::store) worker: B,
     sealer: Sealer,
     /// The destinations' default limit and circuit breaker.
     policy: DestinationPolicy,
@@ -40,10 +45,12 @@ pub struct SqlStore<B> {
     wake: Arc<Wake>,
 }
 
-/// The store over `db`, opened and migrated: assigns destinations to subscribers
-/// stored before destinations existed, then starts the group commits.
+/// The store over `db` (and `worker` for the delivery path), opened and migrated:
+/// assigns destinations to subscribers stored before destinations existed, then starts
+/// the group commits.
 pub(in crate::store) async fn assemble<B: Backend>(
     db: B,
+    worker: B,
     sealer: Sealer,
     policy: DestinationPolicy,
 ) -> Result<SqlStore<B>, StoreError> {
@@ -52,9 +59,10 @@ pub(in crate::store) async fn assemble<B: Backend>(
     let wake = Wake::new();
     Ok(SqlStore {
         creates: super::creates::spawn(db.clone(), B::CREATE_GROUPS, wake.clone()),
-        outcomes: super::outcomes::spawn(db.clone(), policy),
-        long_attempts: super::endpoints::spawn_long_attempts(db.clone()),
+        outcomes: super::outcomes::spawn(worker.clone(), policy),
+        long_attempts: super::endpoints::spawn_long_attempts(worker.clone()),
         db,
+        worker,
         sealer,
         policy,
         wake,
@@ -484,7 +492,7 @@ impl<B: Backend> Store for SqlStore<B> {
 #[async_trait]
 impl<B: Backend> WorkerStore for SqlStore<B> {
     async fn claim(&self, request: ClaimRequest) -> Result<Vec<ClaimedJob>, StoreError> {
-        self.db.claim(&self.sealer, &self.policy, request).await
+        self.worker.claim(&self.sealer, &self.policy, request).await
     }
 
     async fn renew_leases(
@@ -493,7 +501,7 @@ impl<B: Backend> WorkerStore for SqlStore<B> {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<bool>, StoreError> {
-        self.db.renew_leases(leases, until, now).await
+        self.worker.renew_leases(leases, until, now).await
     }
 
     async fn record_outcome(
@@ -517,11 +525,11 @@ impl<B: Backend> WorkerStore for SqlStore<B> {
     }
 
     async fn next_wake_at(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        super::figures::next_wake_at(&self.db, now, &self.policy).await
+        super::figures::next_wake_at(&self.worker, now, &self.policy).await
     }
 
     async fn advance_replays(&self, now: Timestamp) -> Result<ReplayProgress, StoreError> {
-        super::replays::advance(&self.db, now).await
+        super::replays::advance(&self.worker, now).await
     }
 
     async fn expire_deadlines(

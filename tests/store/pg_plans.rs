@@ -91,23 +91,34 @@ async fn generic_plan_of(url: &str, types: &str, statement: &str) -> Vec<String>
         .execute(&mut db)
         .await
         .expect("set");
-    let prepare = format!("PREPARE plan_of({types}) AS {statement}");
+    let prepare = if types.is_empty() {
+        format!("PREPARE plan_of AS {statement}")
+    } else {
+        format!("PREPARE plan_of({types}) AS {statement}")
+    };
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
         .execute(&mut db)
         .await
         .unwrap_or_else(|e| panic!("prepare {statement}: {e}"));
     let values: Vec<&str> = types
         .split(',')
+        .filter(|t| !t.trim().is_empty())
         .map(|t| match t.trim() {
             "bigint" => "0",
             "text" => "'a'",
             "text[]" => "'{a}'",
             "bigint[]" => "'{1}'",
-            "jsonb" => "'{}'",
+            "jsonb" | "json" => "'[]'",
+            "boolean" => "false",
+            "integer" => "0",
             other => panic!("no sample value of type {other}"),
         })
         .collect();
-    let explain = format!("EXPLAIN (COSTS OFF) EXECUTE plan_of({})", values.join(", "));
+    let explain = if values.is_empty() {
+        "EXPLAIN (COSTS OFF) EXECUTE plan_of".to_owned()
+    } else {
+        format!("EXPLAIN (COSTS OFF) EXECUTE plan_of({})", values.join(", "))
+    };
     let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(explain))
         .fetch_all(&mut db)
         .await
@@ -115,6 +126,24 @@ async fn generic_plan_of(url: &str, types: &str, statement: &str) -> Vec<String>
     rows.into_iter()
         .map(|(line,)| line.trim().trim_start_matches("->").trim().to_owned())
         .collect()
+}
+
+/// The parameter types PostgreSQL infers for `statement` (a comma list for
+/// [`generic_plan_of`]).
+async fn inferred_types(url: &str, statement: &str) -> String {
+    let mut db = PgConnection::connect(url).await.expect("connect");
+    let prepare = format!("PREPARE typed_by_use AS {statement}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut db)
+        .await
+        .unwrap_or_else(|e| panic!("prepare {statement}: {e}"));
+    sqlx::query_scalar(
+        "SELECT array_to_string(parameter_types::text[], ', ') FROM pg_prepared_statements \
+         WHERE name = 'typed_by_use'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .expect("types")
 }
 
 /// Each read of `index` in `plan`, with the condition it reads the index by (empty when
@@ -210,4 +239,54 @@ async fn open_requests_are_counted_on_the_index_of_what_they_count() {
         ["(due_at > $1)"],
         "{plan:#?}"
     );
+}
+
+/// The delivery path runs on sessions that plan generically, so each statement's plan is
+/// made at its first run, perhaps on an empty database, and kept until `ANALYZE`. None
+/// of them may then read `jobs` or `attempts` whole: each would do so on every run as
+/// the tables grow.
+#[tokio::test]
+async fn no_statement_of_the_delivery_path_reads_jobs_or_attempts_whole_on_a_new_database() {
+    let Some(database) = new_database().await else {
+        return;
+    };
+    let renew_joined = "SELECT j.id FROM jobs j JOIN UNNEST($1::text[], $2::bigint[]) \
+        AS l(id, token) ON j.id = l.id AND j.lease_token = l.token";
+    let plan = generic_plan_of(&database.url, "text[], bigint[]", renew_joined).await;
+    assert!(
+        plan.iter().any(|l| l.starts_with("Seq Scan on jobs")),
+        "a batch joined to jobs is a scan in such a plan (else this test proves nothing): \
+         {plan:#?}"
+    );
+    let mut scans = Vec::new();
+    for (name, statement) in deferhook::store::postgres::WORKER_STATEMENTS {
+        let types = inferred_types(&database.url, statement).await;
+        let plan = generic_plan_of(&database.url, &types, statement).await;
+        for table in ["jobs", "attempts"] {
+            if plan
+                .iter()
+                .any(|l| l.starts_with(&format!("Seq Scan on {table}")))
+            {
+                scans.push(format!("{name} scans {table}: {plan:#?}"));
+            }
+        }
+        for (at, line) in plan.iter().enumerate() {
+            let index_read =
+                line.contains("Index Scan using ") || line.contains("Index Only Scan using ");
+            let of_table = line.ends_with(" on jobs")
+                || line.contains(" on jobs ")
+                || line.ends_with(" on attempts")
+                || line.contains(" on attempts ");
+            let bitmap = line.starts_with("Bitmap Index Scan on jobs")
+                || line.starts_with("Bitmap Index Scan on attempts");
+            let conditioned = plan[at + 1..]
+                .iter()
+                .take_while(|l| !l.contains(" on ") && !l.starts_with("SubPlan"))
+                .any(|l| l.starts_with("Index Cond: "));
+            if ((index_read && of_table) || bitmap) && !conditioned {
+                scans.push(format!("{name} reads a whole index: {line}: {plan:#?}"));
+            }
+        }
+    }
+    assert!(scans.is_empty(), "{}", scans.join("\n"));
 }

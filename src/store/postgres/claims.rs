@@ -188,13 +188,6 @@ pub(super) const CLAIM: &str = "\
     FROM claimed c \
     JOIN subscribers s ON s.id = c.subscriber_id ORDER BY c.rn, c.due_since, c.id";
 
-/// Begins a claim's transaction with generic plans for its statements (in the same
-/// round trip). With array parameters and many CTEs, PostgreSQL judged a custom plan
-/// cheaper on every run and planned [`CLAIM`], [`LOCK_SUBSCRIBERS`] and
-/// [`HELD_LOADS`] anew each time: 1.2, 0.6 and 0.2 ms of database CPU per claim
-/// (`scripts/pg-profile.sh`, one sender), more than running them.
-const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
-
 /// A row of [`CLAIM`].
 #[derive(sqlx::FromRow)]
 struct ClaimedRow {
@@ -221,6 +214,11 @@ async fn hold_due(tx: &mut super::Tx, now: Timestamp) -> Result<(Vec<String>, bo
     ))
 }
 
+/// Claims on `pool`, whose sessions should plan generically (the store's worker pool):
+/// with array parameters and many CTEs, PostgreSQL judged a custom plan cheaper on
+/// every run and planned [`CLAIM`], [`LOCK_SUBSCRIBERS`] and [`HELD_LOADS`] anew each
+/// time, 1.2, 0.6 and 0.2 ms of database CPU per claim (`scripts/pg-profile.sh`, one
+/// sender), more than running them.
 pub async fn claim(
     pool: &PgPool,
     sealer: &Sealer,
@@ -229,13 +227,13 @@ pub async fn claim(
 ) -> Result<Vec<ClaimedJob>, StoreError> {
     let now = request.now;
     let lease_until = now.plus_ms(request.lease_ms);
-    let mut tx = pool.begin_with(BEGIN_GENERIC).await?;
+    let mut tx = pool.begin().await?;
     let (mut held, unassigned) = hold_due(&mut tx, now).await?;
     if unassigned {
         // A subscriber without a destination (an older version wrote it): assigned
         // before anything is held, as the claim always did, in a fresh transaction.
         tx.rollback().await?;
-        tx = pool.begin_with(BEGIN_GENERIC).await?;
+        tx = pool.begin().await?;
         destinations::assign_missing::<PgPool>(&mut tx, now).await?;
         held = hold_due(&mut tx, now).await?.0;
     }

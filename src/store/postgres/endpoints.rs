@@ -47,12 +47,17 @@ impl EndpointStatements for PgPool {
           hold_until BIGINT, duration_ms BIGINT, timeout_ms BIGINT, \
           consecutive_timeouts BIGINT, long_running BOOLEAN, last_result_at BIGINT) \
         WHERE e.subscriber_id = v.subscriber_id";
+    /// Each lease is one primary-key probe of `jobs` (a lateral subquery, never a
+    /// join): in a generic plan made on an empty table, a join read every job in flight
+    /// (`tests/store/pg_plans.rs`).
     const MARK_LONG: &'static str = "INSERT INTO endpoint_circuits AS e \
         (subscriber_id, window_start, last_result_at, long_running) \
         SELECT DISTINCT j.subscriber_id, $2::BIGINT, $2::BIGINT, true \
         FROM jsonb_array_elements($1::jsonb) AS v(a) \
-        JOIN jobs j ON j.id = v.a ->> 0 AND j.lease_token = (v.a ->> 1)::BIGINT \
-        WHERE j.state = 'in_flight' AND EXISTS (SELECT 1 FROM subscribers s \
+        CROSS JOIN LATERAL (SELECT o.subscriber_id FROM jobs o WHERE o.id = v.a ->> 0 \
+          AND o.lease_token = (v.a ->> 1)::BIGINT AND COALESCE(o.state, '') = 'in_flight' \
+          OFFSET 0) j \
+        WHERE EXISTS (SELECT 1 FROM subscribers s \
           WHERE s.id = j.subscriber_id AND s.deleted_at IS NULL) \
         ORDER BY j.subscriber_id \
         ON CONFLICT (subscriber_id) DO UPDATE SET long_running = true \

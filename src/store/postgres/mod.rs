@@ -107,8 +107,55 @@ pub const PINNED_READS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Every statement of the delivery path that reads or writes `jobs` or `attempts`
+/// (claims, outcomes, lease renewals, the next wake-up, replays, long
+/// attempts): `(name, statement)`. They run on the worker pool, whose sessions plan
+/// generically (`WORKER_PLANS`), so PostgreSQL makes each one's plan at its first run,
+/// on whatever the tables then hold, and keeps it until `ANALYZE` (or DDL).
+/// `tests/store/pg_plans.rs` prepares each on a new, empty database and pins that
+/// none reads `jobs` or `attempts` whole.
+#[doc(hidden)]
+pub const WORKER_STATEMENTS: &[(&str, &str)] = &[
+    ("claim: hold due destinations", destinations::HOLD_DUE),
+    ("claim: held loads", destinations::HELD_LOADS),
+    ("claim: lock subscribers", claims::LOCK_SUBSCRIBERS),
+    ("claim", claims::CLAIM),
+    (
+        "claim: jobs in flight without a destination",
+        <PgPool as DestinationStatements>::ASSIGN_IN_FLIGHT,
+    ),
+    ("next wake-up", figures::NEXT_WAKE),
+    ("next wake-up: due destinations", destinations::DUE),
+    ("renewal", renewals::RENEW),
+    ("outcome: lock subscribers", outcomes::LOCK_SUBSCRIBERS),
+    ("outcome", outcomes::APPLY_TRANSITIONS),
+    (
+        "outcome: pause",
+        <PgPool as OutcomeStatements>::PAUSE_SUBSCRIBER,
+    ),
+    (
+        "outcome: destination spread",
+        <PgPool as DestinationStatements>::SPREAD,
+    ),
+    ("long attempts", <PgPool as EndpointStatements>::MARK_LONG),
+    ("replays: due", <PgPool as ReplayStatements>::DUE),
+    (
+        "replays: candidates",
+        <PgPool as ReplayStatements>::CANDIDATES,
+    ),
+    (
+        "replays: last burst waiting",
+        <PgPool as ReplayStatements>::LAST_BURST_WAITING,
+    ),
+    ("replays: requeue", <PgPool as ReplayStatements>::REQUEUE),
+];
+
+use crate::store::destinations::DestinationStatements;
+use crate::store::endpoints::EndpointStatements;
 use crate::store::events::EventStatements;
 use crate::store::figures::FigureStatements;
+use crate::store::outcomes::OutcomeStatements;
+use crate::store::replays::ReplayStatements;
 use crate::store::sweep::SweepStatements;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,8 +176,19 @@ use crate::domain::destination_state::DestinationPolicy;
 
 /// The channel a job creation is announced on.
 pub const JOBS_CHANNEL: &str = "deferhook_jobs";
-/// Connections per instance.
+/// Connections per instance for the API, operators' calls and retention.
 const MAX_CONNECTIONS: u32 = 16;
+/// Connections per instance for the delivery path (claims, outcomes, renewals, the
+/// sweep, the next wake-up, replays): each of its steps runs one at a time, so a few
+/// suffice. Their sessions plan with `plan_cache_mode = force_generic_plan`.
+const WORKER_CONNECTIONS: u32 = 6;
+/// The delivery path's session setting: every statement runs its generic plan. With
+/// array and JSON parameters PostgreSQL judged a custom plan cheaper on almost every
+/// run and planned the claim's statements, the next wake-up and the sweep anew each
+/// time (more database CPU than running them, issue #18 step 3 and "where it ends");
+/// their generic plans are pinned on a new database by `tests/store/pg_plans.rs`, and
+/// a setting of the session costs no statement (a `SET LOCAL` per claim was one).
+const WORKER_PLANS: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
 /// Group commits of creates running at once, each on its own connection: PostgreSQL
 /// flushes concurrent commits together, so a few groups overlap their round trips.
 const CREATE_GROUPS_AT_ONCE: usize = 4;
@@ -269,11 +327,15 @@ impl PostgresStore {
         let db = writable::checked(PgPoolOptions::new())
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         sqlx::migrate!("./migrations/postgres").run(&db).await?;
-        super::sql_store::assemble(db, sealer, policy).await
+        let worker = writable::checked(PgPoolOptions::new())
+            .max_connections(WORKER_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options.options([WORKER_PLANS]));
+        super::sql_store::assemble(db, worker, sealer, policy).await
     }
 }
 

@@ -6,9 +6,12 @@ use sqlx::PgPool;
 use super::endpoints::endpoint_columns;
 use crate::store::outcomes::{Apply, OutcomeStatements};
 
-/// Holds the subscribers of jobs `$1` (a JSON array of ids), in id order.
-const LOCK_SUBSCRIBERS: &str = "SELECT s.id FROM subscribers s WHERE s.id IN ( \
-      SELECT j.subscriber_id FROM jobs j WHERE j.id IN (SELECT json_array_elements_text($1::json))) \
+/// Holds the subscribers of jobs `$1` (a JSON array of ids), in id order; each job is
+/// one primary-key probe, also in a generic plan made on an empty table.
+pub(super) const LOCK_SUBSCRIBERS: &str = "SELECT s.id FROM subscribers s WHERE s.id IN ( \
+      SELECT l.subscriber_id FROM json_array_elements_text($1::json) AS v(id) \
+      CROSS JOIN LATERAL (SELECT j.subscriber_id FROM jobs j \
+        WHERE j.id = v.id AND COALESCE(j.state, '') <> '' OFFSET 0) l) \
     ORDER BY s.id FOR NO KEY UPDATE OF s";
 
 /// Writes a batch of outcomes in one statement ([`Apply::WithReads`]; issue #36: five

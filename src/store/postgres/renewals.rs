@@ -10,10 +10,10 @@ use crate::store::records::LeaseRef;
 
 /// Extends to `$3` each lease (`$1` job ids, `$2` tokens) still held; returns the
 /// (id, token) of those renewed. The rows are held in id order first, the store's
-/// lock order (see `crate::store::outcomes::OutcomeStatements::APPLY_TRANSITIONS`): an
+/// lock order (see `super::outcomes::APPLY_TRANSITIONS`): an
 /// update of several rows in the order it finds them could deadlock with an outcome
 /// group holding some of the same jobs.
-const RENEW: &str = "WITH held AS MATERIALIZED (SELECT j.id FROM jobs j \
+pub(super) const RENEW: &str = "WITH held AS MATERIALIZED (SELECT j.id FROM jobs j \
       JOIN UNNEST($1::text[], $2::bigint[]) AS l(id, token) \
         ON j.id = l.id AND j.lease_token = l.token \
       WHERE j.state = 'in_flight' ORDER BY j.id FOR NO KEY UPDATE OF j) \

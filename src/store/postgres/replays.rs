@@ -72,11 +72,14 @@ impl ReplayStatements for PgPool {
     /// attempt budget: `max_attempts` becomes the attempts so far plus the producer's
     /// budget (kept in `attempt_budget`). Only if it is still dead and its subscriber was
     /// not deleted (its tombstone's jobs are history).
+    /// `COALESCE(state, '')` keeps the partial indexes of dead jobs out: in a generic
+    /// plan made on an empty table (the worker's sessions plan generically) the update
+    /// read `jobs_subscriber_dead` whole instead of probing the primary key.
     const REQUEUE: &'static str = "UPDATE jobs SET state = $2, due_at = $3, deliver_at = $3, \
         deadline = $4, dead_reason = NULL, dead_detail = NULL, dead_at = NULL, updated_at = $5, \
         attempt_budget = COALESCE(attempt_budget, max_attempts), \
         max_attempts = attempts + COALESCE(attempt_budget, max_attempts) \
-        WHERE id = $1 AND state = 'dead' \
+        WHERE id = $1 AND COALESCE(state, '') = 'dead' \
         AND NOT EXISTS (SELECT 1 FROM subscribers s WHERE s.id = jobs.subscriber_id \
           AND s.deleted_at IS NOT NULL) RETURNING id";
     /// Records a step of a replay.

@@ -266,7 +266,7 @@ impl SqliteStore {
             batches,
             reads,
         };
-        super::sql_store::assemble(db, sealer, policy).await
+        super::sql_store::assemble(db.clone(), db, sealer, policy).await
     }
 }
 
