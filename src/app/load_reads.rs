@@ -7,8 +7,10 @@
 //! more than the create itself (issue #18: 0.86 against 0.50 ms of database CPU per
 //! job in `burst --concurrency 50`). Requests queue; one task takes the first, then
 //! everything queued meanwhile (the mechanism of the group commits,
-//! [`crate::store::group_commit`]), and reads each distinct subscriber's load once, at
-//! the latest `now` among them. Every read starts after each of its requests was
+//! [`crate::store::group_commit`]), and reads the loads of its distinct subscribers in
+//! one statement ([`crate::store::Store::subscriber_loads`]; one per subscriber
+//! before issue #36, a statement per created job when jobs spread over many
+//! subscribers), at the latest `now` among them. Every read starts after each of its requests was
 //! queued, so after that request's own write committed: a view is never older than
 //! its request.
 
@@ -20,6 +22,9 @@ use crate::domain::Timestamp;
 use crate::domain::waiting::SubscriberLoad;
 use crate::store::group_commit::{GroupCommit, GroupLimits, GroupResults, same_kind};
 use crate::store::{SharedStore, StoreError};
+
+/// Subscribers' loads by id.
+type Loads = HashMap<String, SubscriberLoad>;
 
 /// Most requests one read serves.
 const MAX_GROUP: usize = 1_024;
@@ -35,17 +40,18 @@ pub struct LoadReads {
 impl LoadReads {
     /// Starts the task on `store` (within a tokio runtime).
     pub fn spawn(store: SharedStore) -> Self {
-        Self::spawn_with(move |id: String, now| {
+        Self::spawn_with(move |ids: Vec<String>, now| {
             let store = store.clone();
-            async move { store.subscriber_load(&id, now).await }
+            async move { store.subscriber_loads(&ids, now).await }
         })
     }
 
-    /// Starts the task with `load` reading one subscriber's load.
+    /// Starts the task with `load` reading the loads of some subscribers (those that
+    /// exist).
     fn spawn_with<L, Fut>(load: L) -> Self
     where
-        L: Fn(String, Timestamp) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Option<SubscriberLoad>, StoreError>> + Send + 'static,
+        L: Fn(Vec<String>, Timestamp) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Loads, StoreError>> + Send + 'static,
     {
         let limits = GroupLimits {
             max_weight: MAX_GROUP,
@@ -76,43 +82,29 @@ impl LoadReads {
     }
 }
 
-/// Reads each distinct subscriber of `requests` once with `load`, all at once, at their
-/// latest `now`.
+/// Reads the distinct subscribers of `requests` with one call of `load`, at their
+/// latest `now`; a failed read fails each request of the group with its kind.
 async fn read_group<L, Fut>(
     load: &L,
     requests: Vec<(String, Timestamp)>,
 ) -> GroupResults<Option<SubscriberLoad>>
 where
-    L: Fn(String, Timestamp) -> Fut,
-    Fut: Future<Output = Result<Option<SubscriberLoad>, StoreError>> + Send + 'static,
+    L: Fn(Vec<String>, Timestamp) -> Fut,
+    Fut: Future<Output = Result<Loads, StoreError>> + Send + 'static,
 {
     let Some(now) = requests.iter().map(|(_, now)| *now).max() else {
         return Vec::new();
     };
-    let mut reads = tokio::task::JoinSet::new();
-    let mut distinct = std::collections::HashSet::new();
-    for (id, _) in &requests {
-        if distinct.insert(id.as_str()) {
-            let (id, read) = (id.clone(), load(id.clone(), now));
-            reads.spawn(async move { (id, read.await) });
-        }
+    let distinct: std::collections::BTreeSet<&str> =
+        requests.iter().map(|(id, _)| id.as_str()).collect();
+    let ids = distinct.into_iter().map(str::to_owned).collect();
+    match load(ids, now).await {
+        Ok(loads) => requests
+            .iter()
+            .map(|(id, _)| Ok(loads.get(id).copied()))
+            .collect(),
+        Err(error) => requests.iter().map(|_| Err(same_kind(&error))).collect(),
     }
-    let mut loads: HashMap<String, Result<Option<SubscriberLoad>, StoreError>> = HashMap::new();
-    while let Some(done) = reads.join_next().await {
-        if let Ok((id, load)) = done {
-            loads.insert(id, load);
-        }
-    }
-    requests
-        .iter()
-        .map(|(id, _)| match loads.get(id.as_str()) {
-            Some(Ok(load)) => Ok(*load),
-            Some(Err(error)) => Err(same_kind(error)),
-            None => Err(StoreError::Internal(
-                "a subscriber-load read panicked".into(),
-            )),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -122,36 +114,43 @@ mod tests {
     use super::*;
     use crate::testing::START;
 
-    /// The loads read, as (subscriber, now); each read waits for `gate`.
-    type Reads = Arc<Mutex<Vec<(String, Timestamp)>>>;
+    /// The reads, as (subscribers, now); each read waits for `gate`.
+    type Reads = Arc<Mutex<Vec<(Vec<String>, Timestamp)>>>;
+
+    fn some_load() -> SubscriberLoad {
+        SubscriberLoad {
+            open_attempts: 0,
+            max_in_flight: 1,
+            started_last_second: 0,
+            rate_limit_per_second: None,
+            last_started_at: None,
+            destination_hold: None,
+            destination_hold_until: None,
+            endpoint_hold: None,
+            endpoint_hold_until: None,
+            recent: Default::default(),
+        }
+    }
 
     #[tokio::test]
-    async fn requests_waiting_together_share_one_read_per_subscriber_begun_after_them() {
+    async fn requests_waiting_together_share_one_read_begun_after_them() {
         let reads: Reads = Arc::default();
         let gate = Arc::new(tokio::sync::Mutex::new(()));
         let held = gate.clone().lock_owned().await;
         let (seen, inner) = (reads.clone(), gate.clone());
-        let loads = LoadReads::spawn_with(move |id, now| {
+        let loads = LoadReads::spawn_with(move |ids: Vec<String>, now| {
             let (seen, gate) = (seen.clone(), inner.clone());
             async move {
                 let _open = gate.lock().await;
-                seen.lock().unwrap().push((id.clone(), now));
-                match id.as_str() {
-                    "broken" => Err(StoreError::Unavailable("down".into())),
-                    "gone" => Ok(None),
-                    _ => Ok(Some(SubscriberLoad {
-                        open_attempts: 0,
-                        max_in_flight: 1,
-                        started_last_second: 0,
-                        rate_limit_per_second: None,
-                        last_started_at: None,
-                        destination_hold: None,
-                        destination_hold_until: None,
-                        endpoint_hold: None,
-                        endpoint_hold_until: None,
-                        recent: Default::default(),
-                    })),
+                seen.lock().unwrap().push((ids.clone(), now));
+                if ids.iter().any(|id| id == "broken") {
+                    return Err(StoreError::Unavailable("down".into()));
                 }
+                Ok(ids
+                    .into_iter()
+                    .filter(|id| id != "gone")
+                    .map(|id| (id, some_load()))
+                    .collect())
             }
         });
         let get = |id: &'static str, at: u64| {
@@ -163,7 +162,7 @@ mod tests {
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
-        let rest = [get("a", 1), get("a", 3), get("gone", 2), get("broken", 1)];
+        let rest = [get("b", 1), get("a", 3), get("gone", 2), get("b", 1)];
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
@@ -171,22 +170,37 @@ mod tests {
         assert!(first.await.unwrap().unwrap().is_some());
         let mut answers = Vec::new();
         for task in rest {
-            answers.push(task.await.unwrap());
+            answers.push(task.await.unwrap().unwrap());
         }
-        assert!(answers[0].as_ref().unwrap().is_some());
-        assert!(answers[1].as_ref().unwrap().is_some());
-        assert!(answers[2].as_ref().unwrap().is_none());
-        assert!(answers[3].as_ref().is_err_and(StoreError::is_transient));
+        let found: Vec<bool> = answers.iter().map(Option::is_some).collect();
+        assert_eq!(found, [true, true, false, true], "`gone` does not exist");
         let reads = reads.lock().unwrap().clone();
-        // One read of the first request, then one per distinct subscriber of the group
-        // that queued meanwhile, all at the group's latest `now`.
-        assert_eq!(reads[0], ("a".to_owned(), START));
-        let mut group: Vec<_> = reads[1..].to_vec();
-        group.sort();
-        let at = START.plus_ms(3);
+        // One read of the first request, then one read of the distinct subscribers of
+        // the group that queued meanwhile, at the group's latest `now`.
+        assert_eq!(reads[0], (vec!["a".to_owned()], START));
         assert_eq!(
-            group,
-            vec![("a".into(), at), ("broken".into(), at), ("gone".into(), at)]
+            reads[1..],
+            [(
+                vec!["a".to_owned(), "b".to_owned(), "gone".to_owned()],
+                START.plus_ms(3)
+            )]
         );
+
+        // A failed read answers each request of its group with its kind.
+        let held = gate.clone().lock_owned().await;
+        let blocker = get("a", 4);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let broken = [get("broken", 5), get("a", 5)];
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        assert!(blocker.await.unwrap().unwrap().is_some());
+        for task in broken {
+            let answer = task.await.unwrap();
+            assert!(answer.is_err_and(|e| e.is_transient()));
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Read-only figures, for both backends: the worker's next wake-up, the metrics gauges,
 //! a subscriber's load against its limits, and a subscriber's statistics.
 
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 
 use crate::domain::circuit::CircuitState;
@@ -72,9 +73,10 @@ crate::store::lite_rows::row! {
 }
 
 crate::store::lite_rows::row! {
-    /// A subscriber's limits and use of them, with its destination's row and requests
-    /// open.
-    pub struct LoadAtDestinationRow {
+    /// A subscriber's id, limits and use of them, with its destination's row and
+    /// requests open.
+    pub struct IdLoadRow {
+        subscriber_id: String,
         #[sqlx(flatten)]
         load: LoadRow,
         #[sqlx(flatten)]
@@ -179,10 +181,11 @@ pub(crate) trait FigureStatements: Transactions {
     /// Subscriber `$1`'s latest finished attempt that failed ([`FailureRow`]).
     const LAST_FAILURE: &'static str;
 
-    /// [`Self::LOAD`] with subscriber `$1`'s destination and its requests open at `$2`
-    /// in the same row ([`LoadAtDestinationRow`]); no row when the subscriber or its
+    /// [`Self::LOAD`] of each subscriber of `$1` (a JSON array of ids) with its id,
+    /// its destination and that destination's requests open at `$2` in the same row
+    /// ([`IdLoadRow`]); no row for a subscriber that does not exist or whose
     /// destination's row is missing (one assigned by an older version not yet).
-    const LOAD_AT_DESTINATION: &'static str;
+    const LOADS_AT_DESTINATIONS: &'static str;
     /// The destinations with due work at `$1`, with their requests open then
     /// ([`LoadedRow`], quick endpoints active since `$2`), read without holding them.
     const DUE_DESTINATIONS: &'static str;
@@ -297,29 +300,46 @@ pub(crate) async fn next_wake_at<S: FigureStatements + ReplayStatements>(
     Ok(jobs.into_iter().chain(admissions.next_change).min())
 }
 
-/// See [`crate::store::Store::subscriber_load`].
-pub(crate) async fn subscriber_load<S: FigureStatements>(
+/// See [`crate::store::Store::subscriber_loads`].
+pub(crate) async fn subscriber_loads<S: FigureStatements>(
     db: &S,
-    id: &str,
+    ids: &[String],
     now: Timestamp,
     policy: &DestinationPolicy,
-) -> Result<Option<SubscriberLoad>, StoreError> {
-    if tombstone::is_tombstone(id) {
-        return Ok(None);
+) -> Result<HashMap<String, SubscriberLoad>, StoreError> {
+    let wanted: BTreeSet<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !tombstone::is_tombstone(id))
+        .collect();
+    let mut loads = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(loads);
     }
-    // One read (issue #36: the view of every created job reads this; it was two).
-    let query = Query::new(S::LOAD_AT_DESTINATION)
-        .text(id)
+    // One read for all (issue #36: the view of every created job reads its
+    // subscriber's load; a group of creates over many subscribers read one each).
+    let ids = serde_json::to_string(&wanted)
+        .map_err(|error| StoreError::Internal(format!("subscriber ids: {error}")))?;
+    let query = Query::new(S::LOADS_AT_DESTINATIONS)
+        .text(ids)
         .int(now.as_millis());
-    let both: Option<LoadAtDestinationRow> = db.read_optional(query).await?;
-    if let Some(row) = both {
+    let rows: Vec<IdLoadRow> = db.read_all(query).await?;
+    for row in rows {
         let hold = destinations::hold_until(&row.destination, now, policy)?;
-        return Ok(Some(row.load.load(hold, now)));
+        loads.insert(row.subscriber_id, row.load.load(hold, now));
     }
     // No such subscriber, or no destination row of it yet: its own load alone.
-    let query = Query::new(S::LOAD).text(id).int(now.as_millis());
-    let row: Option<LoadRow> = db.read_optional(query).await?;
-    Ok(row.map(|row| row.load(None, now)))
+    for id in wanted {
+        if loads.contains_key(id) {
+            continue;
+        }
+        let query = Query::new(S::LOAD).text(id).int(now.as_millis());
+        let row: Option<LoadRow> = db.read_optional(query).await?;
+        if let Some(row) = row {
+            loads.insert(id.to_owned(), row.load(None, now));
+        }
+    }
+    Ok(loads)
 }
 
 /// The figures of subscriber `id` at `now`, read in one snapshot (see

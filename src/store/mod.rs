@@ -213,6 +213,15 @@ pub trait Store: WorkerStore {
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError>;
 
+    /// [`Store::subscriber_load`] of each subscriber of `ids` at `now`, in one read
+    /// (the views of a group of creates); a subscriber that does not exist has no
+    /// entry.
+    async fn subscriber_loads(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, SubscriberLoad>, StoreError>;
+
     /// Destinations in key order, strictly after `page.after`, with their figures at
     /// `now`.
     async fn list_destinations(

@@ -188,7 +188,16 @@ impl<B: Backend> Store for SqlStore<B> {
         id: &str,
         now: Timestamp,
     ) -> Result<Option<SubscriberLoad>, StoreError> {
-        super::figures::subscriber_load(&self.db, id, now, &self.policy).await
+        let mut loads = self.subscriber_loads(&[id.to_owned()], now).await?;
+        Ok(loads.remove(id))
+    }
+
+    async fn subscriber_loads(
+        &self,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, SubscriberLoad>, StoreError> {
+        super::figures::subscriber_loads(&self.db, ids, now, &self.policy).await
     }
 
     async fn list_destinations(

@@ -114,17 +114,17 @@ impl FigureStatements for PgPool {
         " FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
           WHERE s.id = $1 AND s.deleted_at IS NULL"
     );
-    /// [`Self::LOAD`] with the subscriber's destination (`jobs_in_flight_destination`
+    /// [`Self::LOAD`] of each subscriber, with its id and destination (`jobs_in_flight_destination`
     /// for its open requests).
-    const LOAD_AT_DESTINATION: &'static str = concat!(
-        "SELECT ",
+    const LOADS_AT_DESTINATIONS: &'static str = concat!(
+        "SELECT s.id AS subscriber_id, ",
         load_columns!(),
         ", d.*, (SELECT COUNT(*) FROM jobs o WHERE o.destination = d.key \
            AND o.state = 'in_flight' AND o.due_at > $2) AS in_flight, \
           0::BIGINT AS subscribers \
           FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
           JOIN destinations d ON d.key = s.destination \
-          WHERE s.id = $1 AND s.deleted_at IS NULL"
+          WHERE s.id IN (SELECT json_array_elements_text($1::json)) AND s.deleted_at IS NULL"
     );
     /// Whether subscriber `$1` exists.
     const SUBSCRIBER_EXISTS: &'static str =

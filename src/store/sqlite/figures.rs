@@ -143,17 +143,17 @@ impl FigureStatements for Pools {
         " FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
           WHERE s.id = ?1 AND s.deleted_at IS NULL"
     );
-    /// [`Self::LOAD`] with the subscriber's destination (`jobs_in_flight_destination`
+    /// [`Self::LOAD`] of each subscriber, with its id and destination (`jobs_in_flight_destination`
     /// for its open requests).
-    const LOAD_AT_DESTINATION: &'static str = concat!(
-        "SELECT ",
+    const LOADS_AT_DESTINATIONS: &'static str = concat!(
+        "SELECT s.id AS subscriber_id, ",
         load_columns!(),
         ", d.*, (SELECT COUNT(*) FROM jobs o INDEXED BY jobs_in_flight_destination \
            WHERE o.destination = d.key AND o.state = 'in_flight' AND o.due_at > ?2) \
            AS in_flight, 0 AS subscribers \
           FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
           JOIN destinations d ON d.key = s.destination \
-          WHERE s.id = ?1 AND s.deleted_at IS NULL"
+          WHERE s.id IN (SELECT value FROM json_each(?1)) AND s.deleted_at IS NULL"
     );
     /// Whether subscriber `?1` exists.
     const SUBSCRIBER_EXISTS: &'static str =

@@ -119,6 +119,58 @@ store_case!(
     }
 );
 
+// `subscriber_loads` reads several subscribers' loads at once (the views of a group of
+// creates), each as `subscriber_load` reads it alone; one that does not exist has none.
+store_case!(
+    the_loads_of_several_subscribers_are_each_its_own,
+    async |store: SharedStore| {
+        for (id, limit, rate) in [("busy", 2, Some(50)), ("idle", 7, None)] {
+            put(
+                &store,
+                SubscriberPut {
+                    max_in_flight: Some(limit),
+                    rate_limit_per_second: Some(rate),
+                    ..subscriber_put(id)
+                },
+            )
+            .await;
+        }
+        create(
+            &store,
+            (0..4)
+                .map(|n| new_job("busy", &format!("e{n}"), at(-10), at(600_000)))
+                .collect(),
+        )
+        .await;
+        assert_eq!(claim(&store, at(0), 10).await.len(), 2, "max_in_flight 2");
+
+        let ids = ["idle", "ghost", "busy"].map(String::from);
+        let loads = store.subscriber_loads(&ids, at(10)).await.unwrap();
+        assert_eq!(
+            loads.len(),
+            2,
+            "no load of a subscriber that does not exist"
+        );
+        let (busy, idle) = (loads["busy"], loads["idle"]);
+        assert_eq!((busy.open_attempts, busy.max_in_flight), (2, 2));
+        assert_eq!(busy.started_last_second, 2);
+        assert_eq!(busy.rate_limit_per_second, Some(50));
+        assert_eq!((idle.open_attempts, idle.max_in_flight), (0, 7));
+        assert_eq!(idle.rate_limit_per_second, None);
+        for id in ["busy", "idle"] {
+            let alone = store.subscriber_load(id, at(10)).await.unwrap().unwrap();
+            assert_eq!(alone, loads[id], "{id}");
+        }
+        assert!(
+            store
+                .subscriber_loads(&[], at(10))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+);
+
 // The worker sleeps until there is something to do: not while a subscriber at its
 // limit holds due work, but when a rate limit next allows an attempt, a job comes due,
 // a lease expires or a deadline passes.
