@@ -29,7 +29,7 @@ pub struct SqlStore<B> {
     /// The backend's connections.
     pub(in crate::store) db: B,
     /// The connections of the delivery path (claims, outcomes, lease renewals, the
-    /// next wake-up, replays, long-attempt notes; the deadline sweep stays on `db`): on PostgreSQL a pool of
+    /// sweep, the next wake-up, replays, long-attempt notes): on PostgreSQL a pool of
     /// its own whose sessions use generic plans (docs/DESIGN.md §3.6); on SQLite the
     /// same connections as `db`.
     pub(in crate::store) worker: B,
@@ -546,6 +546,6 @@ impl<B: Backend> WorkerStore for SqlStore<B> {
         now: Timestamp,
         limit: u32,
     ) -> Result<ExpiredJobs, StoreError> {
-        self.db.expire_deadlines(now, limit).await
+        self.worker.expire_deadlines(now, limit).await
     }
 }

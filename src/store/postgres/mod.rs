@@ -108,7 +108,7 @@ pub const PINNED_READS: &[(&str, &str, &str)] = &[
 ];
 
 /// Every statement of the delivery path that reads or writes `jobs` or `attempts`
-/// (claims, outcomes, lease renewals, the next wake-up, replays, long
+/// (claims, outcomes, lease renewals, the sweep, the next wake-up, replays, long
 /// attempts): `(name, statement)`. They run on the worker pool, whose sessions plan
 /// generically (`WORKER_PLANS`), so PostgreSQL makes each one's plan at its first run,
 /// on whatever the tables then hold, and keeps it until `ANALYZE` (or DDL).
@@ -126,6 +126,12 @@ pub const WORKER_STATEMENTS: &[(&str, &str)] = &[
     ),
     ("next wake-up", figures::NEXT_WAKE),
     ("next wake-up: due destinations", destinations::DUE),
+    ("sweep: overdue", <PgPool as SweepStatements>::OVERDUE),
+    (
+        "sweep: mark unknown",
+        <PgPool as SweepStatements>::MARK_UNKNOWN,
+    ),
+    ("sweep: expire", <PgPool as SweepStatements>::EXPIRE),
     ("renewal", renewals::RENEW),
     ("outcome: lock subscribers", outcomes::LOCK_SUBSCRIBERS),
     ("outcome", outcomes::APPLY_TRANSITIONS),
