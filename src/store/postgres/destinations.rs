@@ -38,12 +38,15 @@ impl DestinationStatements for PgPool {
         retry_at = $9, probe_job_id = $10, probe_token = $11, last_error_at = $12, \
         last_error_class = $13, last_error_status = $14, last_error_reason = $15, \
         updated_at = $16, changed_at = $17 WHERE key = $1";
+    /// `OFFSET 0` keeps the due-work `EXISTS` one probe of `jobs_subscriber_due` per
+    /// subscriber: hashed, a generic plan made on an empty table read every due job.
     const SPREAD: &'static str = "SELECT COUNT(*)::BIGINT AS served, \
         (COUNT(*) FILTER (WHERE e.circuit = 'open'))::BIGINT AS failing \
         FROM subscribers s LEFT JOIN endpoint_circuits e ON e.subscriber_id = s.id \
         WHERE s.destination = $1 AND s.enabled AND (e.last_result_at > $2 OR EXISTS ( \
           SELECT 1 FROM jobs d WHERE d.subscriber_id = s.id \
-            AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $3))";
+            AND d.state IN ('scheduled', 'retrying', 'in_flight') AND d.due_at <= $3 \
+          OFFSET 0))";
 }
 
 /// The destinations with due work at `$1` (of enabled subscribers), each with its

@@ -28,8 +28,11 @@ pub(super) const LOCK_SUBSCRIBERS: &str = "SELECT s.id FROM subscribers s WHERE 
 ///    duplicate);
 /// 4. `applied`: applies each transition whose job was held;
 /// 5. `endpoints`: then (the `COUNT` over `applied`) holds the endpoint circuits of
-///    subscribers `$2` `FOR UPDATE`, in ascending subscriber id, each one primary-key
-///    probe (a subscriber without a row yet has none to hold: the caller creates it);
+///    subscribers `$2` `FOR UPDATE`, in ascending subscriber id by the column's
+///    collation (`"C"`, as every other holder of these rows sorts them: sorted by the
+///    database's collation, ids such as `B` and `a` came in the other order and an
+///    outcome group deadlocked with a long-attempt note), each one primary-key probe
+///    (a subscriber without a row yet has none to hold: the caller creates it);
 ///
 /// and returns the (id, token) pairs applied, the endpoint rows held and each batch
 /// job's destination (read, not held: the caller holds those it changes, after).
@@ -91,7 +94,7 @@ pub const APPLY_TRANSITIONS: &str = concat!(
       RETURNING j.id, j.lease_token \
     ), endpoints AS MATERIALIZED ( \
       SELECT l.* FROM (SELECT e.id FROM jsonb_array_elements_text($2::jsonb) AS e(id) \
-        WHERE (SELECT COUNT(*) FROM applied) >= 0 ORDER BY e.id) h \
+        WHERE (SELECT COUNT(*) FROM applied) >= 0 ORDER BY e.id COLLATE \"C\") h \
       CROSS JOIN LATERAL (SELECT ",
     endpoint_columns!(),
     " FROM endpoint_circuits c \

@@ -56,10 +56,13 @@ impl ReplayStatements for PgPool {
     const WAIT_UNTIL: &'static str = "UPDATE replays SET next_at = $2 WHERE id = $1";
     /// Whether a job of the replay's last burst (positions `$2..$3`) still waits to be
     /// claimed or retried: the replay then holds its next burst.
+    /// Each job is one primary-key probe (`OFFSET 0`, `COALESCE` keeping the state
+    /// indexes out): joined, a generic plan made on an empty table read every waiting
+    /// job once per snapshotted row.
     const LAST_BURST_WAITING: &'static str = "SELECT 1 AS waiting FROM replay_jobs rj \
-        JOIN jobs j ON j.id = rj.job_id \
-        WHERE rj.replay_id = $1 AND rj.position >= $2 AND rj.position < $3 \
-          AND j.state IN ('scheduled', 'retrying') LIMIT 1";
+        CROSS JOIN LATERAL (SELECT 1 FROM jobs j WHERE j.id = rj.job_id \
+          AND COALESCE(j.state, '') IN ('scheduled', 'retrying') OFFSET 0) j \
+        WHERE rj.replay_id = $1 AND rj.position >= $2 AND rj.position < $3 LIMIT 1";
     /// Replay `$1`'s snapshotted jobs from position `$2`, at most `$3`.
     const CANDIDATES: &'static str = "SELECT rj.position, j.id, j.state, j.attempts, j.max_attempts, \
         j.due_at, j.deadline, j.updated_at FROM replay_jobs rj \
