@@ -188,13 +188,15 @@ const MAX_CONNECTIONS: u32 = 16;
 /// sweep, the next wake-up, replays): each of its steps runs one at a time, so a few
 /// suffice. Their sessions plan with `plan_cache_mode = force_generic_plan`.
 const WORKER_CONNECTIONS: u32 = 6;
-/// The delivery path's session setting: every statement runs its generic plan. With
-/// array and JSON parameters PostgreSQL judged a custom plan cheaper on almost every
-/// run and planned the claim's statements, the next wake-up and the sweep anew each
-/// time (more database CPU than running them, issue #18 step 3 and "where it ends");
-/// their generic plans are pinned on a new database by `tests/store/pg_plans.rs`, and
-/// a setting of the session costs no statement (a `SET LOCAL` per claim was one).
-const WORKER_PLANS: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
+/// The delivery path's session setting, run once when each of its sessions opens:
+/// every statement runs its generic plan. With array and JSON parameters PostgreSQL
+/// judged a custom plan cheaper on almost every run and planned the claim's
+/// statements, the next wake-up and the sweep anew each time (more database CPU than
+/// running them, issue #18 step 3 and "where it ends"); their generic plans are pinned
+/// on a new database by `tests/store/pg_plans.rs`, and a setting of the session costs
+/// no statement per claim (a `SET LOCAL` per claim was one). A `SET`, not the startup
+/// parameter `options`: PgBouncer (session mode) refuses unknown startup parameters.
+const WORKER_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 /// Group commits of creates running at once, each on its own connection: PostgreSQL
 /// flushes concurrent commits together, so a few groups overlap their round trips.
 const CREATE_GROUPS_AT_ONCE: usize = 4;
@@ -330,17 +332,17 @@ impl PostgresStore {
     ) -> Result<Self, StoreError> {
         let options = connect_options(url)?;
         pooler::refuse_transaction_pooling(&options).await?;
-        let db = writable::checked(PgPoolOptions::new())
+        let db = writable::checked(PgPoolOptions::new(), None)
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
         sqlx::migrate!("./migrations/postgres").run(&db).await?;
-        let worker = writable::checked(PgPoolOptions::new())
+        let worker = writable::checked(PgPoolOptions::new(), Some(WORKER_PLANS))
             .max_connections(WORKER_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_lazy_with(options.options([WORKER_PLANS]));
+            .connect_lazy_with(options);
         super::sql_store::assemble(db, worker, sealer, policy).await
     }
 }

@@ -74,15 +74,21 @@ pub async fn can_write(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
     Ok(!read_only)
 }
 
-/// The pool's options: `base` with the checks above.
-pub fn checked(base: PgPoolOptions) -> PgPoolOptions {
-    base.after_connect(|conn, _| {
+/// The pool's options: `base` with the checks above; each new session then runs
+/// `setup` (session settings, e.g. `SET plan_cache_mode = ...`: a `SET` works through
+/// a pooler in session mode, where a startup parameter such as `options` is refused).
+pub fn checked(base: PgPoolOptions, setup: Option<&'static str>) -> PgPoolOptions {
+    base.after_connect(move |conn, _| {
         Box::pin(async move {
-            if can_write(conn).await? {
-                Ok(())
-            } else {
-                Err(sqlx::Error::Io(std::io::Error::other(READ_ONLY_MESSAGE)))
+            if !can_write(conn).await? {
+                return Err(sqlx::Error::Io(std::io::Error::other(READ_ONLY_MESSAGE)));
             }
+            if let Some(setup) = setup {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok(())
         })
     })
     .before_acquire(|conn, meta| {
