@@ -64,6 +64,12 @@ impl TestDatabase {
     /// Creates `deferhook_test_<random>`; `None` (after one line saying why) when no
     /// PostgreSQL server answers and `CI` is not `true`.
     pub async fn create() -> Option<TestDatabase> {
+        Self::create_with("").await
+    }
+
+    /// [`TestDatabase::create`] with `options` after `CREATE DATABASE name` (e.g. a
+    /// locale).
+    pub async fn create_with(options: &str) -> Option<TestDatabase> {
         if !reachable().await {
             return None;
         }
@@ -72,10 +78,12 @@ impl TestDatabase {
             .await
             .expect("connect to PostgreSQL");
         let name = format!("deferhook_test_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut connection)
-            .await
-            .expect("CREATE DATABASE");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE {name} {options}"
+        )))
+        .execute(&mut connection)
+        .await
+        .expect("CREATE DATABASE");
         let _ = connection.close().await;
         let base = admin
             .rsplit_once('/')

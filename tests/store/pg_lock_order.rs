@@ -311,3 +311,52 @@ async fn a_resume_holds_its_subscribers_in_id_order() {
     .await;
     assert_eq!(resumed, 2);
 }
+
+const ENDPOINT: &str =
+    "SELECT subscriber_id FROM endpoint_circuits WHERE subscriber_id = $1 FOR UPDATE";
+
+/// Endpoint circuits are held in ascending subscriber id by the column's collation
+/// (`"C"`), as every holder of them sorts them, whatever the database's collation: in
+/// a database whose collation puts `a` before `B` (ICU `en-US`), an outcome group that
+/// sorted its subscribers by the database's collation held `a` and then waited for `B`,
+/// while a long-attempt note held `B` and waited for `a`: a deadlock (issue #36's
+/// break-it review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_outcome_group_holds_endpoint_circuits_in_the_key_columns_collation() {
+    let icu = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'";
+    let Some(database) = crate::pg::TestDatabase::create_with(icu).await else {
+        return;
+    };
+    let store = deferhook::store::open(&database.url).await.unwrap();
+    for id in ["B", "a"] {
+        add_subscriber(&store, id).await;
+        create_due(&store, id, at(0)).await;
+        create_due(&store, id, at(0)).await;
+    }
+    // The first results make both endpoint rows.
+    let first = claim(&store, at(0), 2).await;
+    assert_eq!(first.len(), 2);
+    let refs: Vec<&ClaimedJob> = first.iter().collect();
+    let fenced = delivered_now(&store, &refs, at(10)).await;
+    assert_eq!(fenced, vec![Fenced::Applied, Fenced::Applied]);
+    let second = claim(&store, at(20), 2).await;
+    assert_eq!(second.len(), 2);
+    let mut connection = PgConnection::connect(&database.url).await.unwrap();
+    let (order,): (String,) = sqlx::query_as(
+        "SELECT string_agg(id, ' ' ORDER BY id) FROM unnest(ARRAY['B', 'a']) AS t(id)",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    let _ = connection.close().await;
+    assert_eq!(
+        order, "a B",
+        "the database's collation puts a first (else this test proves nothing)"
+    );
+    let refs: Vec<&ClaimedJob> = second.iter().collect();
+    let write = delivered_now(&store, &refs, at(30));
+    let fenced =
+        write_waits_holding_nothing_later(&database.url, (ENDPOINT, "B"), write, (ENDPOINT, "a"))
+            .await;
+    assert_eq!(fenced, vec![Fenced::Applied, Fenced::Applied]);
+}
