@@ -4,13 +4,11 @@
 use super::Pools;
 use crate::store::outcomes::{Apply, OutcomeStatements};
 
-/// Finishes each attempt of the batch: its row is named by its lease token, so a late
-/// result still lands on its own attempt. A resent request makes it a possible duplicate.
-pub(crate) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.finished_at, \
-        outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
-        body_excerpt = v.body_excerpt, \
-        possible_duplicate = CASE WHEN v.resent THEN 1 ELSE attempts.possible_duplicate END FROM \
-        (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
+/// The batch `?1` (see [`crate::store::outcomes::to_json`]) as rows `v`, one per
+/// record: the finish and the apply read the same columns.
+macro_rules! batch_rows {
+    () => {
+        "(SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
            json_extract(value, '$.number') AS number, \
            json_extract(value, '$.finished_at') AS finished_at, \
            json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.status') AS status, \
@@ -24,15 +22,30 @@ pub(crate) const FINISH_ATTEMPTS: &str = "UPDATE attempts SET finished_at = v.fi
            json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
            json_extract(value, '$.resent') AS resent, \
            json_extract(value, '$.now') AS now \
-         FROM json_each(?1)) AS v \
+         FROM json_each(?1)) AS v"
+    };
+}
+
+/// Finishes each attempt of the batch: its row is named by its lease token, so a late
+/// result still lands on its own attempt. A resent request makes it a possible duplicate.
+pub(crate) const FINISH_ATTEMPTS: &str = concat!(
+    "UPDATE attempts SET finished_at = v.finished_at, \
+        outcome = v.outcome, status = v.status, error_class = v.error_class, reason = v.reason, \
+        body_excerpt = v.body_excerpt, \
+        possible_duplicate = CASE WHEN v.resent THEN 1 ELSE attempts.possible_duplicate END FROM \
+        ",
+    batch_rows!(),
+    " \
         WHERE attempts.job_id = v.id AND attempts.number = v.number \
-        AND attempts.lease_token = v.token";
+        AND attempts.lease_token = v.token"
+);
 
 /// Applies each transition only while its lease holds (fencing token, `in_flight`);
 /// returns the (id, token) of those applied. `+jobs.state` keeps the planner on the
 /// primary key, driven by the batch: with an index on the state it would walk every
 /// job in flight and re-read the whole batch for each (see the plan test).
-pub(crate) const APPLY_TRANSITIONS: &str = "UPDATE jobs SET state = v.state, \
+pub(crate) const APPLY_TRANSITIONS: &str = concat!(
+    "UPDATE jobs SET state = v.state, \
     due_at = v.due_at, attempts = v.attempts, \
     dead_reason = v.dead_reason, dead_detail = NULL, deadline = v.deadline, \
     possible_duplicate = v.possible_duplicate, updated_at = v.now, \
@@ -44,22 +57,12 @@ pub(crate) const APPLY_TRANSITIONS: &str = "UPDATE jobs SET state = v.state, \
     last_error_reason = CASE WHEN v.error_class IS NULL THEN last_error_reason ELSE v.reason END, \
     last_error_body = CASE WHEN v.error_class IS NULL THEN last_error_body ELSE v.body_excerpt END \
     FROM \
-    (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, \
-       json_extract(value, '$.number') AS number, \
-       json_extract(value, '$.finished_at') AS finished_at, \
-       json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.status') AS status, \
-       json_extract(value, '$.error_class') AS error_class, \
-       json_extract(value, '$.reason') AS reason, \
-       json_extract(value, '$.body_excerpt') AS body_excerpt, \
-       json_extract(value, '$.state') AS state, json_extract(value, '$.due_at') AS due_at, \
-       json_extract(value, '$.attempts') AS attempts, \
-       json_extract(value, '$.dead_reason') AS dead_reason, \
-       json_extract(value, '$.deadline') AS deadline, \
-       json_extract(value, '$.possible_duplicate') AS possible_duplicate, \
-       json_extract(value, '$.now') AS now \
-     FROM json_each(?1)) AS v \
+    ",
+    batch_rows!(),
+    " \
     WHERE jobs.id = v.id AND jobs.lease_token = v.token AND +jobs.state = 'in_flight' \
-    RETURNING jobs.id, jobs.lease_token";
+    RETURNING jobs.id, jobs.lease_token"
+);
 
 impl OutcomeStatements for Pools {
     // One writer connection takes every write in turn: no row locks, no lock order.
